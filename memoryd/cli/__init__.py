@@ -1,0 +1,62 @@
+"""``memoryd`` command line. Each command group lives in its own module and registers itself.
+
+Exit codes: 0 success; 1 a memoryd error (one line on stderr); 2 bad usage or bad config;
+3 the host is unreachable or refused our credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Callable, Sequence
+
+from memoryd import __version__
+from memoryd.cli import paths as paths_cmd
+from memoryd.cli import run as run_cmd
+from memoryd.cli import setup as setup_cmd
+from memoryd.cli import status as status_cmd
+from memoryd.cli._app import App
+from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
+GROUPS = (run_cmd, status_cmd, setup_cmd, paths_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memoryd",
+        description="Cross-session memory for coding agents: extracts what sessions taught, "
+        "consolidates it, and hands it back to the next session.",
+    )
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler: Callable[[App, argparse.Namespace], int] = args.handler
+    app = App()
+    try:
+        return handler(app, args)
+    except ConfigError as exc:
+        print(f"memoryd: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (HostUnreachable, HostAuthError) as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_HOST
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("memoryd: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        app.close()

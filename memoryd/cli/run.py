@@ -1,0 +1,90 @@
+"""``memoryd run``: one pass (``--once``) or a simple loop of passes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from memoryd.cli._app import App
+from memoryd.errors import HostError
+from memoryd.host.connect import open_host
+from memoryd.phase1 import Phase1, Phase1Report
+from memoryd.status import HOST_SEEN, LAST_PASS
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="extract memories from finished sessions (one pass with --once)")
+    p.add_argument("--once", action="store_true", help="run one pass and exit")
+    p.add_argument("--interval", type=float, default=300.0, help="seconds between passes when looping (default 300)")
+    p.set_defaults(handler=cmd_run)
+
+
+async def run_once(app: App) -> Phase1Report:
+    paths, settings, store = app.paths, app.settings, app.store
+    paths.ensure_dir(paths.state_dir)
+    async with open_host(settings, paths) as host:
+        store.put_state(
+            HOST_SEEN, {"url": host.url, "version": host.version, "private": host.private, "at": app.clock.now_ms()}
+        )
+        phase1 = Phase1(store=store, client=host.client, settings=settings, paths=paths, clock=app.clock)
+        report = await phase1.run_pass()
+    record: dict[str, Any] = {"at": app.clock.now_ms(), "phase1": report.as_dict()}
+    store.put_state(LAST_PASS, record)
+    return report
+
+
+def summary(report: Phase1Report) -> str:
+    parts = [
+        f"{report.discovered} sessions seen",
+        f"{report.eligible} eligible",
+        f"{report.claimed} claimed",
+        f"{report.succeeded} extracted",
+    ]
+    if report.no_output:
+        parts.append(f"{report.no_output} with nothing to keep")
+    if report.polluted:
+        parts.append(f"{report.polluted} skipped as polluted")
+    if report.forgotten:
+        parts.append(f"{report.forgotten} forgotten (deleted in opencode)")
+    parts.append(f"{report.failed} failed")
+    return "phase 1: " + ", ".join(parts)
+
+
+def cmd_run(app: App, args: argparse.Namespace) -> int:
+    if args.once:
+        report = asyncio.run(run_once(app))
+        print(summary(report))
+        for err in report.errors:
+            print(f"  failed: {err}")
+        return 0
+    return asyncio.run(_loop(app, args.interval))
+
+
+async def _loop(app: App, interval: float) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    while not stop.is_set():
+        task = asyncio.create_task(run_once(app))
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+        try:
+            log.info(summary(await task))
+        except asyncio.CancelledError:
+            break
+        except HostError as exc:
+            log.warning("pass skipped: %s", exc)
+        waiter.cancel()
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+        except TimeoutError:
+            pass
+    return 0

@@ -1,0 +1,40 @@
+"""``memoryd install opencode`` / ``memoryd uninstall opencode``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memoryd.cli._app import App
+from memoryd.host.install import Installer
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (
+        ("install", "write memoryd's agents into opencode's config (idempotent)"),
+        ("uninstall", "remove exactly what `memoryd install` wrote"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("host", choices=["opencode"])
+        p.add_argument("--config-dir", type=Path, help="opencode config folder (default: $XDG_CONFIG_HOME/opencode)")
+        p.add_argument("--force", action="store_true", help="also replace/remove files you changed")
+        p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+        p.set_defaults(handler=cmd_install if name == "install" else cmd_uninstall)
+
+
+def cmd_install(app: App, args: argparse.Namespace) -> int:
+    installer = Installer(app.paths, args.config_dir)
+    steps = installer.install(force=args.force, dry_run=args.dry_run)
+    prefix = "would " if args.dry_run else ""
+    for step in steps:
+        print(prefix + step.describe())
+    if not args.dry_run and any(s.action in ("create", "update", "replace") for s in steps):
+        print("restart opencode (or let memoryd start its own server) so it loads the new agent")
+    return 0
+
+
+def cmd_uninstall(app: App, args: argparse.Namespace) -> int:
+    installer = Installer(app.paths, args.config_dir)
+    for step in installer.uninstall(force=args.force, dry_run=args.dry_run):
+        print(("would " if args.dry_run else "") + step.describe())
+    return 0

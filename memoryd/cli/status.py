@@ -1,0 +1,67 @@
+"""``memoryd status [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from memoryd.cli._app import App
+from memoryd.status import snapshot
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="show what memoryd holds and what it spent")
+    p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
+    p.set_defaults(handler=cmd_status)
+
+
+def cmd_status(app: App, args: argparse.Namespace) -> int:
+    snap = snapshot(app.store, app.settings, app.paths)
+    if args.as_json:
+        print(json.dumps(snap, indent=2, sort_keys=True))
+    else:
+        print(render(snap))
+    return 0
+
+
+def _n(v: int | float) -> str:
+    return f"{v:,}"
+
+
+def render(s: dict[str, Any]) -> str:
+    host = s["host"]
+    where = host["url"] or "private opencode serve (started on demand)"
+    ver = f"opencode {host['version']}" if host["version"] else "not contacted yet"
+    seen = f", last seen {host['last_seen']}" if host["last_seen"] else ""
+    jobs = s["stage1"]["jobs"]
+    spent = s["tokens"]["spent"]
+    rows = [
+        ("host", f"{where} ({ver}{seen})"),
+        ("memories", f"{_n(s['stage1']['outputs'])} session memories"),
+        ("jobs", ", ".join(f"{_n(jobs[k])} {k}" for k in ("done", "pending", "running", "failed"))),
+    ]
+    lp = s.get("last_pass")
+    if lp:
+        p1 = lp["phase1"]
+        rows.append(
+            ("last pass", f"{p1['discovered']} seen, {p1['eligible']} eligible, {p1['succeeded']} extracted, "
+             f"{p1['failed']} failed")
+        )
+    else:
+        rows.append(("last pass", "never (run `memoryd run --once`)"))
+    per = "; ".join(
+        f"{phase}: {_n(v['calls'])} calls, {_n(v['input'])} in / {_n(v['output'])} out"
+        for phase, v in s["tokens"]["per_phase"].items()
+    )
+    rows.append(("tokens", f"{_n(spent['total'])} spent" + (f" ({per})" if per else "")))
+    rows.append(("today", f"{_n(s['tokens']['today']['total'])} tokens, {_n(s['tokens']['today']['calls'])} calls"))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    errors = s["stage1"]["last_errors"]
+    if errors:
+        lines.append("recent errors:")
+        for e in errors:
+            retry = f", retry after {e['retry_at']}" if e["retry_at"] and e["status"] != "failed" else ""
+            lines.append(f"  {e['session_id']} [{e['status']}{retry}]: {e['error']}")
+    return "\n".join(lines)

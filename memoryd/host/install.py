@@ -1,0 +1,177 @@
+"""Install memoryd's pieces into opencode's config folder, and take exactly them out again.
+
+opencode loads agent definitions from ``<config>/agent/*.md``. memoryd writes its files there
+and records each one's SHA-256 in a manifest in its own state folder. That record is what makes
+the installer safe to re-run and to undo: a file still matching its recorded hash is ours to
+update or remove; a file that changed since is the user's, and is left alone unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from memoryd import __version__, prompts
+from memoryd.errors import InstallError, PathError
+from memoryd.fsutil import atomic_write, read_regular, sha256
+from memoryd.paths import Paths, templates_dir
+
+HOST = "opencode"
+MARKER = f"# Installed by memoryd {__version__}. Edits are kept: memoryd will not overwrite a changed file without --force."
+
+Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    relpath: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    path: Path
+
+    def describe(self) -> str:
+        text = {
+            "create": "create",
+            "update": "update",
+            "unchanged": "unchanged",
+            "replace": "replace (changed by you; --force)",
+            "keep-modified": "kept: changed since memoryd wrote it (use --force to replace/remove)",
+            "remove": "remove",
+            "absent": "already gone",
+        }[self.action]
+        return f"{text:<12} {self.path}" if len(text) <= 12 else f"{self.path}: {text}"
+
+
+def default_config_dir(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
+    return Path(base) / "opencode"
+
+
+def _with_marker(markdown: str) -> str:
+    """Put the marker as a YAML comment inside the front matter, so opencode still parses it."""
+    if not markdown.startswith("---\n"):
+        raise InstallError("agent template must start with YAML front matter")
+    return "---\n" + MARKER + "\n" + markdown[4:]
+
+
+def planned_files() -> list[PlannedFile]:
+    agent = (templates_dir() / "agents" / "memoryd-extract.md").read_text(encoding="utf-8")
+    # render() validates the template has no unexpected placeholders
+    prompts.render("agents/memoryd-extract.md")
+    return [PlannedFile("agent/memoryd-extract.md", _with_marker(agent).encode("utf-8"))]
+
+
+class Installer:
+    def __init__(self, paths: Paths, config_dir: Path | None = None) -> None:
+        self.paths = paths
+        self.manifest_path = paths.install_manifest
+        manifest = self._load()
+        recorded = manifest.get(HOST, {}).get("config_dir")
+        self.config_dir = (config_dir or (Path(recorded) if recorded else None) or default_config_dir()).absolute()
+
+    def _load(self) -> dict:
+        raw = read_regular(self.manifest_path)
+        if raw is None:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise InstallError(f"{self.manifest_path}: not valid JSON ({exc}); fix or remove it") from exc
+        if not isinstance(data, dict):
+            raise InstallError(f"{self.manifest_path}: unexpected content; fix or remove it")
+        return data
+
+    def _recorded(self) -> dict[str, str]:
+        entry = self._load().get(HOST, {})
+        if entry.get("config_dir") and Path(entry["config_dir"]) != self.config_dir:
+            return {}
+        return dict(entry.get("files", {}))
+
+    def _save(self, files: dict[str, str]) -> None:
+        data = self._load()
+        if files:
+            data[HOST] = {"config_dir": str(self.config_dir), "files": files, "version": __version__}
+        else:
+            data.pop(HOST, None)
+        self.paths.ensure_dir(self.manifest_path.parent)
+        atomic_write(self.manifest_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def _current(self, path: Path) -> bytes | None:
+        try:
+            return read_regular(path)
+        except PathError as exc:
+            raise InstallError(f"{path}: {exc.problem}; remove it and re-run") from exc
+
+    def plan_install(self, *, force: bool = False) -> list[tuple[Step, PlannedFile]]:
+        recorded = self._recorded()
+        plan = []
+        for pf in planned_files():
+            target = self.config_dir / pf.relpath
+            current = self._current(target)
+            if current is None:
+                action: Action = "create"
+            elif current == pf.content:
+                action = "unchanged"
+            elif recorded.get(pf.relpath) == sha256(current):
+                action = "update"
+            elif force:
+                action = "replace"
+            else:
+                action = "keep-modified"
+            plan.append((Step(action, target), pf))
+        return plan
+
+    def install(self, *, force: bool = False, dry_run: bool = False) -> list[Step]:
+        plan = self.plan_install(force=force)
+        if dry_run:
+            return [s for s, _ in plan]
+        recorded = self._recorded()
+        for step, pf in plan:
+            if step.action in ("create", "update", "replace"):
+                try:
+                    step.path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(step.path, pf.content)
+                except (OSError, PathError) as exc:
+                    raise InstallError(f"cannot write {step.path}: {exc}") from exc
+            if step.action != "keep-modified":
+                recorded[pf.relpath] = sha256(pf.content)
+        self._save(recorded)
+        return [s for s, _ in plan]
+
+    def uninstall(self, *, force: bool = False, dry_run: bool = False) -> list[Step]:
+        recorded = self._recorded()
+        steps: list[Step] = []
+        remaining: dict[str, str] = {}
+        for rel, digest in sorted(recorded.items()):
+            target = self.config_dir / rel
+            current = self._current(target)
+            if current is None:
+                steps.append(Step("absent", target))
+            elif sha256(current) == digest or force:
+                steps.append(Step("remove", target))
+                if not dry_run:
+                    target.unlink()
+                    _remove_empty_parents(target.parent, self.config_dir)
+            else:
+                steps.append(Step("keep-modified", target))
+                remaining[rel] = digest
+        if not dry_run:
+            self._save(remaining)
+        return steps
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

@@ -1,0 +1,480 @@
+"""Async client for the ``opencode serve`` HTTP API (observed against 1.18.33).
+
+memoryd reads transcripts and runs its helper agents through this one class, so every
+host-specific fact lives here: routes, paging headers, the error body shape, and the quirk that a
+failed model call still answers HTTP 200 with ``info.error``. All failures come out as the
+:class:`~memoryd.errors.HostError` tree, mapped in a single place (:meth:`OpencodeClient._request`),
+so callers never see an ``httpx`` exception.
+
+Every call has a deadline: a connection opened before opencode prints "listening" is accepted but
+never answered (pitfall 1 in ``opencode-host.md``), so an unbounded request could hang forever.
+Tests inject an ``httpx.MockTransport``; nothing else is faked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import anyio
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from memoryd.errors import (
+    ConfigError,
+    HostAuthError,
+    HostError,
+    HostHTTPError,
+    HostNotFound,
+    HostProtocolError,
+    HostTimeout,
+    HostUnreachable,
+    ModelCallError,
+)
+from memoryd.host.models import Message, PromptResult, Session
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+HELPER_TITLE_PREFIX = "memoryd-"
+HELPER_METADATA_KEY = "memoryd"
+
+NEXT_CURSOR_HEADER = "x-next-cursor"
+ABORT_TIMEOUT_S = 2.0
+DELETE_TIMEOUT_S = 10.0
+CONFIRM_TIMEOUT_S = 5.0
+HEALTH_TIMEOUT_S = 5.0
+_MAX_PAGES = 10_000
+_DETAIL_CHARS = 200
+
+_SESSIONS = TypeAdapter(list[Session])
+_MESSAGES = TypeAdapter(list[Message])
+_SESSION = TypeAdapter(Session)
+_PROMPT = TypeAdapter(PromptResult)
+_DICT_LIST = TypeAdapter(list[dict[str, Any]])
+_STATUS = TypeAdapter(dict[str, dict[str, Any]])
+_DICT = TypeAdapter(dict[str, Any])
+
+
+def is_helper_session(s: Session) -> bool:
+    """True for sessions memoryd created for its own helper agents (never mined for memories)."""
+    if s.title.startswith(HELPER_TITLE_PREFIX):
+        return True
+    return bool(s.metadata) and HELPER_METADATA_KEY in (s.metadata or {})
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """``"provider/model"`` -> ``(providerID, modelID)``; the model part may itself contain ``/``."""
+    provider, sep, model_id = model.partition("/")
+    if not sep or not provider.strip() or not model_id.strip():
+        raise ConfigError(f"model must look like 'provider/model', got {model!r}", key="model")
+    return provider.strip(), model_id.strip()
+
+
+def _short(text: str, limit: int = _DETAIL_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None]:
+    """Pull ``name`` and ``data.message`` out of opencode's ``{"name", "data": {...}}`` shape."""
+    if not isinstance(body, dict):
+        return None, None
+    raw_name = body.get("name")
+    name = raw_name if isinstance(raw_name, str) else None
+    data = body.get("data")
+    message: Any = data.get("message") if isinstance(data, dict) else None
+    if message is None:
+        message = body.get("message")
+    return name, (_short(str(message)) if message is not None else None)
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return _short(str(exc))
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return _short(f"{loc}: {first['msg']}{more}")
+
+
+def _sid(session_id: str) -> str:
+    """Quote an id for use as one path segment (ids are ``ses_…`` but never trust them)."""
+    return quote(session_id, safe="")
+
+
+class OpencodeClient:
+    """One connection pool to one opencode server; cheap to keep for the daemon's lifetime."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str = "opencode",
+        password: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        auth = httpx.BasicAuth(username, password) if password is not None else None
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=auth,
+            transport=transport,
+            timeout=self._timeout_for(timeout),
+            headers={"accept": "application/json"},
+            follow_redirects=False,
+        )
+
+    # ---------------------------------------------------------------------------------- lifecycle
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> OpencodeClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ---------------------------------------------------------------------------------- transport
+
+    @staticmethod
+    def _timeout_for(seconds: float) -> httpx.Timeout:
+        return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str | int] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        what: str | None = None,
+    ) -> httpx.Response:
+        """Send one request and map every failure onto the HostError tree.
+
+        Returns the response only when it is 2xx. ``timeout`` bounds the whole exchange (not
+        just each socket read), so a slowly trickling answer cannot outlive it either.
+        """
+        seconds = self.timeout if timeout is None else timeout
+        what = what or f"{method} {path}"
+        try:
+            with anyio.fail_after(seconds):
+                resp = await self._http.request(
+                    method,
+                    path,
+                    params=params,
+                    json=body,
+                    timeout=self._timeout_for(seconds),
+                )
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            raise HostTimeout(what, seconds) from exc
+        except httpx.TransportError as exc:
+            detail = _short(str(exc) or type(exc).__name__)
+            raise HostUnreachable(self.base_url, detail) from exc
+
+        if resp.is_success:
+            return resp
+        status = resp.status_code
+        if status in (401, 403):
+            raise HostAuthError(self.base_url, status)
+        try:
+            err_body: Any = resp.json()
+        except ValueError:
+            err_body = None
+        name, message = _error_fields(err_body)
+        if message is None and err_body is None and resp.text.strip():
+            message = _short(resp.text)
+        if status == 404:
+            raise HostNotFound(what, status, name, message)
+        raise HostHTTPError(what, status, name, message)
+
+    @staticmethod
+    def _json(resp: httpx.Response, what: str) -> Any:
+        try:
+            return resp.json()
+        except ValueError as exc:
+            head = _short(resp.text, 80) if resp.text else "empty body"
+            raise HostProtocolError(what, f"body is not JSON: {head!r}") from exc
+
+    @classmethod
+    def _parse(cls, resp: httpx.Response, adapter: TypeAdapter[T], what: str) -> T:
+        data = cls._json(resp, what)
+        try:
+            return adapter.validate_python(data)
+        except ValidationError as exc:
+            raise HostProtocolError(what, _validation_detail(exc)) from exc
+
+    async def _get_json(
+        self,
+        path: str,
+        adapter: TypeAdapter[T],
+        *,
+        params: dict[str, str | int] | None = None,
+        timeout: float | None = None,
+    ) -> T:
+        what = f"GET {path}"
+        resp = await self._request("GET", path, params=params, timeout=timeout, what=what)
+        return self._parse(resp, adapter, what)
+
+    # ---------------------------------------------------------------------------------- endpoints
+
+    async def health(self, *, timeout: float = HEALTH_TIMEOUT_S) -> str:
+        """``GET /global/health``; returns opencode's version string."""
+        what = "GET /global/health"
+        resp = await self._request("GET", "/global/health", timeout=timeout, what=what)
+        data = self._json(resp, what)
+        if not isinstance(data, dict) or not isinstance(data.get("version"), str):
+            raise HostProtocolError(what, f"expected {{healthy, version}}, got {_short(repr(data), 80)}")
+        if data.get("healthy") is False:
+            raise HostUnreachable(self.base_url, "server reports healthy=false")
+        return str(data["version"])
+
+    async def list_sessions(
+        self,
+        *,
+        roots: bool = True,
+        archived: bool = False,
+        page_size: int = 500,
+        start_ms: int | None = None,
+    ) -> list[Session]:
+        """Every session of every project (``GET /experimental/session``), newest update first.
+
+        Follows ``x-next-cursor`` until the server stops sending it. A cursor that repeats is a
+        server bug; we stop there (logged) instead of looping forever.
+        """
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        path = "/experimental/session"
+        base: dict[str, str | int] = {"roots": "true" if roots else "false", "limit": page_size}
+        if archived:
+            base["archived"] = "true"
+        if start_ms is not None:
+            base["start"] = start_ms
+
+        out: list[Session] = []
+        seen_ids: set[str] = set()
+        seen_cursors: set[str] = set()
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            params = dict(base)
+            if cursor is not None:
+                params["cursor"] = cursor
+            what = f"GET {path}"
+            resp = await self._request("GET", path, params=params, what=what)
+            for s in self._parse(resp, _SESSIONS, what):
+                if s.id not in seen_ids:
+                    seen_ids.add(s.id)
+                    out.append(s)
+            cursor = self._next_cursor(resp, seen_cursors, what)
+            if cursor is None:
+                return out
+        log.warning("%s: gave up after %d pages; returning %d sessions", path, _MAX_PAGES, len(out))
+        return out
+
+    @staticmethod
+    def _next_cursor(resp: httpx.Response, seen: set[str], what: str) -> str | None:
+        cursor: str | None = resp.headers.get(NEXT_CURSOR_HEADER)
+        if cursor is None or not cursor.strip():
+            return None
+        if cursor in seen:
+            log.warning("%s: paging cursor %r did not move; stopping", what, _short(cursor, 80))
+            return None
+        seen.add(cursor)
+        return cursor
+
+    async def get_session(self, session_id: str) -> Session:
+        """``GET /session/{id}``; :class:`HostNotFound` when it does not exist."""
+        return await self._get_json(f"/session/{_sid(session_id)}", _SESSION)
+
+    async def messages(
+        self,
+        session_id: str,
+        *,
+        page_size: int = 200,
+        directory: str | None = None,
+    ) -> list[Message]:
+        """The whole transcript of a session, oldest message first.
+
+        opencode pages backwards: the first page holds the newest ``limit`` messages (oldest-first
+        inside the page) and ``x-next-cursor`` is passed back as ``before`` for older ones.
+        """
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        path = f"/session/{_sid(session_id)}/message"
+        what = f"GET {path}"
+        base: dict[str, str | int] = {"limit": page_size}
+        if directory is not None:
+            base["directory"] = directory
+
+        pages: list[list[Message]] = []
+        seen_cursors: set[str] = set()
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            params = dict(base)
+            if cursor is not None:
+                params["before"] = cursor
+            resp = await self._request("GET", path, params=params, what=what)
+            pages.append(self._parse(resp, _MESSAGES, what))
+            cursor = self._next_cursor(resp, seen_cursors, what)
+            if cursor is None:
+                break
+        else:
+            log.warning("%s: gave up after %d pages; transcript is truncated", what, _MAX_PAGES)
+
+        out: list[Message] = []
+        seen_ids: set[str] = set()
+        for page in reversed(pages):
+            for m in page:
+                if m.info.id not in seen_ids:
+                    seen_ids.add(m.info.id)
+                    out.append(m)
+        return out
+
+    async def create_session(
+        self,
+        *,
+        directory: str,
+        title: str,
+        metadata: dict[str, Any] | None = None,
+        permission: list[dict[str, Any]] | None = None,
+    ) -> Session:
+        """``POST /session?directory=…``. Always pass a title: without one opencode spends an
+        extra model call naming the session (pitfall 9)."""
+        body: dict[str, Any] = {"title": title}
+        if metadata is not None:
+            body["metadata"] = metadata
+        if permission is not None:
+            body["permission"] = permission
+        what = "POST /session"
+        resp = await self._request("POST", "/session", params={"directory": directory}, body=body, what=what)
+        return self._parse(resp, _SESSION, what)
+
+    async def prompt(
+        self,
+        session_id: str,
+        *,
+        directory: str,
+        text: str,
+        agent: str,
+        model: str | None = None,
+        system: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        timeout: float = 900.0,
+    ) -> PromptResult:
+        """Run one synchronous turn (``POST /session/{id}/message``) and return its last message.
+
+        Always names ``agent`` (not sticky, pitfall 5). On timeout or cancellation the turn is
+        aborted on the server (best effort, short bound) so it stops spending tokens. A model
+        failure reported as HTTP 200 with ``info.error`` raises :class:`ModelCallError`.
+        """
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": text}], "agent": agent}
+        if model is not None:
+            provider_id, model_id = split_model(model)
+            body["model"] = {"providerID": provider_id, "modelID": model_id}
+        if system is not None:
+            body["system"] = system
+        if json_schema is not None:
+            body["format"] = {"type": "json_schema", "schema": json_schema}
+        path = f"/session/{_sid(session_id)}/message"
+        what = f"prompt in session {session_id}"
+        try:
+            resp = await self._request(
+                "POST", path, params={"directory": directory}, body=body, timeout=timeout, what=what
+            )
+        except HostTimeout:
+            log.warning("%s timed out after %gs; aborting the turn", what, timeout)
+            await self.abort(session_id)
+            raise
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self.abort(session_id)
+            raise
+
+        result = self._parse(resp, _PROMPT, what)
+        if result.info.error is not None:
+            raise _model_call_error(result.info.error)
+        return result
+
+    async def abort(self, session_id: str, *, timeout: float = ABORT_TIMEOUT_S) -> None:
+        """``POST /session/{id}/abort``; best effort, never raises."""
+        try:
+            await self._request("POST", f"/session/{_sid(session_id)}/abort", timeout=timeout)
+        except HostError as exc:
+            log.warning("abort of session %s failed: %s", session_id, exc)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session (and its children), then confirm it is gone.
+
+        True only when a follow-up ``GET`` answers 404 (or the delete itself said 404). Errors
+        of the ``DELETE`` propagate; a confirmation that fails or still finds the session
+        returns False.
+        """
+        path = f"/session/{_sid(session_id)}"
+        try:
+            await self._request("DELETE", path, timeout=DELETE_TIMEOUT_S)
+        except HostNotFound:
+            return True
+        try:
+            await self._request("GET", path, timeout=CONFIRM_TIMEOUT_S)
+        except HostNotFound:
+            return True
+        except HostError as exc:
+            log.warning("could not confirm deletion of session %s: %s", session_id, exc)
+            return False
+        log.warning("session %s still exists after DELETE", session_id)
+        return False
+
+    async def agents(self, *, directory: str | None = None) -> list[dict[str, Any]]:
+        """``GET /agent``: the resolved agents of the instance (name, mode, permission, ...)."""
+        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        return await self._get_json("/agent", _DICT_LIST, params=params)
+
+    async def dispose_instance(self, directory: str) -> None:
+        """``POST /instance/dispose``: re-read agents and plugins for one directory (pitfall 17)."""
+        await self._request("POST", "/instance/dispose", params={"directory": directory})
+
+    async def session_status(self, *, directory: str | None = None) -> dict[str, dict[str, Any]]:
+        """``GET /session/status``: busy/retry sessions by id; idle sessions are absent."""
+        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        return await self._get_json("/session/status", _STATUS, params=params)
+
+    async def mcp_status(self, *, directory: str | None = None) -> dict[str, Any]:
+        """``GET /mcp`` (server name -> status). Not exercised against 1.18.33: 404 gives ``{}``."""
+        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        try:
+            return await self._get_json("/mcp", _DICT, params=params)
+        except HostNotFound:
+            log.debug("GET /mcp is not available on this opencode; treating as no MCP servers")
+            return {}
+
+
+def _model_call_error(error: dict[str, Any]) -> ModelCallError:
+    """Build the exception for ``info.error`` (APIError, StructuredOutputError, MessageAbortedError…)."""
+    raw_name = error.get("name")
+    name = raw_name if isinstance(raw_name, str) else "UnknownError"
+    raw_data = error.get("data")
+    data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
+    message: Any = data.get("message", error.get("message"))
+    if message is None:
+        message = json.dumps(data)[:_DETAIL_CHARS] if data else "no message"
+    status_raw = data.get("statusCode")
+    status = status_raw if isinstance(status_raw, int) and not isinstance(status_raw, bool) else None
+    retry_raw = data.get("isRetryable")
+    retryable = retry_raw if isinstance(retry_raw, bool) else None
+    return ModelCallError(name, _short(str(message)), status=status, retryable=retryable)

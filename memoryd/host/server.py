@@ -1,0 +1,343 @@
+"""Start and stop a private ``opencode serve``.
+
+memoryd needs an opencode HTTP server to read sessions and run its helper agents. When the user
+has not configured one, it starts its own, bound to 127.0.0.1 with a random password, and owns
+that process completely: it lives in its own process group so that stopping it also stops every
+tool subprocess it spawned, and it is never left running after memoryd exits.
+
+Facts this relies on (opencode 1.18.33, observed):
+
+* A connection made before the server prints ``opencode server listening on http://H:P`` is
+  accepted but never answered, so readiness is that stdout line, never a connect probe.
+* ``--port 0`` prefers 4096 before falling back to a random port; we pick a free ephemeral port
+  ourselves so a private server never squats the port a user's own server expects. A port that
+  was taken in the meantime makes opencode exit with ``ServeError``; we then retry on another.
+* ``OPENCODE_SERVER_PASSWORD`` / ``OPENCODE_SERVER_USERNAME`` turn on basic auth for every route.
+* Two servers initialising the same fresh data dir at once can fail with "database is locked".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from memoryd.errors import HostUnreachable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_USERNAME = "opencode"
+LISTENING_RE = re.compile(r"opencode server listening on (?P<url>https?://\S+)")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PORT_ATTEMPTS = 3
+_TAIL_LINES = 40
+
+# The lock file opencode's embedded npm treats as "already installed" (see seed_config_dir).
+SEED_LOCKFILE = {"lockfileVersion": 3, "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+
+
+@dataclass
+class ServerHandle:
+    """How to reach a server we started."""
+
+    url: str
+    username: str
+    password: str
+    pid: int
+    process: subprocess.Popen[bytes]
+
+
+def find_opencode(bin_name: str) -> str:
+    """Resolve the opencode executable (a name on PATH or a path) to an absolute path."""
+    if os.sep in bin_name or (os.altsep and os.altsep in bin_name):
+        path = Path(bin_name).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path.absolute())
+        raise HostUnreachable("opencode", f"executable {bin_name!r} does not exist or is not executable")
+    found = shutil.which(bin_name)
+    if not found:
+        raise HostUnreachable("opencode", f"executable {bin_name!r} not found on PATH")
+    return str(Path(found).absolute())
+
+
+def seed_config_dir(config_dir: Path) -> None:
+    """Make opencode skip its npm install of ``@opencode-ai/plugin`` in ``config_dir``.
+
+    On the first bootstrap opencode installs that package into every config dir it loads and,
+    when plugins are configured, blocks on it (~7 s online, ~70 s when the registry is
+    unreachable). An empty ``node_modules/`` plus a lock file naming the package makes it skip the
+    install. Safe only while our plugin does not import the package at run time. Anything that
+    already exists is left alone.
+    """
+    config_dir.mkdir(parents=True, exist_ok=True)
+    lock = config_dir / "package-lock.json"
+    modules = config_dir / "node_modules"
+    if not lock.exists() and not modules.exists():
+        lock.write_text(json.dumps(SEED_LOCKFILE) + "\n", encoding="utf-8")
+    modules.mkdir(exist_ok=True)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """An ephemeral port that was free a moment ago (callers retry if it is taken by then)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class _Output:
+    """Drains the server's stdout and stderr for its whole life, so the pipes never fill.
+
+    Keeps the last lines for error messages, copies everything to an optional log file, and
+    signals when the "listening" line appears on stdout.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], log_file: Path | None) -> None:
+        self.listening = threading.Event()
+        self.url: str | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._lock = threading.Lock()
+        self._sink: IO[str] | None = None
+        if log_file is not None:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            self._sink = log_file.open("a", encoding="utf-8", errors="replace")
+        self._threads = [
+            threading.Thread(target=self._pump, args=(proc.stdout, "out"), name=f"opencode-{proc.pid}-out", daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr, "err"), name=f"opencode-{proc.pid}-err", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, stream: IO[bytes] | None, name: str) -> None:
+        if stream is None:
+            return
+        try:
+            for raw in iter(stream.readline, b""):
+                line = _ANSI_RE.sub("", raw.decode("utf-8", errors="replace")).rstrip("\n")
+                with self._lock:
+                    self._tail.append(line)
+                    if self._sink is not None:
+                        self._sink.write(f"[{name}] {line}\n")
+                        self._sink.flush()
+                if name == "out" and not self.listening.is_set():
+                    m = LISTENING_RE.search(line)
+                    if m:
+                        self.url = m.group("url").rstrip("/")
+                        self.listening.set()
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us while stopping
+        finally:
+            stream.close()
+
+    def tail(self, n: int = 15) -> str:
+        with self._lock:
+            lines = [ln for ln in self._tail if ln.strip()]
+        return "\n".join(lines[-n:])
+
+    def close(self, timeout: float = 2.0) -> None:
+        for t in self._threads:
+            t.join(timeout)
+        with self._lock:
+            if self._sink is not None:
+                self._sink.close()
+                self._sink = None
+
+
+class PrivateServer:
+    """One ``opencode serve`` child with basic auth on a random local port.
+
+    Use as a (sync or async) context manager, or call :meth:`start` and :meth:`stop` yourself;
+    :meth:`stop` is idempotent and also runs at interpreter exit as a safety net.
+    """
+
+    def __init__(
+        self,
+        opencode_bin: str,
+        *,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 60.0,
+        log_file: Path | None = None,
+        port: int | None = None,
+        username: str = DEFAULT_USERNAME,
+        password: str | None = None,
+        print_logs: bool = True,
+        log_level: str = "INFO",
+    ) -> None:
+        self.opencode_bin = opencode_bin
+        self.cwd = Path(cwd)
+        self.env = env
+        self.startup_timeout = startup_timeout
+        self.log_file = log_file
+        self.port = port
+        self.username = username
+        self.password = password
+        self.print_logs = print_logs
+        self.log_level = log_level
+        self.handle: ServerHandle | None = None
+        self.startup_seconds: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output: _Output | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> ServerHandle:
+        """Spawn the server and wait for its "listening" line; raise HostUnreachable otherwise."""
+        if self.handle is not None:
+            return self.handle
+        binary = find_opencode(self.opencode_bin)
+        password = self.password or secrets.token_urlsafe(32)
+        attempts = 1 if self.port is not None else _PORT_ATTEMPTS
+        last_error: HostUnreachable | None = None
+        for attempt in range(attempts):
+            port = self.port if self.port is not None else free_port()
+            try:
+                return self._spawn(binary, port, password)
+            except _PortTaken as exc:
+                last_error = exc.error
+                log.info("opencode could not bind port %d (attempt %d), retrying", port, attempt + 1)
+        assert last_error is not None
+        raise last_error
+
+    def _spawn(self, binary: str, port: int, password: str) -> ServerHandle:
+        env = dict(os.environ if self.env is None else self.env)
+        env["OPENCODE_SERVER_PASSWORD"] = password
+        env["OPENCODE_SERVER_USERNAME"] = self.username
+        cmd = [binary, "serve", "--hostname", "127.0.0.1", "--port", str(port)]
+        if self.print_logs:
+            cmd += ["--print-logs", "--log-level", self.log_level]
+        where = f"http://127.0.0.1:{port}"
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own process group: stop() reaches tool subprocesses too
+            )
+        except OSError as exc:
+            raise HostUnreachable(where, f"cannot start {binary}: {exc.strerror or exc}") from exc
+        self._proc = proc
+        self._output = _Output(proc, self.log_file)
+        atexit.register(self.stop)
+        log.debug("started opencode serve pid=%d on port %d", proc.pid, port)
+        try:
+            deadline = started + self.startup_timeout
+            while not self._output.listening.wait(0.05):
+                if _has_exited(proc.pid):
+                    output = self._output
+                    self.stop()  # reaps it and closes the pipes, so the tail is complete
+                    tail = output.tail()
+                    err = HostUnreachable(where, f"opencode serve exited with code {proc.returncode} "
+                                                 f"before listening; last output:\n{tail}")
+                    if "ServeError" in tail or "EADDRINUSE" in tail:
+                        raise _PortTaken(err)
+                    raise err
+                if time.monotonic() >= deadline:
+                    raise HostUnreachable(where, f"opencode serve did not report listening within "
+                                                 f"{self.startup_timeout:g} s; last output:\n{self._output.tail()}")
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        url = self._output.url or where
+        log.info("opencode serve pid=%d listening on %s after %.2f s", proc.pid, url, self.startup_seconds)
+        self.handle = ServerHandle(url=url, username=self.username, password=password, pid=proc.pid, process=proc)
+        return self.handle
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the process group, wait, then SIGKILL whatever is left. Idempotent."""
+        proc, self._proc, self.handle = self._proc, None, None
+        atexit.unregister(self.stop)
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session made the child its group leader
+        try:
+            if proc.returncode is None:
+                _signal_group(pgid, signal.SIGTERM)
+                if not _wait_unreaped(proc.pid, timeout):
+                    log.warning("opencode serve pid=%d ignored SIGTERM for %g s; killing", proc.pid, timeout)
+        finally:
+            # The leader is a zombie (not yet reaped) here, so its pid cannot have been recycled:
+            # the SIGKILL reaches only our group, including tool subprocesses that outlived it.
+            if proc.returncode is None:
+                _signal_group(pgid, signal.SIGKILL)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                log.error("opencode serve pid=%d did not die after SIGKILL", proc.pid)
+            if self._output is not None:
+                self._output.close()
+                self._output = None
+            log.debug("stopped opencode serve pid=%d (exit %s)", proc.pid, proc.returncode)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and not _has_exited(self._proc.pid)
+
+    def output_tail(self, n: int = 15) -> str:
+        """The last lines the server printed (for error messages)."""
+        return self._output.tail(n) if self._output is not None else ""
+
+    def __enter__(self) -> ServerHandle:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ServerHandle:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+
+class _PortTaken(Exception):
+    def __init__(self, error: HostUnreachable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether our child ``pid`` has exited, without reaping it.
+
+    Not reaping keeps the pid (and so the process group id) reserved until :meth:`stop` has
+    signalled the group, so a recycled pid can never receive our SIGKILL.
+    """
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already reaped
+
+
+def _wait_unreaped(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``pid`` to exit, without reaping it."""
+    deadline = time.monotonic() + timeout
+    while not _has_exited(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,91 @@
+"""The one place that builds memoryd's paths.
+
+By default memoryd follows the XDG layout (through platformdirs, so macOS gets its native
+folders): the config file under the config dir, ``memory.db`` and ``memories/`` under the data
+dir, logs and runtime state under the state dir. ``MEMORYD_HOME`` puts all of it under one
+folder, which is what tests and throwaway setups use.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from memoryd.errors import PathError
+
+APP = "memoryd"
+HOME_ENV = "MEMORYD_HOME"
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_file: Path
+    data_dir: Path
+    state_dir: Path
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Paths:
+        env = os.environ if environ is None else environ
+        home = env.get(HOME_ENV)
+        if home:
+            root = Path(home).expanduser().absolute()
+            return cls(config_file=root / "config.toml", data_dir=root, state_dir=root / "state")
+        return cls(
+            config_file=Path(platformdirs.user_config_dir(APP)) / "config.toml",
+            data_dir=Path(platformdirs.user_data_dir(APP)),
+            state_dir=Path(platformdirs.user_state_dir(APP)),
+        )
+
+    @property
+    def db(self) -> Path:
+        return self.data_dir / "memory.db"
+
+    @property
+    def memories(self) -> Path:
+        return self.data_dir / "memories"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def helper_dir(self) -> Path:
+        """Working directory of memoryd's extraction helper sessions (kept empty, not a git repo)."""
+        return self.state_dir / "helper"
+
+    @property
+    def install_manifest(self) -> Path:
+        return self.state_dir / "installed.json"
+
+    @property
+    def server_state(self) -> Path:
+        return self.state_dir / "server.json"
+
+    def named(self) -> dict[str, Path]:
+        return {"config": self.config_file, "db": self.db, "memories": self.memories, "logs": self.logs}
+
+    def ensure_dir(self, path: Path) -> Path:
+        """Create ``path`` (and parents) as a real, writable directory or raise :class:`PathError`."""
+        if path.is_symlink():
+            raise PathError(path, "is a symlink; memoryd refuses to write through links")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PathError(path, f"cannot create directory ({exc.strerror or exc})") from exc
+        if not path.is_dir():
+            raise PathError(path, "exists and is not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PathError(path, "is not writable")
+        return path
+
+
+def templates_dir() -> Path:
+    """Templates ship inside the wheel as ``memoryd/_templates``; a source checkout uses ``templates/``."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "_templates"
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "templates"

@@ -1,0 +1,359 @@
+"""Phase 1: discovery → eligibility → claim → extract → finalize, one job per session.
+
+A pass lists every root session of the host, keeps the ones that have been idle long enough and
+are young enough, claims at most ``max_rollouts_per_startup`` of them under leases, and runs each
+claim through a tool-less helper session that returns structured JSON. Cheap work happens first
+and no model is called unless a session actually moved since it was last extracted: the
+up-to-date filter is one read query before any claim, and the claim re-checks it inside its
+transaction.
+
+Failure policy: anything the host or the model gets wrong fails the job (one retry burned, 1 h
+backoff) and never the pass; cancellation (shutdown) releases the claim without burning a retry;
+a session deleted in the host is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import socket
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from memoryd import prompts
+from memoryd.clock import DAY, HOUR, Clock
+from memoryd.errors import ExtractionInvalid, HostError, HostNotFound, MemorydError, ModelCallError
+from memoryd.host.models import PromptResult, Session
+from memoryd.host.opencode import OpencodeClient, is_helper_session
+from memoryd.paths import Paths
+from memoryd.redact import redact
+from memoryd.settings import Settings
+from memoryd.store import STAGE1, CallUsage, Claim, Store
+from memoryd.transcript import Transcript, build_transcript, external_tools
+
+log = logging.getLogger(__name__)
+
+EXTRACT_AGENT = "memoryd-extract"
+EXTRACTION_CONCURRENCY = 8
+SLUG_MAX = 60
+
+
+class ExtractionOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    raw_memory: str
+    rollout_summary: str
+    rollout_slug: str | None = None
+
+
+@dataclass
+class Extracted:
+    raw_memory: str
+    rollout_summary: str
+    rollout_slug: str | None
+
+
+@dataclass
+class Phase1Report:
+    discovered: int = 0
+    helpers_seen: int = 0
+    eligible: int = 0
+    up_to_date: int = 0
+    claimed: int = 0
+    succeeded: int = 0
+    no_output: int = 0
+    polluted: int = 0
+    failed: int = 0
+    released: int = 0
+    forgotten: int = 0
+    pruned: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "skipped"}
+        d["skipped"] = dict(self.skipped)
+        return d
+
+
+def normalize_slug(slug: str | None) -> str | None:
+    if not slug:
+        return None
+    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX].strip("_-")
+    return s or None
+
+
+def validate_extraction(result: PromptResult) -> Extracted | None:
+    """Check the helper's answer against the schema; ``None`` means "nothing worth keeping"."""
+    data = result.structured
+    if data is None:
+        data = _json_from_text(result.text)
+    if data is None:
+        raise ExtractionInvalid("the model did not return structured output")
+    try:
+        out = ExtractionOutput.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "output"
+        raise ExtractionInvalid(f"model output breaks the schema at {where}: {first['msg']}") from exc
+    for text in (out.raw_memory, out.rollout_summary):
+        echoed = [m for m in prompts.SKELETON_MARKERS if m in text]
+        if echoed:
+            raise ExtractionInvalid(f"model output echoes the template skeleton ({echoed[0]!r})")
+    if not out.raw_memory.strip() or not out.rollout_summary.strip():
+        return None
+    return Extracted(out.raw_memory.strip(), out.rollout_summary.strip(), normalize_slug(out.rollout_slug))
+
+
+def _json_from_text(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
+    candidate = fenced.group(1) if fenced else text[text.find("{") : text.rfind("}") + 1]
+    try:
+        return json.loads(candidate) if candidate else None
+    except ValueError:
+        return None
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Phase1:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        client: OpencodeClient,
+        settings: Settings,
+        paths: Paths,
+        clock: Clock,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.paths = paths
+        self.clock = clock
+        self.worker_id = worker_id or default_worker_id()
+        self._agent_checked = False
+
+    # -- the pass -------------------------------------------------------------------------
+
+    async def run_pass(self) -> Phase1Report:
+        report = Phase1Report()
+        report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
+        sessions = await self.client.list_sessions(roots=True)
+        report.discovered = len(sessions)
+        roots = [s for s in sessions if s.is_root and not is_helper_session(s)]
+        report.helpers_seen = len(sessions) - len(roots)
+        report.forgotten = await self._forget_deleted({s.id for s in sessions})
+        eligible = self._eligible(roots, report)
+        report.eligible = len(eligible)
+        if not eligible or not self.settings.generate_memories:
+            return report
+        await self._ensure_agent()
+        claims: list[tuple[Session, Claim]] = []
+        for session in eligible:
+            if len(claims) >= self.settings.max_rollouts_per_startup:
+                break
+            claim = self.store.claim_stage1(
+                session.id,
+                session.time.updated,
+                max_running=self.settings.max_rollouts_per_startup,
+                worker_id=self.worker_id,
+            )
+            if claim.claimed:
+                claims.append((session, claim))
+            else:
+                report.skipped[claim.status] += 1
+                if claim.status == "skipped_cap":
+                    break
+        report.claimed = len(claims)
+        if claims:
+            gate = asyncio.Semaphore(EXTRACTION_CONCURRENCY)
+
+            async def run(session: Session, claim: Claim) -> None:
+                async with gate:
+                    await self._run_job(session, claim, report)
+
+            await asyncio.gather(*(run(s, c) for s, c in claims))
+        return report
+
+    def _eligible(self, roots: list[Session], report: Phase1Report) -> list[Session]:
+        now = self.clock.now_ms()
+        idle_cutoff = now - int(self.settings.min_rollout_idle_hours * HOUR)
+        age_cutoff = now - self.settings.max_rollout_age_days * DAY
+        default_mode = "enabled" if self.settings.generate_memories else "disabled"
+        modes = self.store.memory_modes()
+        new = [s.id for s in roots if s.id not in modes]
+        if new:
+            self.store.stamp_modes_if_absent(new, default_mode)
+            modes.update({sid: default_mode for sid in new})
+        done = self.store.extracted_watermarks()
+        eligible = []
+        for s in sorted(roots, key=lambda s: (s.time.updated, s.id), reverse=True):
+            updated = s.time.updated
+            if updated > idle_cutoff:
+                report.skipped["not_idle"] += 1
+            elif updated < age_cutoff:
+                report.skipped["too_old"] += 1
+            elif modes.get(s.id, default_mode) != "enabled":
+                report.skipped[f"mode_{modes.get(s.id)}"] += 1
+            elif done.get(s.id, -1) >= updated:
+                report.up_to_date += 1
+            else:
+                eligible.append(s)
+        return eligible
+
+    async def _forget_deleted(self, listed: set[str]) -> int:
+        """Sessions we hold memory for that the host no longer has are forgotten."""
+        forgotten = 0
+        for sid in sorted(self.store.known_session_ids() - listed):
+            try:
+                await self.client.get_session(sid)
+            except HostNotFound:
+                self.store.delete_session_memory(sid)
+                forgotten += 1
+                log.info("session %s was deleted in the host; its memory is forgotten", sid)
+            except HostError as exc:
+                log.warning("could not check whether session %s still exists: %s", sid, exc)
+        return forgotten
+
+    async def _ensure_agent(self) -> None:
+        if self._agent_checked:
+            return
+        directory = str(self.paths.ensure_dir(self.paths.helper_dir))
+        names = {a.get("name") for a in await self.client.agents(directory=directory)}
+        if EXTRACT_AGENT not in names:
+            # opencode reads agent files once per instance; a dispose makes it look again.
+            await self.client.dispose_instance(directory)
+            names = {a.get("name") for a in await self.client.agents(directory=directory)}
+        if EXTRACT_AGENT not in names:
+            raise MemorydError(
+                f"opencode does not know the {EXTRACT_AGENT!r} agent; run `memoryd install opencode` "
+                "(and restart opencode if it was running)"
+            )
+        self._agent_checked = True
+
+    # -- one job --------------------------------------------------------------------------
+
+    async def _run_job(self, session: Session, claim: Claim, report: Phase1Report) -> None:
+        sid = session.id
+        assert claim.token is not None
+        try:
+            messages = await self.client.messages(sid)
+            transcript = build_transcript(messages)
+            if self.settings.disable_on_external_context and transcript.tool_names:
+                outside = external_tools(transcript.tool_names, (await self.client.mcp_status()).keys())
+                if outside:
+                    self.store.set_mode(sid, "polluted", f"external context: {', '.join(outside[:5])}")
+                    self.store.mark_stage1_no_output(sid, claim.token)
+                    report.polluted += 1
+                    return
+            if transcript.empty:
+                if self.store.output(sid) is not None:
+                    raise ExtractionInvalid("the host returned an empty transcript for a session we hold memory for")
+                self.store.mark_stage1_no_output(sid, claim.token)
+                report.no_output += 1
+                return
+            extracted = await self._extract(session, transcript)
+            if extracted is None:
+                self.store.mark_stage1_no_output(sid, claim.token)
+                report.no_output += 1
+                return
+            ok = self.store.mark_stage1_succeeded(
+                sid,
+                claim.token,
+                raw_memory=redact(extracted.raw_memory),
+                rollout_summary=redact(extracted.rollout_summary),
+                rollout_slug=normalize_slug(redact(extracted.rollout_slug)) if extracted.rollout_slug else None,
+                cwd=session.directory,
+                title=redact(session.title),
+            )
+            if ok:
+                report.succeeded += 1
+            else:
+                log.warning("lost ownership of session %s before finalizing; result dropped", sid)
+        except asyncio.CancelledError:
+            self.store.release_stage1(sid, claim.token)
+            report.released += 1
+            raise
+        except HostNotFound:
+            self.store.delete_session_memory(sid)
+            report.forgotten += 1
+        except MemorydError as exc:
+            self.store.mark_stage1_failed(sid, claim.token, str(exc))
+            report.failed += 1
+            report.errors.append(f"{sid}: {exc}")
+            log.warning("extraction of %s failed: %s", sid, exc)
+        except Exception as exc:  # a bug must fail the job, not the pass
+            log.exception("unexpected error extracting %s", sid)
+            self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
+            report.failed += 1
+            report.errors.append(f"{sid}: internal error: {exc!r}")
+
+    async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
+        directory = str(self.paths.ensure_dir(self.paths.helper_dir))
+        text = prompts.render(
+            "stage_one_input.md",
+            session_id=session.id,
+            session_cwd=session.directory,
+            session_title=redact(session.title),
+            transcript=transcript.text,
+        )
+        helper = await self.client.create_session(
+            directory=directory,
+            title=f"memoryd-extract-{session.id}",
+            metadata={"memoryd": "extract", "source_session": session.id},
+        )
+        model = self.settings.extract_model
+        try:
+            try:
+                result = await self.client.prompt(
+                    helper.id,
+                    directory=directory,
+                    text=text,
+                    agent=EXTRACT_AGENT,
+                    model=model,
+                    system=prompts.render("stage_one_system.md"),
+                    json_schema=prompts.EXTRACTION_SCHEMA,
+                    timeout=self.settings.host.prompt_timeout_s,
+                )
+            except ModelCallError as exc:
+                self._record_call(session.id, model, "error", CallUsage())
+                raise exc
+            info = result.info
+            used = model or (f"{info.providerID}/{info.modelID}" if info.modelID else None)
+            u = result.usage
+            usage = CallUsage(u.input, u.output, u.reasoning, u.cache_read, u.cache_write, info.cost or 0.0)
+            try:
+                extracted = validate_extraction(result)
+            except ExtractionInvalid:
+                self._record_call(session.id, used, "invalid", usage)
+                raise
+            self._record_call(session.id, used, "ok" if extracted else "empty", usage)
+            return extracted
+        finally:
+            await asyncio.shield(self._delete_helper(helper.id))
+
+    async def _delete_helper(self, helper_id: str) -> None:
+        try:
+            if not await self.client.delete_session(helper_id):
+                log.warning("helper session %s could not be confirmed deleted", helper_id)
+        except HostError as exc:
+            log.warning("could not delete helper session %s: %s", helper_id, exc)
+
+    def _record_call(self, key: str, model: str | None, outcome: str, usage: CallUsage) -> None:
+        self.store.record_model_call(
+            phase="phase1", job_kind=STAGE1, job_key=key, model=model, outcome=outcome, usage=usage
+        )

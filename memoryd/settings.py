@@ -1,0 +1,192 @@
+"""One settings model, with Codex's ``[memories]`` option names and ranges.
+
+Values come from three layers, later ones winning: defaults, the TOML config file
+(``paths.config_file``), then environment variables (``MEMORYD_<OPTION>`` for each option,
+``MEMORYD_HOST_URL`` / ``_USERNAME`` / ``_PASSWORD`` / ... for the ``[host]`` table). A typo'd key
+or an out-of-range value is an error that names the key and where it came from; memoryd does not
+silently clamp like Codex does, because a daemon that quietly ignores what you wrote is worse
+than one that refuses to start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from memoryd.errors import ConfigError
+
+ENV_PREFIX = "MEMORYD_"
+Source = Literal["default", "file", "env"]
+
+
+class HostSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    url: str | None = Field(default=None, description="Base URL of a running `opencode serve`.")
+    username: str = Field(default="opencode", description="Basic-auth user (opencode's default).")
+    password: str | None = Field(default=None, description="Basic-auth password, if the server has one.")
+    password_env: str | None = Field(
+        default="OPENCODE_SERVER_PASSWORD", description="Name of an env var holding the password."
+    )
+    start_server: bool = Field(default=True, description="Start a private `opencode serve` when none is configured.")
+    opencode_bin: str = Field(default="opencode", description="The opencode executable memoryd may start.")
+    request_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    prompt_timeout_s: float = Field(default=900.0, gt=0, le=7200)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+    def resolved_password(self, environ: dict[str, str] | None = None) -> str | None:
+        if self.password:
+            return self.password
+        env = os.environ if environ is None else environ
+        if self.password_env:
+            return env.get(self.password_env) or None
+        return None
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    generate_memories: bool = Field(default=True, description="Run the write pipeline (phases 1 and 2).")
+    use_memories: bool = Field(default=True, description="Inject memory into every turn (read path).")
+    max_rollouts_per_startup: int = Field(
+        default=2, ge=1, le=128, description="Claims per pass; also the cross-process cap on running extractions."
+    )
+    min_rollout_idle_hours: float = Field(
+        default=6, ge=0, le=48, description="A session must be idle this long before it is extracted (0 = at once)."
+    )
+    max_rollout_age_days: int = Field(default=10, ge=0, le=90, description="Older sessions are never extracted.")
+    max_raw_memories_for_consolidation: int = Field(default=256, ge=1, le=4096)
+    max_unused_days: int = Field(default=30, ge=0, le=365)
+    extract_model: str | None = Field(default=None, description='"provider/model" for extraction.')
+    consolidation_model: str | None = Field(default=None, description='"provider/model" for consolidation.')
+    disable_on_external_context: bool = Field(
+        default=False, description="Skip sessions that used web or MCP tools (marked polluted)."
+    )
+    host: HostSettings = Field(default_factory=HostSettings)
+    _sources: dict[str, Source] = PrivateAttr(default_factory=dict)
+
+    @field_validator("extract_model", "consolidation_model")
+    @classmethod
+    def _model_ref(cls, v: str | None) -> str | None:
+        if v is None or v == "":
+            return None
+        provider, sep, model = v.partition("/")
+        if not sep or not provider or not model:
+            raise ValueError('must look like "provider/model"')
+        return v
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        """Where each effective value came from, keyed ``option`` or ``host.option``."""
+        return dict(self._sources)
+
+
+def _suggest(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_keys(data: dict[str, Any], source: str) -> None:
+    top = [k for k in Settings.model_fields]
+    for key, value in data.items():
+        if key not in Settings.model_fields:
+            raise ConfigError(f"unknown option{_suggest(key, top)}", source=source, key=key)
+        if key == "host":
+            if not isinstance(value, dict):
+                raise ConfigError("must be a table ([host])", source=source, key="host")
+            sub = list(HostSettings.model_fields)
+            for hk in value:
+                if hk not in HostSettings.model_fields:
+                    raise ConfigError(f"unknown option{_suggest(hk, sub)}", source=source, key=f"host.{hk}")
+
+
+def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in Settings.model_fields:
+        if name == "host":
+            continue
+        val = environ.get(ENV_PREFIX + name.upper())
+        if val is not None:
+            out[name] = val
+    host: dict[str, Any] = {}
+    for name in HostSettings.model_fields:
+        val = environ.get(f"{ENV_PREFIX}HOST_{name.upper()}")
+        if val is not None:
+            host[name] = val
+    if host:
+        out["host"] = host
+    return out
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(merged.get(k), dict):
+            merged[k] = {**merged[k], **v}
+        else:
+            merged[k] = v
+    return merged
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for k, v in data.items():
+        if isinstance(v, dict):
+            keys += _flatten(v, f"{prefix}{k}.")
+        else:
+            keys.append(prefix + k)
+    return keys
+
+
+def _raise_validation(exc: ValidationError, file_keys: set[str], config_file: Path) -> None:
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    env_name = ENV_PREFIX + key.replace(".", "_").upper()
+    source = str(config_file) if key in file_keys else f"environment ({env_name})"
+    got = first.get("input")
+    raise ConfigError(f"{first['msg']} (got {got!r})", source=source, key=key) from exc
+
+
+def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> Settings:
+    """Read defaults, then ``config_file`` (if present), then the environment."""
+    env = os.environ if environ is None else environ
+    file_data: dict[str, Any] = {}
+    if config_file.exists():
+        try:
+            with config_file.open("rb") as fh:
+                file_data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"not valid TOML ({exc})", source=str(config_file)) from exc
+        except OSError as exc:
+            raise ConfigError(f"cannot read ({exc.strerror or exc})", source=str(config_file)) from exc
+        if "memories" in file_data and isinstance(file_data["memories"], dict):
+            # Accept Codex's own table name too, so a [memories] block can be pasted as is.
+            file_data = _merge({k: v for k, v in file_data.items() if k != "memories"}, file_data["memories"])
+        _check_keys(file_data, str(config_file))
+    env_data = _env_layer(env)
+    merged = _merge(file_data, env_data)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        _raise_validation(exc, set(_flatten(file_data)), config_file)
+        raise  # unreachable
+    sources: dict[str, Source] = {}
+    file_keys, env_keys = set(_flatten(file_data)), set(_flatten(env_data))
+    all_keys = [k for k in Settings.model_fields if k != "host"] + [f"host.{k}" for k in HostSettings.model_fields]
+    for key in all_keys:
+        sources[key] = "env" if key in env_keys else "file" if key in file_keys else "default"
+    settings._sources = sources
+    return settings

@@ -1,0 +1,51 @@
+"""One snapshot of memoryd's state, shared by ``memoryd status`` and (later) the MCP tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.clock import DAY, iso_ms
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import Store
+
+LAST_PASS = "last_pass"
+HOST_SEEN = "host"
+
+
+def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
+    now = store.clock.now_ms()
+    per_phase = store.token_totals()
+    today = store.token_totals(since_ms=now - now % DAY)
+
+    def total(rows: dict[str, dict[str, int | float]]) -> dict[str, int | float]:
+        keys = ("calls", "input", "output", "reasoning", "cache_read", "cache_write", "cost")
+        out = {k: sum(r[k] for r in rows.values()) for k in keys}
+        out["total"] = out["input"] + out["output"] + out["reasoning"]
+        return out
+
+    host_seen = store.get_state(HOST_SEEN) or {}
+    last_pass = store.get_state(LAST_PASS)
+    return {
+        "stage1": {
+            "outputs": store.output_count(),
+            "jobs": store.stage1_counts(),
+            "last_errors": [
+                {**e, "at": iso_ms(e["at"]), "retry_at": iso_ms(e["retry_at"])} for e in store.stage1_last_errors()
+            ],
+        },
+        "host": {
+            "url": settings.host.url or host_seen.get("url"),
+            "version": host_seen.get("version"),
+            "private": host_seen.get("private", settings.host.url is None),
+            "last_seen": iso_ms(host_seen.get("at")),
+        },
+        "tokens": {"spent": total(per_phase), "per_phase": per_phase, "today": total(today)},
+        "last_pass": last_pass,
+        "settings": {
+            "generate_memories": settings.generate_memories,
+            "min_rollout_idle_hours": settings.min_rollout_idle_hours,
+            "max_rollouts_per_startup": settings.max_rollouts_per_startup,
+        },
+        "paths": {k: str(v) for k, v in paths.named().items()},
+    }

@@ -1,0 +1,276 @@
+"""The job state machines: one ``memory_stage1`` row per session, one ``memory_consolidate_global`` row.
+
+Semantics follow Codex's memory store:
+
+* A claim hands out a lease and a fresh ownership token; every finalize is guarded by that token,
+  so a worker whose lease expired and was taken over can no longer write anything.
+* A stage-1 failure burns one of three retries and backs off for an hour; an exhausted or finished
+  job is revived (retries reset) only when the session itself moves forward (its watermark, the
+  session's ``time.updated``, grows).
+* The cap on running stage-1 jobs is counted inside the claim transaction, so it holds across
+  processes that share the file.
+* Releasing on shutdown returns the job to ``pending`` without burning a retry.
+
+All times are epoch milliseconds (see :mod:`memoryd.clock`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from memoryd.clock import HOUR, Clock
+from memoryd.store.db import write_tx
+
+STAGE1 = "memory_stage1"
+GLOBAL = "memory_consolidate_global"
+GLOBAL_KEY = "global"
+
+DEFAULT_RETRIES = 3
+STAGE1_LEASE_MS = 1 * HOUR
+STAGE1_RETRY_DELAY_MS = 1 * HOUR
+PHASE2_LEASE_MS = 1 * HOUR
+PHASE2_RETRY_DELAY_MS = 1 * HOUR
+PHASE2_COOLDOWN_MS = 6 * HOUR
+MAX_ERROR_CHARS = 4_000
+
+ClaimStatus = Literal[
+    "claimed",
+    "skipped_up_to_date",
+    "skipped_running",
+    "skipped_backoff",
+    "skipped_exhausted",
+    "skipped_cap",
+    "skipped_cooldown",
+]
+
+
+@dataclass(frozen=True)
+class Claim:
+    status: ClaimStatus
+    key: str
+    token: str | None = None
+    watermark: int | None = None
+
+    @property
+    def claimed(self) -> bool:
+        return self.status == "claimed"
+
+
+def _cut(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _enqueue_global(conn: sqlite3.Connection, watermark: int) -> None:
+    """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff."""
+    conn.execute(
+        """
+        INSERT INTO jobs (kind, job_key, status, retry_remaining, input_watermark, last_success_watermark)
+        VALUES (?, ?, 'pending', ?, ?, 0)
+        ON CONFLICT (kind, job_key) DO UPDATE SET
+            status = CASE WHEN status = 'running' THEN 'running' ELSE 'pending' END,
+            retry_at = CASE WHEN status = 'running' THEN retry_at ELSE NULL END,
+            retry_remaining = MAX(retry_remaining, excluded.retry_remaining),
+            input_watermark = CASE
+                WHEN excluded.input_watermark > COALESCE(input_watermark, 0) THEN excluded.input_watermark
+                ELSE COALESCE(input_watermark, 0) + 1 END
+        """,
+        (GLOBAL, GLOBAL_KEY, DEFAULT_RETRIES, watermark),
+    )
+
+
+class JobsMixin:
+    _conn: sqlite3.Connection
+    _clock: Clock
+
+    # -- stage 1 --------------------------------------------------------------------------
+
+    def claim_stage1(self, session_id: str, watermark: int, *, max_running: int, worker_id: str) -> Claim:
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            out = c.execute(
+                "SELECT source_updated_at FROM stage1_outputs WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            row = c.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)).fetchone()
+            if (out and out["source_updated_at"] >= watermark) or (
+                row and row["status"] == "done" and (row["last_success_watermark"] or 0) >= watermark
+            ):
+                return Claim("skipped_up_to_date", session_id)
+            if row and row["status"] == "running" and (row["lease_until"] or 0) > now:
+                return Claim("skipped_running", session_id)
+            advanced = row is not None and watermark > (row["input_watermark"] or 0)
+            if row and not advanced:
+                if row["retry_at"] is not None and row["retry_at"] > now:
+                    return Claim("skipped_backoff", session_id)
+                if row["retry_remaining"] <= 0:
+                    return Claim("skipped_exhausted", session_id)
+            running = c.execute(
+                "SELECT COUNT(*) FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?", (STAGE1, now)
+            ).fetchone()[0]
+            if running >= max_running:
+                return Claim("skipped_cap", session_id)
+            token = uuid.uuid4().hex
+            retries = DEFAULT_RETRIES if row is None or advanced else row["retry_remaining"]
+            c.execute(
+                """
+                INSERT INTO jobs (kind, job_key, status, worker_id, ownership_token, started_at, finished_at,
+                                  lease_until, retry_at, retry_remaining, last_error, input_watermark,
+                                  last_success_watermark)
+                VALUES (?, ?, 'running', ?, ?, ?, NULL, ?, NULL, ?, NULL, ?, NULL)
+                ON CONFLICT (kind, job_key) DO UPDATE SET
+                    status = 'running', worker_id = excluded.worker_id,
+                    ownership_token = excluded.ownership_token, started_at = excluded.started_at,
+                    finished_at = NULL, lease_until = excluded.lease_until, retry_at = NULL,
+                    retry_remaining = excluded.retry_remaining, last_error = NULL,
+                    input_watermark = excluded.input_watermark
+                """,
+                (STAGE1, session_id, worker_id, token, now, now + STAGE1_LEASE_MS, retries, watermark),
+            )
+            return Claim("claimed", session_id, token, watermark)
+
+    def _owned(self, c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
+        return c.execute(
+            "SELECT * FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running' AND ownership_token = ?",
+            (kind, key, token),
+        ).fetchone()
+
+    def _finish_stage1(self, c: sqlite3.Connection, session_id: str, watermark: int, now: int) -> None:
+        c.execute(
+            """
+            UPDATE jobs SET status = 'done', finished_at = ?, lease_until = NULL, retry_at = NULL,
+                last_error = NULL, ownership_token = NULL, last_success_watermark = ?
+            WHERE kind = ? AND job_key = ?
+            """,
+            (now, watermark, STAGE1, session_id),
+        )
+
+    def mark_stage1_succeeded(
+        self,
+        session_id: str,
+        token: str,
+        *,
+        raw_memory: str,
+        rollout_summary: str,
+        rollout_slug: str | None,
+        cwd: str | None,
+        title: str | None,
+    ) -> bool:
+        """Store the output and finish the job, only if ``token`` still owns it."""
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            job = self._owned(c, STAGE1, session_id, token)
+            if job is None:
+                return False
+            wm = job["input_watermark"]
+            c.execute(
+                """
+                INSERT INTO stage1_outputs (session_id, source_updated_at, raw_memory, rollout_summary,
+                                            rollout_slug, cwd, title, generated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (session_id) DO UPDATE SET
+                    source_updated_at = excluded.source_updated_at, raw_memory = excluded.raw_memory,
+                    rollout_summary = excluded.rollout_summary, rollout_slug = excluded.rollout_slug,
+                    cwd = excluded.cwd, title = excluded.title, generated_at = excluded.generated_at
+                WHERE excluded.source_updated_at >= stage1_outputs.source_updated_at
+                """,
+                (session_id, wm, raw_memory, rollout_summary, rollout_slug, cwd, title, now),
+            )
+            self._finish_stage1(c, session_id, wm, now)
+            _enqueue_global(c, wm)
+            return True
+
+    def mark_stage1_no_output(self, session_id: str, token: str) -> bool:
+        """Finish with nothing worth remembering; a stale output row for the session is removed."""
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            job = self._owned(c, STAGE1, session_id, token)
+            if job is None:
+                return False
+            deleted = c.execute("DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,)).rowcount
+            self._finish_stage1(c, session_id, job["input_watermark"], now)
+            if deleted:
+                _enqueue_global(c, job["input_watermark"])
+            return True
+
+    def mark_stage1_failed(self, session_id: str, token: str, error: str) -> bool:
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            if self._owned(c, STAGE1, session_id, token) is None:
+                return False
+            c.execute(
+                """
+                UPDATE jobs SET retry_remaining = MAX(retry_remaining - 1, 0),
+                    status = CASE WHEN retry_remaining - 1 > 0 THEN 'pending' ELSE 'failed' END,
+                    finished_at = ?, lease_until = NULL, ownership_token = NULL, retry_at = ?, last_error = ?
+                WHERE kind = ? AND job_key = ?
+                """,
+                (now, now + STAGE1_RETRY_DELAY_MS, _cut(error), STAGE1, session_id),
+            )
+            return True
+
+    def release_stage1(self, session_id: str, token: str, note: str = "released at shutdown") -> bool:
+        """Give a claim back without burning a retry (shutdown, budget waits)."""
+        with write_tx(self._conn) as c:
+            if self._owned(c, STAGE1, session_id, token) is None:
+                return False
+            c.execute(
+                """
+                UPDATE jobs SET status = 'pending', lease_until = NULL, ownership_token = NULL,
+                    retry_at = NULL, last_error = ?
+                WHERE kind = ? AND job_key = ?
+                """,
+                (_cut(note), STAGE1, session_id),
+            )
+            return True
+
+    def heartbeat_stage1(self, session_id: str, token: str) -> bool:
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            return (
+                c.execute(
+                    """UPDATE jobs SET lease_until = ? WHERE kind = ? AND job_key = ?
+                       AND status = 'running' AND ownership_token = ?""",
+                    (now + STAGE1_LEASE_MS, STAGE1, session_id, token),
+                ).rowcount
+                == 1
+            )
+
+    def stage1_job(self, session_id: str) -> sqlite3.Row | None:
+        return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)).fetchone()
+
+    def stage1_counts(self) -> dict[str, int]:
+        counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
+        for status, n in self._conn.execute(
+            "SELECT status, COUNT(*) FROM jobs WHERE kind = ? GROUP BY status", (STAGE1,)
+        ):
+            counts[status] = n
+        return counts
+
+    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, object]]:
+        rows = self._conn.execute(
+            """SELECT job_key, status, last_error, finished_at, retry_at, retry_remaining FROM jobs
+               WHERE kind = ? AND last_error IS NOT NULL ORDER BY finished_at DESC LIMIT ?""",
+            (STAGE1, limit),
+        )
+        return [
+            {
+                "session_id": r["job_key"],
+                "status": r["status"],
+                "error": r["last_error"],
+                "at": r["finished_at"],
+                "retry_at": r["retry_at"],
+                "retries_left": r["retry_remaining"],
+            }
+            for r in rows
+        ]
+
+    # -- phase 2 (global) -----------------------------------------------------------------
+
+    def enqueue_phase2(self, watermark: int) -> None:
+        with write_tx(self._conn) as c:
+            _enqueue_global(c, watermark)
+
+    def phase2_job(self) -> sqlite3.Row | None:
+        return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()

@@ -1,0 +1,258 @@
+"""Stage-1 outputs, per-session memory modes, usage counters and the model-call ledger."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Literal
+
+from memoryd.clock import DAY, Clock
+from memoryd.store.db import write_tx
+from memoryd.store.jobs import STAGE1, _enqueue_global
+
+MemoryMode = Literal["enabled", "disabled", "polluted"]
+MODES: tuple[MemoryMode, ...] = ("enabled", "disabled", "polluted")
+PRUNE_BATCH = 200
+
+
+@dataclass(frozen=True)
+class Output:
+    session_id: str
+    source_updated_at: int
+    raw_memory: str
+    rollout_summary: str
+    rollout_slug: str | None
+    cwd: str | None
+    title: str | None
+    generated_at: int
+    usage_count: int
+    last_usage: int | None
+    selected_for_phase2: bool
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> Output:
+        return cls(
+            session_id=r["session_id"],
+            source_updated_at=r["source_updated_at"],
+            raw_memory=r["raw_memory"],
+            rollout_summary=r["rollout_summary"],
+            rollout_slug=r["rollout_slug"],
+            cwd=r["cwd"],
+            title=r["title"],
+            generated_at=r["generated_at"],
+            usage_count=r["usage_count"],
+            last_usage=r["last_usage"],
+            selected_for_phase2=bool(r["selected_for_phase2"]),
+        )
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens + self.reasoning_tokens
+
+
+class OutputsMixin:
+    _conn: sqlite3.Connection
+    _clock: Clock
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def output(self, session_id: str) -> Output | None:
+        r = self._conn.execute("SELECT * FROM stage1_outputs WHERE session_id = ?", (session_id,)).fetchone()
+        return Output.from_row(r) if r else None
+
+    def outputs(self) -> list[Output]:
+        rows = self._conn.execute("SELECT * FROM stage1_outputs ORDER BY source_updated_at DESC, session_id DESC")
+        return [Output.from_row(r) for r in rows]
+
+    def output_count(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs").fetchone()[0]
+
+    def extracted_watermarks(self) -> dict[str, int]:
+        """For each session, the newest ``time.updated`` already extracted (with or without output)."""
+        marks: dict[str, int] = {}
+        for sid, wm in self._conn.execute("SELECT session_id, source_updated_at FROM stage1_outputs"):
+            marks[sid] = wm
+        for sid, wm in self._conn.execute(
+            "SELECT job_key, last_success_watermark FROM jobs WHERE kind = ? AND status = 'done'", (STAGE1,)
+        ):
+            if wm is not None and wm > marks.get(sid, -1):
+                marks[sid] = wm
+        return marks
+
+    def known_session_ids(self) -> set[str]:
+        """Sessions memoryd holds anything about (outputs or stage-1 jobs)."""
+        ids = {r[0] for r in self._conn.execute("SELECT session_id FROM stage1_outputs")}
+        ids |= {r[0] for r in self._conn.execute("SELECT job_key FROM jobs WHERE kind = ?", (STAGE1,))}
+        return ids
+
+    def delete_session_memory(self, session_id: str) -> bool:
+        """Forget a session: its output and stage-1 job go; phase 2 is enqueued if it had consumed the row.
+
+        Returns True when phase 2 was enqueued.
+        """
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            row = c.execute(
+                "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            c.execute("DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id))
+            if row is not None and row["selected_for_phase2"]:
+                _enqueue_global(c, now)
+                return True
+            return False
+
+    def record_usage(self, session_ids: list[str]) -> int:
+        """Count one citation for each known id; unknown ids change nothing. Returns rows updated."""
+        if not session_ids:
+            return 0
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            n = 0
+            for sid in dict.fromkeys(session_ids):
+                n += c.execute(
+                    "UPDATE stage1_outputs SET usage_count = usage_count + 1, last_usage = ? WHERE session_id = ?",
+                    (now, sid),
+                ).rowcount
+            return n
+
+    def prune_outputs(self, max_unused_days: int) -> int:
+        """Retention: drop up to a batch of stale rows that the last consolidation did not use."""
+        cutoff = self._clock.now_ms() - max_unused_days * DAY
+        with write_tx(self._conn) as c:
+            return c.execute(
+                """
+                DELETE FROM stage1_outputs WHERE session_id IN (
+                    SELECT session_id FROM stage1_outputs
+                    WHERE selected_for_phase2 = 0 AND COALESCE(last_usage, source_updated_at) < ?
+                    ORDER BY COALESCE(last_usage, source_updated_at) ASC, source_updated_at ASC, session_id ASC
+                    LIMIT ?)
+                """,
+                (cutoff, PRUNE_BATCH),
+            ).rowcount
+
+    # -- memory modes ---------------------------------------------------------------------
+
+    def memory_mode(self, session_id: str) -> MemoryMode | None:
+        r = self._conn.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)).fetchone()
+        return r[0] if r else None
+
+    def memory_modes(self) -> dict[str, MemoryMode]:
+        return {r[0]: r[1] for r in self._conn.execute("SELECT session_id, memory_mode FROM session_meta")}
+
+    def stamp_mode_if_absent(self, session_id: str, mode: MemoryMode) -> MemoryMode:
+        with write_tx(self._conn) as c:
+            c.execute(
+                "INSERT OR IGNORE INTO session_meta (session_id, memory_mode, updated_at) VALUES (?, ?, ?)",
+                (session_id, mode, self._clock.now_ms()),
+            )
+            return c.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)).fetchone()[0]
+
+    def stamp_modes_if_absent(self, session_ids: list[str], mode: MemoryMode) -> None:
+        """Batch form of :meth:`stamp_mode_if_absent` for discovery (one transaction)."""
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            c.executemany(
+                "INSERT OR IGNORE INTO session_meta (session_id, memory_mode, updated_at) VALUES (?, ?, ?)",
+                [(sid, mode, now) for sid in session_ids],
+            )
+
+    def set_mode(self, session_id: str, mode: MemoryMode, reason: str | None = None) -> None:
+        """Set a session's mode; leaving ``enabled`` on a consumed row enqueues phase 2 (forgetting)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown memory mode {mode!r}")
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            c.execute(
+                """INSERT INTO session_meta (session_id, memory_mode, reason, updated_at) VALUES (?, ?, ?, ?)
+                   ON CONFLICT (session_id) DO UPDATE SET memory_mode = excluded.memory_mode,
+                   reason = excluded.reason, updated_at = excluded.updated_at""",
+                (session_id, mode, reason, now),
+            )
+            if mode != "enabled":
+                row = c.execute(
+                    "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if row is not None and row["selected_for_phase2"]:
+                    _enqueue_global(c, now)
+
+    # -- small named state (last pass, host seen) ------------------------------------------
+
+    def put_state(self, key: str, value: object) -> None:
+        with write_tx(self._conn) as c:
+            c.execute(
+                """INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)
+                   ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at""",
+                (key, json.dumps(value, sort_keys=True), self._clock.now_ms()),
+            )
+
+    def get_state(self, key: str) -> object | None:
+        r = self._conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return json.loads(r[0]) if r else None
+
+    # -- model-call ledger ----------------------------------------------------------------
+
+    def record_model_call(
+        self, *, phase: str, job_kind: str, job_key: str, model: str | None, outcome: str, usage: CallUsage
+    ) -> None:
+        with write_tx(self._conn) as c:
+            c.execute(
+                """INSERT INTO model_calls (at, phase, job_kind, job_key, model, outcome, input_tokens,
+                   output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens, cost)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    self._clock.now_ms(),
+                    phase,
+                    job_kind,
+                    job_key,
+                    model,
+                    outcome,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.reasoning_tokens,
+                    usage.cache_read_tokens,
+                    usage.cache_write_tokens,
+                    usage.cost,
+                ),
+            )
+
+    def token_totals(self, since_ms: int | None = None) -> dict[str, dict[str, int | float]]:
+        """Calls and tokens per phase (optionally since a time)."""
+        rows = self._conn.execute(
+            """SELECT phase, COUNT(*) AS calls, SUM(input_tokens) AS input, SUM(output_tokens) AS output,
+                      SUM(reasoning_tokens) AS reasoning, SUM(cache_read_tokens) AS cache_read,
+                      SUM(cache_write_tokens) AS cache_write, SUM(cost) AS cost
+               FROM model_calls WHERE at >= ? GROUP BY phase ORDER BY phase""",
+            (since_ms or 0,),
+        )
+        out: dict[str, dict[str, int | float]] = {}
+        for r in rows:
+            out[r["phase"]] = {
+                "calls": r["calls"],
+                "input": r["input"] or 0,
+                "output": r["output"] or 0,
+                "reasoning": r["reasoning"] or 0,
+                "cache_read": r["cache_read"] or 0,
+                "cache_write": r["cache_write"] or 0,
+                "cost": round(r["cost"] or 0.0, 6),
+            }
+        return out
+
+    def job_tokens(self, job_kind: str, job_key: str) -> CallUsage:
+        r = self._conn.execute(
+            """SELECT SUM(input_tokens), SUM(output_tokens), SUM(reasoning_tokens), SUM(cache_read_tokens),
+                      SUM(cache_write_tokens), SUM(cost) FROM model_calls WHERE job_kind = ? AND job_key = ?""",
+            (job_kind, job_key),
+        ).fetchone()
+        return CallUsage(*(v or 0 for v in r))

@@ -1,0 +1,172 @@
+"""Turn an opencode session (``GET /session/{id}/message``) into the text the extractor reads.
+
+What a future agent can learn from is what the user asked, what the assistant said, and what
+the tools actually did, so those are kept: user and assistant text, and each tool call with its
+input and its output or error (bounded, keeping head and tail because errors sit at the end).
+Everything else is noise or cost: reasoning, step markers, snapshots and patches, text the host
+marks synthetic or ignored, injected instruction/skill fragments, and our own citation blocks.
+
+Every entry is redacted before it is joined, and the result is capped by tiktoken tokens with
+the middle dropped, so the model sees how a session started and how it ended.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from memoryd import tokens
+from memoryd.citations import parse_citations, strip_citations
+from memoryd.host.models import Message, Part
+from memoryd.redact import redact
+
+TRANSCRIPT_TOKEN_BUDGET = 64_000
+TOOL_INPUT_CHARS = 2_000
+TOOL_OUTPUT_CHARS = 4_000
+ERROR_CHARS = 1_000
+CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+
+WEB_TOOLS = frozenset({"webfetch", "websearch", "codesearch"})
+DROPPED_PARTS = frozenset(
+    {"reasoning", "step-start", "step-finish", "snapshot", "patch", "compaction", "retry", "agent"}
+)
+_FRAGMENTS = (
+    re.compile(r"\A\s*#\s*AGENTS\.md instructions.*</INSTRUCTIONS>\s*\Z", re.S | re.I),
+    re.compile(r"\A\s*<skill>.*</skill>\s*\Z", re.S | re.I),
+    re.compile(r"\A\s*<system-reminder>.*</system-reminder>\s*\Z", re.S | re.I),
+)
+
+
+@dataclass
+class Transcript:
+    text: str
+    entries: int
+    tool_names: list[str] = field(default_factory=list)
+    cited_session_ids: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return self.entries == 0
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - limit} characters omitted …]\n{text[-half:]}"
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def is_instruction_fragment(text: str) -> bool:
+    return any(p.match(text) for p in _FRAGMENTS)
+
+
+def _tool_entry(part: Part) -> str | None:
+    state = part.state
+    name = part.tool or "unknown"
+    if state is None:
+        return f"[tool call: {name}]"
+    lines = [f"[tool call: {name}] {_bounded(_as_text(state.input), TOOL_INPUT_CHARS)}".rstrip()]
+    if state.status == "error" or state.error:
+        lines.append(f"[tool error: {name}] {_bounded(_as_text(state.error), ERROR_CHARS)}")
+    elif state.status == "completed":
+        lines.append(f"[tool result: {name}] {_bounded(_as_text(state.output), TOOL_OUTPUT_CHARS)}")
+    else:
+        lines.append(f"[tool {state.status or 'pending'}: {name}]")
+    return "\n".join(lines)
+
+
+def _part_entry(role: str, part: Part, cited: list[str]) -> str | None:
+    if part.type in DROPPED_PARTS:
+        return None
+    if part.type == "text":
+        if not part.is_visible_text or not part.text or not part.text.strip():
+            return None
+        text = part.text
+        if role == "user" and is_instruction_fragment(text):
+            return None
+        if role == "assistant" and "<memory-citation" in text.lower():
+            cited.extend(parse_citations(text).session_ids)
+            text = strip_citations(text)
+        return text.strip() or None
+    if part.type == "tool":
+        return _tool_entry(part)
+    if part.type == "file":
+        extra = part.model_extra or {}
+        name = extra.get("filename") or extra.get("url") or "attachment"
+        return f"[file attached: {name}]"
+    if part.type == "subtask":
+        extra = part.model_extra or {}
+        return f"[subtask for agent {extra.get('agent', '?')}] {_bounded(_as_text(extra.get('prompt')), TOOL_INPUT_CHARS)}"
+    return None
+
+
+def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIPT_TOKEN_BUDGET) -> Transcript:
+    blocks: list[str] = []
+    tool_names: list[str] = []
+    cited: list[str] = []
+    for message in messages:
+        role = message.info.role
+        if role not in ("user", "assistant"):
+            continue
+        kept: list[str] = []
+        for part in message.parts:
+            if part.type == "tool" and part.tool:
+                tool_names.append(part.tool)
+            entry = _part_entry(role, part, cited)
+            if entry:
+                kept.append(redact(entry))
+        error = message.info.error
+        if role == "assistant" and error:
+            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
+            kept.append(redact(f"[assistant error: {error.get('name', 'Error')}] {detail}".rstrip()))
+        if kept:
+            blocks.append(f"[{role}]\n" + "\n\n".join(kept))
+    text = "\n\n".join(blocks)
+    truncated = False
+    if len(text) > max_tokens * CHARS_PER_TOKEN_CEILING:
+        keep = max_tokens * CHARS_PER_TOKEN_CEILING // 2
+        text = text[:keep] + "\n\n[…]\n\n" + text[-keep:]
+        truncated = True
+    capped = tokens.truncate_middle(text, max_tokens)
+    truncated = truncated or capped != text
+    return Transcript(
+        text=capped,
+        entries=len(blocks),
+        tool_names=list(dict.fromkeys(tool_names)),
+        cited_session_ids=list(dict.fromkeys(cited)),
+        truncated=truncated,
+    )
+
+
+def external_tools(tool_names: Iterable[str], mcp_servers: Iterable[str], own_servers: Iterable[str] = ("memoryd",)) -> list[str]:
+    """Tools that brought outside content into a session: web tools, and MCP tools other than memoryd's own.
+
+    opencode names MCP tools ``<server>_<tool>`` (server names sanitised to ``[A-Za-z0-9_-]``).
+    """
+    def sanitize(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+    own = {sanitize(s) + "_" for s in own_servers}
+    prefixes = [sanitize(s) + "_" for s in mcp_servers if sanitize(s) + "_" not in own]
+    found = []
+    for name in tool_names:
+        if any(name.startswith(p) for p in own):
+            continue
+        if name in WEB_TOOLS or any(name.startswith(p) for p in prefixes):
+            found.append(name)
+    return found
