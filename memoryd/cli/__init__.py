@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # e.g. `memoryd status --json | head`
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
+        return EXIT_OK
     except KeyboardInterrupt:
         print("memoryd: interrupted", file=sys.stderr)
         return 130

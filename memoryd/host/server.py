@@ -240,7 +240,7 @@ class PrivateServer:
         try:
             deadline = started + self.startup_timeout
             while not self._output.listening.wait(0.05):
-                if _has_exited(proc.pid):
+                if _has_exited(proc):
                     output = self._output
                     self.stop()  # reaps it and closes the pipes, so the tail is complete
                     tail = output.tail()
@@ -268,16 +268,21 @@ class PrivateServer:
         if proc is None:
             return
         pgid = proc.pid  # start_new_session made the child its group leader
+        # opencode runs each bash-tool command in a new session (setsid), outside our group, and
+        # does not kill it on SIGTERM; remember the tree now, before it is reparented to init.
+        tree = _descendants(proc.pid) if proc.returncode is None else []
         try:
             if proc.returncode is None:
                 _signal_group(pgid, signal.SIGTERM)
-                if not _wait_unreaped(proc.pid, timeout):
+                _signal_tree(tree, signal.SIGTERM)
+                if not _wait_unreaped(proc, timeout):
                     log.warning("opencode serve pid=%d ignored SIGTERM for %g s; killing", proc.pid, timeout)
         finally:
             # The leader is a zombie (not yet reaped) here, so its pid cannot have been recycled:
             # the SIGKILL reaches only our group, including tool subprocesses that outlived it.
             if proc.returncode is None:
                 _signal_group(pgid, signal.SIGKILL)
+            _signal_tree(tree, signal.SIGKILL)
             try:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -289,7 +294,7 @@ class PrivateServer:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and not _has_exited(self._proc.pid)
+        return self._proc is not None and not _has_exited(self._proc)
 
     def output_tail(self, n: int = 15) -> str:
         """The last lines the server printed (for error messages)."""
@@ -314,26 +319,89 @@ class _PortTaken(Exception):
         self.error = error
 
 
-def _has_exited(pid: int) -> bool:
-    """Whether our child ``pid`` has exited, without reaping it.
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether our child has exited, without reaping it where the OS allows.
 
     Not reaping keeps the pid (and so the process group id) reserved until :meth:`stop` has
     signalled the group, so a recycled pid can never receive our SIGKILL.
     """
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True  # already reaped
 
 
-def _wait_unreaped(pid: int, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``pid`` to exit, without reaping it."""
+def _wait_unreaped(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for our child to exit, without reaping it."""
     deadline = time.monotonic() + timeout
-    while not _has_exited(pid):
+    while not _has_exited(proc):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
     return True
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    pgid: int
+    start: int  # /proc start time, to tell a live process from a recycled pid
+
+
+def _stat(pid: int) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("ascii", errors="replace")
+    except OSError:
+        return None
+    # Fields after the parenthesised command name: state ppid pgrp session ... starttime (22nd).
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return _Proc(pid=pid, pgid=int(rest[2]), start=int(rest[19]))
+
+
+def _descendants(root: int) -> list[_Proc]:
+    """Every live descendant of ``root`` (Linux ``/proc``; empty elsewhere). Best effort."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                raw = fh.read().decode("ascii", errors="replace")
+            ppid = int(raw[raw.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out: list[_Proc] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        info = _stat(pid)
+        if info is not None:
+            out.append(info)
+            todo += children.get(pid, [])
+    return out
+
+
+def _signal_tree(tree: list[_Proc], sig: signal.Signals) -> None:
+    """Signal the remembered descendants that are still the same processes (and their groups)."""
+    for proc in tree:
+        now = _stat(proc.pid)
+        if now is None or now.start != proc.start:
+            continue  # gone, or the pid now belongs to someone else
+        if proc.pgid == proc.pid:
+            _signal_group(proc.pid, sig)  # a tool's own group: reaches its background jobs too
+        else:
+            try:
+                os.kill(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

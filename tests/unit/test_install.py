@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memoryd.errors import InstallError
+from memoryd.host.install import Installer
+from memoryd.paths import Paths
+
+
+def front_matter(text: str) -> list[str]:
+    lines = text.splitlines()
+    assert lines[0] == "---"
+    return lines[1 : lines.index("---", 1)]
+
+
+def test_install_is_idempotent_and_uninstall_removes_exactly_it(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    (cfg / "agent").mkdir(parents=True)
+    (cfg / "agent" / "mine.md").write_text("user agent")
+    steps = Installer(paths, cfg).install()
+    assert [s.action for s in steps] == ["create"]
+    agent = (cfg / "agent" / "memoryd-extract.md").read_text()
+    fm = front_matter(agent)
+    assert fm[0].startswith("# Installed by memoryd")
+    assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
+    assert [s.action for s in Installer(paths, cfg).install()] == ["unchanged"]
+    # the installer remembers the config dir it used
+    assert [s.action for s in Installer(paths).uninstall()] == ["remove"]
+    assert not (cfg / "agent" / "memoryd-extract.md").exists()
+    assert (cfg / "agent" / "mine.md").read_text() == "user agent"
+
+
+def test_user_edits_are_kept_unless_forced(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    Installer(paths, cfg).install()
+    target = cfg / "agent" / "memoryd-extract.md"
+    target.write_text(target.read_text() + "\nmy extra line\n")
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified"]
+    assert "my extra line" in target.read_text()
+    assert [s.action for s in Installer(paths, cfg).uninstall()] == ["keep-modified"]
+    assert target.exists()
+    assert [s.action for s in Installer(paths, cfg).install(force=True)] == ["replace"]
+    assert "my extra line" not in target.read_text()
+
+
+def test_preexisting_foreign_file_is_not_overwritten(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    (cfg / "agent").mkdir(parents=True)
+    (cfg / "agent" / "memoryd-extract.md").write_text("someone else's")
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified"]
+    assert (cfg / "agent" / "memoryd-extract.md").read_text() == "someone else's"
+
+
+def test_dry_run_changes_nothing(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    steps = Installer(paths, cfg).install(dry_run=True)
+    assert [s.action for s in steps] == ["create"]
+    assert not cfg.exists() and not paths.install_manifest.exists()
+
+
+def test_symlinked_target_is_refused(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    (cfg / "agent").mkdir(parents=True)
+    (cfg / "agent" / "memoryd-extract.md").symlink_to(tmp_path / "elsewhere.md")
+    with pytest.raises(InstallError, match="symlink"):
+        Installer(paths, cfg).install()
+
+
+def test_corrupt_manifest_is_reported(paths: Paths, tmp_path: Path) -> None:
+    paths.ensure_dir(paths.state_dir)
+    paths.install_manifest.write_text("{not json")
+    with pytest.raises(InstallError, match="not valid JSON"):
+        Installer(paths, tmp_path / "opencode")

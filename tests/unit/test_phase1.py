@@ -1,0 +1,239 @@
+"""Phase 1 end to end against the in-process fake host (MockTransport) and an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.errors import MemorydError
+from memoryd.host.opencode import OpencodeClient
+from memoryd.paths import Paths
+from memoryd.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
+from memoryd.prompts import SKELETON_MARKERS
+from memoryd.settings import Settings
+from memoryd.store import Store
+from tests.fakehost import FakeOpencode, good_reply
+
+pytestmark = pytest.mark.anyio
+SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9c"
+
+
+@pytest.fixture
+def host(clock: ManualClock) -> FakeOpencode:
+    h = FakeOpencode()
+    now = clock.now_ms()
+    for i in range(3):
+        h.add_session(f"ses_old{i}aaaaaa", updated=now - 7 * HOUR - i * MINUTE, title=f"session {i}")
+    return h
+
+
+def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides) -> Phase1:
+    settings = Settings(**overrides)
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    return Phase1(store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="test")
+
+
+async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, clock) -> None:
+    now = clock.now_ms()
+    host.add_session("ses_child0000", updated=now - 8 * HOUR, parent="ses_old0aaaaaa")
+    host.add_session("ses_helperold", updated=now - 8 * HOUR, title="memoryd-extract-ses_x", metadata={"memoryd": "extract"})
+    host.add_session("ses_recent000", updated=now - 1 * HOUR)
+    report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    assert report.succeeded == 3 and report.failed == 0
+    assert report.skipped["not_idle"] == 1
+    assert {o.session_id for o in store.outputs()} == {f"ses_old{i}aaaaaa" for i in range(3)}
+    assert host.helper_sessions == ["ses_helperold"]  # ours were deleted; the old one was never a candidate
+    body = host.prompts[0]
+    assert body["agent"] == EXTRACT_AGENT
+    assert body["format"]["type"] == "json_schema"
+    assert set(body["format"]["schema"]["required"]) == {"raw_memory", "rollout_summary", "rollout_slug"}
+    assert "BEGIN SESSION TRANSCRIPT" in body["parts"][0]["text"] and body["system"]
+    out = store.output("ses_old0aaaaaa")
+    assert out.rollout_slug == "fixed_the_build" and out.cwd == "/work/proj" and out.title == "session 0"
+    totals = store.token_totals()["phase1"]
+    assert totals["calls"] == 3 and totals["input"] == 3 * 1200 and totals["output"] == 3 * 150
+
+
+async def test_claims_per_pass_are_capped_and_second_pass_is_free(store, host, paths, clock) -> None:
+    p1 = make(store, host, paths, clock)  # default cap 2
+    first = await p1.run_pass()
+    assert first.claimed == 2 and first.succeeded == 2
+    second = await p1.run_pass()
+    assert second.claimed == 1
+    host.prompts.clear()
+    third = await p1.run_pass()
+    assert third.claimed == 0 and third.up_to_date == 3 and host.prompts == []
+
+
+async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, clock) -> None:
+    p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
+    await p1.run_pass()
+    host.prompts.clear()
+    clock.advance(10 * MINUTE)
+    host.touch("ses_old1aaaaaa", clock.now_ms() - 1)
+    report = await make(store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0).run_pass()
+    assert report.claimed == 1 and len(host.prompts) == 1
+    assert store.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
+
+
+async def test_idle_and_age_windows(store, paths, clock) -> None:
+    host = FakeOpencode()
+    now = clock.now_ms()
+    host.add_session("ses_fresh0000", updated=now - 5 * HOUR)
+    host.add_session("ses_ancient00", updated=now - 11 * DAY)
+    host.add_session("ses_justright", updated=now - 6 * HOUR)
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.skipped["not_idle"] == 1 and report.skipped["too_old"] == 1
+    assert [o.session_id for o in store.outputs()] == ["ses_justright"]
+    report0 = await make(store, host, paths, clock, min_rollout_idle_hours=0).run_pass()
+    assert report0.succeeded == 1 and store.output("ses_fresh0000") is not None
+
+
+async def test_schema_breaking_answer_fails_with_backoff_not_crash(store, host, paths, clock) -> None:
+    host.reply = lambda body: {"structured": {"raw_memory": ["not", "a", "string"], "rollout_summary": "x"}}
+    report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    assert report.failed == 3 and report.succeeded == 0
+    assert "breaks the schema" in report.errors[0]
+    job = store.stage1_job("ses_old0aaaaaa")
+    assert job["status"] == "pending" and job["retry_remaining"] == 2 and job["retry_at"] == clock.now_ms() + HOUR
+    assert host.helper_sessions == []  # helpers removed even on failure
+    assert store.token_totals()["phase1"]["calls"] == 3  # the tokens were spent and are recorded
+    host.prompts.clear()
+    host.reply = good_reply
+    again = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    assert again.claimed == 0 and host.prompts == [] and again.skipped["skipped_backoff"] == 3
+    clock.advance(HOUR)
+    later = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    assert later.succeeded == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "fragment"),
+    [
+        (lambda b: {"text": "I think the session was about builds."}, "did not return structured output"),
+        (lambda b: {"structured": {"raw_memory": "a", "rollout_summary": "b", "rollout_slug": None, "extra": 1}}, "extra"),
+        (lambda b: {"structured": {"raw_memory": f"x {SKELETON_MARKERS[0]} y", "rollout_summary": "b"}}, "echoes the template"),
+        (lambda b: {"error": {"name": "APIError", "data": {"message": "overloaded", "statusCode": 529, "isRetryable": True}}}, "overloaded"),
+        (lambda b: {"http_status": 500, "json": {"name": "UnknownError", "data": {"message": "Unexpected server error"}}}, "HTTP 500"),
+        (lambda b: {"http_status": 200, "content": b"<html>not json"}, "unexpected answer"),
+    ],
+)
+async def test_bad_model_or_host_answers_fail_the_job(store, host, paths, clock, reply, fragment) -> None:
+    host.reply = reply
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.failed == 2 and report.succeeded == 0
+    assert fragment in report.errors[0]
+    assert store.output_count() == 0
+    assert host.helper_sessions == []
+
+
+async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None:
+    host.reply = lambda b: {"text": '```json\n{"raw_memory": "r", "rollout_summary": "s", "rollout_slug": null}\n```'}
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.succeeded == 2
+
+
+async def test_empty_answer_means_no_output_and_removes_stale_row(store, host, paths, clock) -> None:
+    p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
+    await p1.run_pass()
+    assert store.output("ses_old0aaaaaa") is not None
+    host.reply = lambda b: {"structured": {"raw_memory": "", "rollout_summary": "", "rollout_slug": None}}
+    clock.advance(MINUTE)
+    host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR + 2 * MINUTE)
+    report = await p1.run_pass()
+    assert report.no_output == 1
+    assert store.output("ses_old0aaaaaa") is None
+    assert store.stage1_job("ses_old0aaaaaa")["status"] == "done"
+    assert store.token_totals()["phase1"]["calls"] == 4
+
+
+async def test_empty_transcript(store, paths, clock) -> None:
+    host = FakeOpencode()
+    host.add_session("ses_empty0000", updated=clock.now_ms() - 7 * HOUR, turns=[])
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.no_output == 1 and host.prompts == []
+
+
+async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> None:
+    host = FakeOpencode()
+    now = clock.now_ms()
+    s = host.add_session("ses_web00000", updated=now - 7 * HOUR, turns=[("user", "look this up")])
+    host.messages["ses_web00000"].append(
+        host.message("ses_web00000", "assistant", [
+            {"type": "tool", "callID": "c1", "tool": "webfetch",
+             "state": {"status": "completed", "input": {"url": "https://example.com"}, "output": "page"}},
+        ], created=s["time"]["updated"])
+    )
+    report = await make(store, host, paths, clock, disable_on_external_context=True).run_pass()
+    assert report.polluted == 1 and host.prompts == []
+    assert store.memory_mode("ses_web00000") == "polluted"
+    again = await make(store, host, paths, clock, disable_on_external_context=True).run_pass()
+    assert again.skipped["mode_polluted"] == 1
+    # without the option the same session is extracted normally
+    host2 = FakeOpencode()
+    host2.sessions, host2.messages = host.sessions, host.messages
+    store.set_mode("ses_web00000", "enabled")
+    clock.advance(MINUTE)
+    host.touch("ses_web00000", clock.now_ms() - 7 * HOUR)
+    assert (await make(store, host2, paths, clock).run_pass()).succeeded == 1
+
+
+async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> None:
+    host = FakeOpencode()
+    host.add_session(
+        "ses_secret000", updated=clock.now_ms() - 7 * HOUR,
+        turns=[("user", f"my key is {SECRET} please set OPENAI_API_KEY"), ("assistant", "done")],
+    )
+    host.reply = lambda b: {"structured": {
+        "raw_memory": f"user key {SECRET}", "rollout_summary": f"set key {SECRET}", "rollout_slug": "key"}}
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.succeeded == 1
+    assert SECRET not in str(host.prompts)
+    out = store.output("ses_secret000")
+    assert SECRET not in out.raw_memory and SECRET not in out.rollout_summary
+    assert SECRET.encode() not in paths.db.read_bytes()
+
+
+async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
+    await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    del host.sessions["ses_old2aaaaaa"]
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.forgotten == 1
+    assert store.output("ses_old2aaaaaa") is None and store.stage1_job("ses_old2aaaaaa") is None
+
+
+async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
+    host.agents = ["build"]
+    with pytest.raises(MemorydError, match="memoryd install opencode"):
+        await make(store, host, paths, clock).run_pass()
+    assert "POST /instance/dispose" in host.calls
+    assert store.stage1_counts()["running"] == 0
+
+
+async def test_cancellation_releases_claims_without_burning_retries(store, host, paths, clock) -> None:
+    host.prompt_delay = 30
+    task = asyncio.ensure_future(make(store, host, paths, clock).run_pass())
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if host.prompts:
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    job = store.stage1_job("ses_old0aaaaaa")
+    assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
+    assert host.helper_sessions == []
+
+
+async def test_generate_memories_off_extracts_nothing(store, host, paths, clock) -> None:
+    report = await make(store, host, paths, clock, generate_memories=False).run_pass()
+    assert report.claimed == 0 and host.prompts == []
+    assert store.memory_mode("ses_old0aaaaaa") == "disabled"
+
+
+def test_slug_normalization() -> None:
+    assert normalize_slug("Fix Build: CI/CD!") == "fix_build_ci_cd"
+    assert normalize_slug("x" * 100) == "x" * 60
+    assert normalize_slug("!!!") is None and normalize_slug(None) is None
