@@ -113,10 +113,12 @@ class _Output:
         self._sink: IO[str] | None = None
         if log_file is not None:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            self._sink = log_file.open("a", encoding="utf-8", errors="replace")
+            # Owner-only: opencode's INFO logs name sessions, titles and directories.
+            fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._sink = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
         self._threads = [
-            threading.Thread(target=self._pump, args=(proc.stdout, "out"), name=f"opencode-{proc.pid}-out", daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stderr, "err"), name=f"opencode-{proc.pid}-err", daemon=True),
+            threading.Thread(target=self._pump, args=(stream, name), name=f"opencode-{proc.pid}-{name}", daemon=True)
+            for stream, name in ((proc.stdout, "out"), (proc.stderr, "err"))
         ]
         for t in self._threads:
             t.start()
@@ -175,7 +177,7 @@ class PrivateServer:
         username: str = DEFAULT_USERNAME,
         password: str | None = None,
         print_logs: bool = True,
-        log_level: str = "INFO",
+        log_level: str = "WARN",
     ) -> None:
         self.opencode_bin = opencode_bin
         self.cwd = Path(cwd)

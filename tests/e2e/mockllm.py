@@ -321,7 +321,7 @@ def estimate_tokens(data: Any) -> int:
     return max(1, len(json.dumps(data, ensure_ascii=False)) // 4)
 
 
-def _normalise(reply: Reply) -> tuple[Text | None, list[ToolCall]]:
+def _normalise(reply: Text | ToolCall | Sequence[ToolCall]) -> tuple[Text | None, list[ToolCall]]:
     if isinstance(reply, Text):
         return reply, []
     if isinstance(reply, ToolCall):
@@ -476,6 +476,12 @@ class MockLLM:
 
     def requests_matching(self, pred: Callable[[RecordedRequest], bool]) -> list[RecordedRequest]:
         return [r for r in self.requests if pred(r)]
+
+    # The module-level inspectors, reachable from the fixture too (``mock_llm.tools_offered(r)``).
+    is_extraction = staticmethod(is_extraction)
+    tools_offered = staticmethod(tools_offered)
+    all_request_text = staticmethod(all_request_text)
+    transcript_of = staticmethod(transcript_of)
 
     @property
     def extraction_requests(self) -> list[RecordedRequest]:

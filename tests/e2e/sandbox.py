@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -92,6 +92,14 @@ def mock_provider_config(base_url: str) -> dict[str, Any]:
     }
 
 
+def _obj(resp: httpx.Response) -> dict[str, Any]:
+    return cast(dict[str, Any], resp.json())
+
+
+def _list(resp: httpx.Response) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], resp.json())
+
+
 class OpencodeDriver:
     """Sync calls to the opencode HTTP API, just enough to drive scenarios from tests."""
 
@@ -127,21 +135,21 @@ class OpencodeDriver:
         return resp
 
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
-        return self.request("GET", "/global/health", timeout=timeout).json()
+        return _obj(self.request("GET", "/global/health", timeout=timeout))
 
     def create_session(self, title: str = "e2e session", directory: Path | str | None = None,
                        **body: Any) -> dict[str, Any]:
         """Always titled, so opencode makes no extra title-generation model call."""
-        return self.request("POST", "/session", directory=directory, json_body={"title": title, **body}).json()
+        return _obj(self.request("POST", "/session", directory=directory, json_body={"title": title, **body}))
 
     def get_session(self, session_id: str) -> dict[str, Any]:
-        return self.request("GET", f"/session/{session_id}").json()
+        return _obj(self.request("GET", f"/session/{session_id}"))
 
     def prompt(self, session_id: str, body: dict[str, Any], *, directory: Path | str | None = None,
                timeout: float | None = None) -> dict[str, Any]:
         """POST /session/{id}/message with an arbitrary body; blocks until the turn ends."""
-        return self.request("POST", f"/session/{session_id}/message", directory=directory,
-                            json_body=body, timeout=timeout).json()
+        return _obj(self.request("POST", f"/session/{session_id}/message", directory=directory,
+                                 json_body=body, timeout=timeout))
 
     def say(self, session_id: str, text: str, *, agent: str = "build", directory: Path | str | None = None,
             timeout: float | None = None, **body: Any) -> dict[str, Any]:
@@ -150,7 +158,7 @@ class OpencodeDriver:
         return self.prompt(session_id, payload, directory=directory, timeout=timeout)
 
     def messages(self, session_id: str, directory: Path | str | None = None) -> list[dict[str, Any]]:
-        return self.request("GET", f"/session/{session_id}/message", directory=directory).json()
+        return _list(self.request("GET", f"/session/{session_id}/message", directory=directory))
 
     def delete_session(self, session_id: str) -> bool:
         return bool(self.request("DELETE", f"/session/{session_id}").json())
@@ -172,7 +180,7 @@ class OpencodeDriver:
             params["cursor"] = cursor
 
     def agents(self, directory: Path | str | None = None) -> list[dict[str, Any]]:
-        return self.request("GET", "/agent", directory=directory).json()
+        return _list(self.request("GET", "/agent", directory=directory))
 
     def dispose(self, directory: Path | str | None = None) -> None:
         """Make the instance for ``directory`` re-read agents and plugins (no restart)."""
@@ -303,6 +311,7 @@ class OpencodeSandbox:
             log_file=self.log_file,
             port=self._port,
             password=self._password,
+            log_level="INFO",
         )
         self.handle = self.server.start()
         self.startup_seconds = self.server.startup_seconds

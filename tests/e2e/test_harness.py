@@ -49,6 +49,12 @@ def _gone(pid: int, wait: float = 3.0) -> bool:
     """Whether ``pid`` is dead (a zombie awaiting its reaper counts as dead)."""
     deadline = time.monotonic() + wait
     while True:
+        if not os.path.isdir("/proc/self"):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
@@ -194,7 +200,8 @@ def test_default_extraction_reply(sandbox: OpencodeSandbox, mock_llm: MockLLM) -
         text = f"===== BEGIN SESSION TRANSCRIPT x =====\n{transcript}\n===== END SESSION TRANSCRIPT x ====="
         reply = d.say(session["id"], text, agent="memoryd-extract", directory=helper_dir,
                       format={"type": "json_schema", "schema": EXTRACTION_SCHEMA})
-        return reply["info"]["structured"]
+        structured: dict[str, Any] = reply["info"]["structured"]
+        return structured
 
     useful = extract("[user] The deploy script lives in ops/deploy.sh and needs Python 3.12\n[assistant] ok")
     assert "ops/deploy.sh" in useful["raw_memory"]
