@@ -48,6 +48,11 @@ class Paths:
         return self.data_dir / "memories"
 
     @property
+    def baseline_git(self) -> Path:
+        """The phase-2 baseline repository, kept outside the memory folder on purpose."""
+        return self.data_dir / "baseline.git"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memoryd import prompts
 from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import ExtractionInvalid, HostError, HostNotFound, MemorydError, ModelCallError
+from memoryd.helpers import ensure_agent, helper_session, model_name, usage_of
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.paths import Paths
@@ -230,20 +231,9 @@ class Phase1:
         return forgotten
 
     async def _ensure_agent(self) -> None:
-        if self._agent_checked:
-            return
-        directory = str(self.paths.ensure_dir(self.paths.helper_dir))
-        names = {a.get("name") for a in await self.client.agents(directory=directory)}
-        if EXTRACT_AGENT not in names:
-            # opencode reads agent files once per instance; a dispose makes it look again.
-            await self.client.dispose_instance(directory)
-            names = {a.get("name") for a in await self.client.agents(directory=directory)}
-        if EXTRACT_AGENT not in names:
-            raise MemorydError(
-                f"opencode does not know the {EXTRACT_AGENT!r} agent; run `memoryd install opencode` "
-                "(and restart opencode if it was running)"
-            )
-        self._agent_checked = True
+        if not self._agent_checked:
+            await ensure_agent(self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir)))
+            self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
 
@@ -311,13 +301,13 @@ class Phase1:
             session_title=redact(session.title),
             transcript=transcript.text,
         )
-        helper = await self.client.create_session(
+        model = self.settings.extract_model
+        async with helper_session(
+            self.client,
             directory=directory,
             title=f"memoryd-extract-{session.id}",
             metadata={"memoryd": "extract", "source_session": session.id},
-        )
-        model = self.settings.extract_model
-        try:
+        ) as helper:
             try:
                 result = await self.client.prompt(
                     helper.id,
@@ -329,29 +319,17 @@ class Phase1:
                     json_schema=prompts.EXTRACTION_SCHEMA,
                     timeout=self.settings.host.prompt_timeout_s,
                 )
-            except ModelCallError as exc:
+            except ModelCallError:
                 self._record_call(session.id, model, "error", CallUsage())
-                raise exc
-            info = result.info
-            used = model or (f"{info.providerID}/{info.modelID}" if info.modelID else None)
-            u = result.usage
-            usage = CallUsage(u.input, u.output, u.reasoning, u.cache_read, u.cache_write, info.cost or 0.0)
-            try:
-                extracted = validate_extraction(result)
-            except ExtractionInvalid:
-                self._record_call(session.id, used, "invalid", usage)
                 raise
-            self._record_call(session.id, used, "ok" if extracted else "empty", usage)
-            return extracted
-        finally:
-            await asyncio.shield(self._delete_helper(helper.id))
-
-    async def _delete_helper(self, helper_id: str) -> None:
+        used, usage = model_name(model, result), usage_of(result)
         try:
-            if not await self.client.delete_session(helper_id):
-                log.warning("helper session %s could not be confirmed deleted", helper_id)
-        except HostError as exc:
-            log.warning("could not delete helper session %s: %s", helper_id, exc)
+            extracted = validate_extraction(result)
+        except ExtractionInvalid:
+            self._record_call(session.id, used, "invalid", usage)
+            raise
+        self._record_call(session.id, used, "ok" if extracted else "empty", usage)
+        return extracted
 
     def _record_call(self, key: str, model: str | None, outcome: str, usage: CallUsage) -> None:
         self.store.record_model_call(

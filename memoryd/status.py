@@ -8,6 +8,7 @@ from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.jobs import PHASE2_COOLDOWN_MS
 
 LAST_PASS = "last_pass"
 HOST_SEEN = "host"
@@ -25,6 +26,21 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         return out
 
     host_seen = store.get_state(HOST_SEEN) or {}
+    job = store.phase2_job()
+    phase2: dict[str, Any] = {"status": "never_run", "last_success": None, "next_eligible": iso_ms(now),
+                              "last_error": None, "consumed_outputs": store.consumed_count()}
+    if job is not None:
+        gates = [job["retry_at"] or 0, job["cooldown_until"] or 0]
+        if job["status"] == "running":
+            gates.append(job["lease_until"] or 0)
+        phase2.update(
+            status=job["status"],
+            last_success=iso_ms(job["finished_at"]) if job["status"] == "done" else None,
+            last_consolidation=iso_ms(job["cooldown_until"] - PHASE2_COOLDOWN_MS) if job["cooldown_until"] else None,
+            next_eligible=iso_ms(max([now, *gates])),
+            last_error=job["last_error"],
+            pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
+        )
     last_pass = store.get_state(LAST_PASS)
     return {
         "stage1": {
@@ -34,6 +50,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
                 {**e, "at": iso_ms(e["at"]), "retry_at": iso_ms(e["retry_at"])} for e in store.stage1_last_errors()
             ],
         },
+        "phase2": phase2,
         "host": {
             "url": settings.host.url or host_seen.get("url"),
             "version": host_seen.get("version"),

@@ -41,6 +41,14 @@ def render(s: dict[str, Any]) -> str:
         ("memories", f"{_n(s['stage1']['outputs'])} session memories"),
         ("jobs", ", ".join(f"{_n(jobs[k])} {k}" for k in ("done", "pending", "running", "failed"))),
     ]
+    p2 = s["phase2"]
+    p2_text = f"{p2['status']}, {_n(p2['consumed_outputs'])} memories consolidated"
+    if p2.get("last_consolidation"):
+        p2_text += f", last consolidation {p2['last_consolidation']}"
+    p2_text += f", next eligible {p2['next_eligible']}"
+    if p2["last_error"] and p2["status"] != "done":
+        p2_text += f"; last error: {p2['last_error']}"
+    rows.append(("phase 2", p2_text))
     lp = s.get("last_pass")
     if lp:
         p1 = lp["phase1"]

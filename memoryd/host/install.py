@@ -17,7 +17,7 @@ from typing import Literal
 from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_regular, sha256
-from memoryd.paths import Paths, templates_dir
+from memoryd.paths import Paths
 
 HOST = "opencode"
 MARKER = f"# Installed by memoryd {__version__}. Edits are kept: memoryd will not overwrite a changed file without --force."
@@ -62,11 +62,15 @@ def _with_marker(markdown: str) -> str:
     return "---\n" + MARKER + "\n" + markdown[4:]
 
 
+AGENTS = ("memoryd-extract", "memoryd-consolidate")
+
+
 def planned_files() -> list[PlannedFile]:
-    agent = (templates_dir() / "agents" / "memoryd-extract.md").read_text(encoding="utf-8")
-    # render() validates the template has no unexpected placeholders
-    prompts.render("agents/memoryd-extract.md")
-    return [PlannedFile("agent/memoryd-extract.md", _with_marker(agent).encode("utf-8"))]
+    """memoryd's agents (``templates/agents/``), each with the marker comment."""
+    files = []
+    for name in AGENTS:
+        files.append(PlannedFile(f"agent/{name}.md", _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8")))
+    return files
 
 
 class Installer:
@@ -150,7 +154,8 @@ class Installer:
         recorded = self._recorded()
         steps: list[Step] = []
         remaining: dict[str, str] = {}
-        for rel, digest in sorted(recorded.items()):
+        order = {pf.relpath: i for i, pf in enumerate(planned_files())}
+        for rel, digest in sorted(recorded.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
             target = self.config_dir / rel
             current = self._current(target)
             if current is None:

@@ -268,9 +268,125 @@ class JobsMixin:
 
     # -- phase 2 (global) -----------------------------------------------------------------
 
-    def enqueue_phase2(self, watermark: int) -> None:
+    def enqueue_phase2(self, watermark: int | None = None) -> None:
         with write_tx(self._conn) as c:
-            _enqueue_global(c, watermark)
+            _enqueue_global(c, self._clock.now_ms() if watermark is None else watermark)
 
     def phase2_job(self) -> sqlite3.Row | None:
         return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()
+
+    def claim_phase2(self, *, worker_id: str, ignore_cooldown: bool = False) -> Claim:
+        """Take the machine-wide consolidation lease.
+
+        Checked in order: a live lease (never bypassed), a failure backoff, the cooldown that
+        follows a consolidation that actually called the model (``ignore_cooldown`` skips only
+        this one). Phase 2 is time-gated, not pending-gated: after the cooldown any pump may
+        claim it, and a run with a clean workspace ends without a model call.
+        """
+        now = self._clock.now_ms()
+        token = uuid.uuid4().hex
+        with write_tx(self._conn) as c:
+            row = c.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()
+            if row is None:
+                c.execute(
+                    """INSERT INTO jobs (kind, job_key, status, worker_id, ownership_token, started_at,
+                       lease_until, retry_remaining, input_watermark, last_success_watermark)
+                       VALUES (?, ?, 'running', ?, ?, ?, ?, ?, 0, 0)""",
+                    (GLOBAL, GLOBAL_KEY, worker_id, token, now, now + PHASE2_LEASE_MS, DEFAULT_RETRIES),
+                )
+                return Claim("claimed", GLOBAL_KEY, token, 0)
+            if row["status"] == "running" and (row["lease_until"] or 0) > now:
+                return Claim("skipped_running", GLOBAL_KEY)
+            if row["retry_at"] is not None and row["retry_at"] > now:
+                return Claim("skipped_backoff", GLOBAL_KEY)
+            if not ignore_cooldown and (row["cooldown_until"] or 0) > now:
+                return Claim("skipped_cooldown", GLOBAL_KEY)
+            c.execute(
+                """UPDATE jobs SET status = 'running', worker_id = ?, ownership_token = ?, started_at = ?,
+                   lease_until = ?, retry_at = NULL, last_error = NULL, finished_at = NULL
+                   WHERE kind = ? AND job_key = ?""",
+                (worker_id, token, now, now + PHASE2_LEASE_MS, GLOBAL, GLOBAL_KEY),
+            )
+            return Claim("claimed", GLOBAL_KEY, token, row["input_watermark"])
+
+    def heartbeat_phase2(self, token: str) -> bool:
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            return (
+                c.execute(
+                    """UPDATE jobs SET lease_until = ? WHERE kind = ? AND job_key = ?
+                       AND status = 'running' AND ownership_token = ?""",
+                    (now + PHASE2_LEASE_MS, GLOBAL, GLOBAL_KEY, token),
+                ).rowcount
+                == 1
+            )
+
+    def mark_phase2_succeeded(
+        self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
+    ) -> bool:
+        """Finish a run; ``consumed`` (session id, source_updated_at) pairs become the selection snapshot.
+
+        Only a run that called the model starts the cooldown: a clean no-op costs nothing, so it
+        should not delay the first real consolidation (the anchor's install-time defect).
+        """
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            if self._owned(c, GLOBAL, GLOBAL_KEY, token) is None:
+                return False
+            c.execute(
+                """UPDATE jobs SET status = 'done', finished_at = ?, lease_until = NULL, ownership_token = NULL,
+                   last_error = NULL, retry_at = NULL, retry_remaining = ?,
+                   last_success_watermark = MAX(COALESCE(last_success_watermark, 0), ?),
+                   cooldown_until = CASE WHEN ? THEN ? ELSE cooldown_until END
+                   WHERE kind = ? AND job_key = ?""",
+                (now, DEFAULT_RETRIES, watermark, int(consolidated), now + PHASE2_COOLDOWN_MS, GLOBAL, GLOBAL_KEY),
+            )
+            c.execute(
+                """UPDATE stage1_outputs SET selected_for_phase2 = 0, selected_for_phase2_source_updated_at = NULL
+                   WHERE selected_for_phase2 != 0"""
+            )
+            c.executemany(
+                """UPDATE stage1_outputs SET selected_for_phase2 = 1, selected_for_phase2_source_updated_at = ?
+                   WHERE session_id = ? AND source_updated_at = ?""",
+                [(wm, sid, wm) for sid, wm in consumed],
+            )
+            return True
+
+    def mark_phase2_failed(self, token: str, error: str) -> bool:
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            n = c.execute(
+                """UPDATE jobs SET status = 'failed', finished_at = ?, lease_until = NULL, ownership_token = NULL,
+                   retry_at = ?, retry_remaining = MAX(retry_remaining - 1, 0), last_error = ?
+                   WHERE kind = ? AND job_key = ? AND status = 'running'
+                   AND (ownership_token = ? OR ownership_token IS NULL)""",
+                (now, now + PHASE2_RETRY_DELAY_MS, _cut(error), GLOBAL, GLOBAL_KEY, token),
+            ).rowcount
+            return n == 1
+
+    def release_phase2(self, token: str, note: str = "released at shutdown") -> bool:
+        with write_tx(self._conn) as c:
+            return (
+                c.execute(
+                    """UPDATE jobs SET status = 'pending', lease_until = NULL, ownership_token = NULL,
+                       retry_at = NULL, last_error = ? WHERE kind = ? AND job_key = ?
+                       AND status = 'running' AND ownership_token = ?""",
+                    (_cut(note), GLOBAL, GLOBAL_KEY, token),
+                ).rowcount
+                == 1
+            )
+
+    def reset_memory_data(self) -> None:
+        """Wipe outputs and jobs; leave a cooldown marker so the empty folder is not re-seeded at once.
+
+        Session modes are kept (a disabled session stays disabled).
+        """
+        now = self._clock.now_ms()
+        with write_tx(self._conn) as c:
+            c.execute("DELETE FROM stage1_outputs")
+            c.execute("DELETE FROM jobs")
+            c.execute(
+                """INSERT INTO jobs (kind, job_key, status, finished_at, retry_remaining, input_watermark,
+                   last_success_watermark, cooldown_until) VALUES (?, ?, 'done', ?, ?, 0, 0, ?)""",
+                (GLOBAL, GLOBAL_KEY, now, DEFAULT_RETRIES, now + PHASE2_COOLDOWN_MS),
+            )

@@ -73,6 +73,7 @@ def m001_jobs_and_outputs(conn: sqlite3.Connection) -> None:
             last_error TEXT,
             input_watermark INTEGER,
             last_success_watermark INTEGER,
+            cooldown_until INTEGER,
             PRIMARY KEY (kind, job_key)
         );
         CREATE INDEX idx_jobs_kind_status ON jobs (kind, status, retry_at, lease_until);

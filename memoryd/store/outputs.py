@@ -75,6 +75,30 @@ class OutputsMixin:
         rows = self._conn.execute("SELECT * FROM stage1_outputs ORDER BY source_updated_at DESC, session_id DESC")
         return [Output.from_row(r) for r in rows]
 
+    def phase2_selection(self, limit: int, max_unused_days: int) -> list[Output]:
+        """What phase 2 consolidates: enabled sessions with content, used or updated recently enough.
+
+        Ranked by usage, then last use (or update), then update time, so citations decide what
+        stays in memory; the caller renders the result in a stable order of its own.
+        """
+        cutoff = self._clock.now_ms() - max_unused_days * DAY
+        rows = self._conn.execute(
+            """
+            SELECT o.* FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
+            WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'
+              AND (TRIM(o.raw_memory) != '' OR TRIM(o.rollout_summary) != '')
+              AND COALESCE(o.last_usage, o.source_updated_at) >= ?
+            ORDER BY o.usage_count DESC, COALESCE(o.last_usage, o.source_updated_at) DESC,
+                     o.source_updated_at DESC, o.session_id DESC
+            LIMIT ?
+            """,
+            (cutoff, limit),
+        )
+        return [Output.from_row(r) for r in rows]
+
+    def consumed_count(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 1").fetchone()[0]
+
     def output_count(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs").fetchone()[0]
 

@@ -20,14 +20,16 @@ def test_install_is_idempotent_and_uninstall_removes_exactly_it(paths: Paths, tm
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "mine.md").write_text("user agent")
     steps = Installer(paths, cfg).install()
-    assert [s.action for s in steps] == ["create"]
+    assert [s.action for s in steps] == ["create", "create"]
     agent = (cfg / "agent" / "memoryd-extract.md").read_text()
     fm = front_matter(agent)
     assert fm[0].startswith("# Installed by memoryd")
     assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
-    assert [s.action for s in Installer(paths, cfg).install()] == ["unchanged"]
+    consolidate = front_matter((cfg / "agent" / "memoryd-consolidate.md").read_text())
+    assert '  "*": deny' in consolidate and "  write: allow" in consolidate and "  bash: deny" in consolidate
+    assert [s.action for s in Installer(paths, cfg).install()] == ["unchanged", "unchanged"]
     # the installer remembers the config dir it used
-    assert [s.action for s in Installer(paths).uninstall()] == ["remove"]
+    assert [s.action for s in Installer(paths).uninstall()] == ["remove", "remove"]
     assert not (cfg / "agent" / "memoryd-extract.md").exists()
     assert (cfg / "agent" / "mine.md").read_text() == "user agent"
 
@@ -37,11 +39,11 @@ def test_user_edits_are_kept_unless_forced(paths: Paths, tmp_path: Path) -> None
     Installer(paths, cfg).install()
     target = cfg / "agent" / "memoryd-extract.md"
     target.write_text(target.read_text() + "\nmy extra line\n")
-    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified"]
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "unchanged"]
     assert "my extra line" in target.read_text()
-    assert [s.action for s in Installer(paths, cfg).uninstall()] == ["keep-modified"]
+    assert [s.action for s in Installer(paths, cfg).uninstall()] == ["keep-modified", "remove"]
     assert target.exists()
-    assert [s.action for s in Installer(paths, cfg).install(force=True)] == ["replace"]
+    assert [s.action for s in Installer(paths, cfg).install(force=True)] == ["replace", "create"]
     assert "my extra line" not in target.read_text()
 
 
@@ -49,14 +51,14 @@ def test_preexisting_foreign_file_is_not_overwritten(paths: Paths, tmp_path: Pat
     cfg = tmp_path / "opencode"
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "memoryd-extract.md").write_text("someone else's")
-    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified"]
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "create"]
     assert (cfg / "agent" / "memoryd-extract.md").read_text() == "someone else's"
 
 
 def test_dry_run_changes_nothing(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     steps = Installer(paths, cfg).install(dry_run=True)
-    assert [s.action for s in steps] == ["create"]
+    assert [s.action for s in steps] == ["create", "create"]
     assert not cfg.exists() and not paths.install_manifest.exists()
 
 

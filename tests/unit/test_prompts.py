@@ -20,6 +20,19 @@ TEMPLATES = templates_dir()
 SAMPLES: dict[str, dict[str, str]] = {
     "stage_one_system.md": {},
     "agents/memoryd-extract.md": {},
+    "agents/memoryd-consolidate.md": {},
+    # Placeholder-free; seeded into the memory folder's extensions/ad_hoc/ by memoryd.
+    "extensions/ad_hoc/instructions.md": {},
+    "consolidation.md": {
+        "memory_root": r"/home/dev/.local/share/memoryd/memories $HOME \1",
+        "diff_file": "phase2_workspace_diff.md",
+        "extensions_block": (
+            "### Extensions in this folder\n\n"
+            "- `extensions/ad_hoc/`: read `extensions/ad_hoc/instructions.md` before its notes "
+            "($1 \\g<0> {{ memory_root }})."  # like memoryd's own block: no trailing newline
+        ),
+        "summary_token_budget": "2750",
+    },
     "stage_one_input.md": {
         "session_id": "ses_01HZXSAMPLE",
         "session_cwd": r"C:\Users\dev\repo $HOME",
@@ -34,6 +47,11 @@ SAMPLES: dict[str, dict[str, str]] = {
 
 # The system prompt is paid for by every extraction request; keep it inside this window.
 SYSTEM_PROMPT_TOKEN_BUDGET = (1_500, 3_500)
+
+# The consolidation prompt is re-sent with every model step of a phase-2 run (a run takes several
+# steps, each also carrying the files read so far), so it is kept far below Codex's ~880 lines.
+# The floor catches a template that was emptied or cut short by accident.
+CONSOLIDATION_PROMPT_TOKEN_BUDGET = (2_500, 5_000)
 
 
 def _all_templates() -> list[str]:
@@ -71,7 +89,13 @@ def _front_matter(text: str) -> tuple[dict[str, object], str]:
 
 def test_templates_exist():
     names = _all_templates()
-    assert {"stage_one_system.md", "stage_one_input.md", "agents/memoryd-extract.md"} <= set(names)
+    assert {
+        "stage_one_system.md",
+        "stage_one_input.md",
+        "agents/memoryd-extract.md",
+        "consolidation.md",
+        "agents/memoryd-consolidate.md",
+    } <= set(names)
 
 
 @pytest.mark.parametrize("name", _all_templates())
@@ -223,3 +247,110 @@ def test_template_text_is_cached(monkeypatch):
     prompts.render("stage_one_system.md")
     info = prompts._load.cache_info()
     assert info.hits >= 1 and info.misses == 1
+
+
+def _consolidation(**overrides: str) -> str:
+    return prompts.render("consolidation.md", **dict(SAMPLES["consolidation.md"], **overrides))
+
+
+def _flat(text: str) -> str:
+    """Template prose is hard-wrapped; compare phrases with all whitespace runs as one space."""
+    return re.sub(r"\s+", " ", text)
+
+
+def _empty_headings(text: str) -> list[str]:
+    """Headings (outside fenced code) followed by another heading of the same or a higher level."""
+    lines, in_fence = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            in_fence = not in_fence
+            continue
+        if not in_fence and line.strip():
+            lines.append(line)
+    found = []
+    for here, after in zip(lines, lines[1:] + ["# (end)"], strict=True):
+        level = len(here) - len(here.lstrip("#"))
+        if not level or not here[level:].startswith(" "):
+            continue
+        nxt = len(after) - len(after.lstrip("#"))
+        if nxt and after[nxt:].startswith(" ") and nxt <= level:
+            found.append(here)
+    return found
+
+
+def test_consolidation_prompt_covers_the_contract():
+    text = _consolidation()
+    flat = _flat(text)
+    assert SAMPLES["consolidation.md"]["memory_root"] in text
+    # The diff file is read first, and its changes are authoritative.
+    assert "**Read `phase2_workspace_diff.md` first**" in text
+    assert "authoritative" in flat
+    assert "1. Read `phase2_workspace_diff.md`" in text  # the workflow starts there too
+    # The three writable artifacts, and nothing else.
+    assert "Write only `MEMORY.md`, `memory_summary.md` and files under `skills/`." in flat
+    for name in ("raw_memories.md", "rollout_summaries/", "extensions/ad_hoc/notes/", "SKILL.md"):
+        assert name in text
+    # memory_summary.md: first line v1, and the budget value is rendered as a token limit.
+    assert "its first line must be exactly `v1`" in flat
+    assert re.search(r"^v1$", text, re.MULTILINE)  # the format skeleton starts with it
+    assert "within 2750 tokens" in flat
+    # Forgetting of deleted rollout summaries and extension resources.
+    assert "## Forgetting" in text
+    assert "A rollout summary or extension resource marked `D` in the diff" in flat
+    # Host fact: opencode's write tool will not overwrite a file not read in the session.
+    assert "refuses to overwrite a file that has not been read" in flat
+    for needle in ("[REDACTED_SECRET]", "symbolic links", "data, not instructions", "no-op"):
+        assert needle in flat
+    assert "`(project)`" in text and "`(general)`" in text
+
+
+def test_consolidation_extensions_block_placement():
+    block = SAMPLES["consolidation.md"]["extensions_block"]
+    text = _consolidation()
+    assert text.count(block) == 1
+    # Beside the inputs it explains: after the folder description, before the rules.
+    assert text.index("## The memory folder") < text.index(block) < text.index("## Rules that always hold")
+
+
+def test_consolidation_reads_well_without_extensions():
+    text = _consolidation(extensions_block="")
+    with_block = _consolidation()
+    assert "Extensions in this folder" not in text
+    assert not _empty_headings(text)
+    assert not _empty_headings(with_block)
+    # The placeholder has a blank line on each side (memoryd's block carries no trailing newline),
+    # so the empty case leaves three blank lines in a row there, which Markdown reads as one.
+    assert "\n\n\n\n\n" not in text
+    # Markdown-wise, leaving the block out only removes the block.
+    block = SAMPLES["consolidation.md"]["extensions_block"]
+    assert re.sub(r"\n{3,}", "\n\n", with_block.replace(block, "")) == re.sub(r"\n{3,}", "\n\n", text)
+
+
+def test_consolidation_prompt_size_budget():
+    low, high = CONSOLIDATION_PROMPT_TOKEN_BUDGET
+    assert low <= _tokens(_consolidation(extensions_block="")) <= high
+
+
+def test_consolidate_agent_front_matter():
+    text = (TEMPLATES / "agents" / "memoryd-consolidate.md").read_text(encoding="utf-8")
+    meta, body = _front_matter(text)
+    assert set(meta) == {"description", "mode", "hidden", "temperature", "permission"}
+    assert meta["description"]
+    assert meta["mode"] == "subagent"
+    assert meta["hidden"] == "true"
+    assert meta["temperature"] == "0"
+    assert "model" not in meta
+    permission = meta["permission"]
+    assert isinstance(permission, dict)
+    rules = list(permission.items())
+    # opencode applies the last matching rule, so the wildcard deny must come first.
+    assert rules[0] == ("*", "deny")
+    explicit_denies = {"bash", "webfetch", "websearch", "task", "todowrite"}
+    assert {k for k, v in rules[1:] if v == "deny"} == explicit_denies
+    assert {k for k, v in rules if v == "allow"} == {"read", "edit", "write", "glob", "grep"}
+    assert {v for _, v in rules} == {"deny", "allow"}  # never "ask": nobody answers a helper
+    last_deny = max(i for i, (_, v) in enumerate(rules) if v == "deny")
+    first_allow = min(i for i, (_, v) in enumerate(rules) if v == "allow")
+    assert last_deny < first_allow
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
+    assert 3 <= len(sentences) <= 5

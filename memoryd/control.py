@@ -1,0 +1,40 @@
+"""Operations that change what memoryd remembers as a whole (reset), shared by the CLI and MCP."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from memoryd.errors import MemorydError, PathError
+from memoryd.paths import Paths
+from memoryd.store import Store
+
+
+def _clear_folder(root: Path) -> None:
+    """Delete everything inside ``root`` without following links; keep ``root`` itself."""
+    if root.is_symlink():
+        raise PathError(root, "is a symlink; refusing to clear it")
+    if not root.exists():
+        return
+    for entry in root.iterdir():
+        if entry.is_symlink() or not entry.is_dir():
+            entry.unlink()
+        else:
+            shutil.rmtree(entry)
+
+
+def reset_memory(store: Store, paths: Paths) -> None:
+    """Forget everything: stage-1 outputs, jobs, the memory folder and its baseline.
+
+    Refused while a consolidation holds the lease (its agent is writing the folder). A cooldown
+    marker is left so the next pass does not immediately rebuild the folder from nothing.
+    """
+    job = store.phase2_job()
+    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > store.clock.now_ms():
+        raise MemorydError("a consolidation is running (it holds the phase-2 lease); try again when it ends")
+    store.reset_memory_data()
+    _clear_folder(paths.memories)
+    if paths.baseline_git.is_symlink():
+        paths.baseline_git.unlink()
+    elif paths.baseline_git.exists():
+        shutil.rmtree(paths.baseline_git)

@@ -1,0 +1,238 @@
+"""Phase 2: claim → sync → diff → consolidate → audit → validate → reset baseline.
+
+One machine-wide run at a time (a DB lease with an ownership token, heartbeat every 90 s). The
+memory folder is brought in line with the DB (selected rollout summaries, ``raw_memories.md``),
+then compared with the last good baseline. Only a non-empty diff (or invalid artifacts) costs a
+model call: a consolidation agent whose opencode session is rooted in the memory folder, and
+whose permissions deny everything but file tools there.
+
+What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``skills/``). Every
+other file is snapshotted before it runs and put back afterwards; a run whose agent touched
+protected files, left a symlink or produced invalid artifacts fails, and the baseline stays where
+it was so the next run sees the same diff. Only a validated run replaces the baseline (with a
+fresh single commit: redacted or forgotten text must not linger in git history) and marks which
+outputs were consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memoryd import prompts
+from memoryd.baseline import Baseline
+from memoryd.clock import Clock
+from memoryd.errors import HostError, MemorydError, ModelCallError
+from memoryd.helpers import ensure_agent, helper_session, session_usage
+from memoryd.host.opencode import OpencodeClient
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import GLOBAL, CallUsage, Store
+from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+
+log = logging.getLogger(__name__)
+
+CONSOLIDATE_AGENT = "memoryd-consolidate"
+HEARTBEAT_SECONDS = 90.0
+SUMMARY_TOKEN_BUDGET = 2_500
+EXTENSION_RETENTION_DAYS = 7
+
+
+@dataclass
+class Phase2Result:
+    status: str
+    detail: str = ""
+    consumed: int = 0
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith("skipped")
+
+
+class OwnershipLost(MemorydError):
+    def __init__(self) -> None:
+        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
+
+
+def extensions_block(root: Path) -> str:
+    ext = root / "extensions"
+    if not ext.is_dir():
+        return ""
+    names = sorted(p.parent.name for p in ext.glob("*/instructions.md") if not p.parent.is_symlink())
+    if not names:
+        return ""
+    lines = [
+        "## Extensions",
+        "",
+        "Other sources feed this folder under `extensions/`. Each source has an `instructions.md` that says how",
+        "to use its files. Read every one of these before you edit anything:",
+        "",
+        *[f"- `extensions/{n}/instructions.md`" for n in names],
+        "",
+        "Everything under `extensions/` is input: never edit, move or delete it. When the diff shows an",
+        "extension file as deleted (D), remove the memory that only that file supported.",
+    ]
+    return "\n".join(lines)
+
+
+class Phase2:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        client: OpencodeClient,
+        settings: Settings,
+        paths: Paths,
+        clock: Clock,
+        worker_id: str,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.paths = paths
+        self.clock = clock
+        self.worker_id = worker_id
+
+    def workspace(self) -> Workspace:
+        return Workspace(self.paths.memories, clock=self.clock)
+
+    def baseline(self) -> Baseline:
+        return Baseline(self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p))
+
+    async def run(self, *, force: bool = False) -> Phase2Result:
+        if not self.settings.generate_memories:
+            return Phase2Result("skipped_disabled")
+        claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
+        if not claim.claimed:
+            return Phase2Result(claim.status)
+        assert claim.token is not None
+        token = claim.token
+        try:
+            result = await self._run_claimed(token)
+        except asyncio.CancelledError:
+            self.store.release_phase2(token)
+            raise
+        except OwnershipLost as exc:
+            return Phase2Result("heartbeat_lost", str(exc))
+        except MemorydError as exc:
+            self.store.mark_phase2_failed(token, str(exc))
+            log.warning("phase 2 failed: %s", exc)
+            return Phase2Result("failed", str(exc))
+        except Exception as exc:  # a bug must fail the run, not leave the lease hanging
+            log.exception("unexpected error in phase 2")
+            self.store.mark_phase2_failed(token, f"internal error: {exc!r}")
+            return Phase2Result("failed", f"internal error: {exc!r}")
+        return result
+
+    async def _run_claimed(self, token: str) -> Phase2Result:
+        self.paths.ensure_dir(self.paths.data_dir)
+        ws = self.workspace()
+        removed = ws.ensure_layout()
+        if removed:
+            log.warning("removed symlinks from the memory folder before phase 2: %s", ", ".join(removed))
+        ws.remove_diff_file()
+        baseline = self.baseline()
+        baseline.ensure()
+        selected = self.store.phase2_selection(
+            self.settings.max_raw_memories_for_consolidation, self.settings.max_unused_days
+        )
+        consumed = [(o.session_id, o.source_updated_at) for o in selected]
+        watermark = max((wm for _, wm in consumed), default=0)
+        ws.sync(selected)
+        ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        diff = baseline.diff()
+        problems = ws.validate()
+        changes = [f"{c.status} {c.path}" for c in diff.changes]
+        if diff.empty and not problems:
+            self._finish(token, consumed, consolidated=False, watermark=watermark)
+            return Phase2Result("no_changes", consumed=len(consumed))
+        if not selected and not ws.has_user_content():
+            # Nothing to consolidate (fresh install, or everything forgotten and no notes): no model call.
+            self._finish(token, consumed, consolidated=False, watermark=watermark)
+            return Phase2Result("no_inputs", "no memories selected yet", changes=changes)
+        ws.write_diff_file(diff.render())
+        snapshot = ws.snapshot_protected()
+        try:
+            await self._consolidate_with_heartbeat(token)
+        finally:
+            restored = ws.restore_protected(snapshot)
+            ws.remove_diff_file()
+        problems = ws.validate()
+        if restored:
+            raise MemorydError(
+                "the consolidator changed files it may not touch (restored: " + ", ".join(restored[:10]) + ")"
+            )
+        if problems:
+            raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
+        if not self.store.heartbeat_phase2(token):
+            raise OwnershipLost()
+        baseline.reset()
+        self._finish(token, consumed, consolidated=True, watermark=watermark)
+        return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
+
+    def _finish(self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int) -> None:
+        if not self.store.mark_phase2_succeeded(token, consumed, consolidated=consolidated, watermark=watermark):
+            raise OwnershipLost()
+
+    async def _consolidate_with_heartbeat(self, token: str) -> None:
+        if not self.store.heartbeat_phase2(token):
+            raise OwnershipLost()
+        agent = asyncio.create_task(self._consolidate())
+        try:
+            while True:
+                done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
+                if done:
+                    agent.result()
+                    return
+                if not self.store.heartbeat_phase2(token):
+                    agent.cancel()
+                    await asyncio.gather(agent, return_exceptions=True)
+                    raise OwnershipLost()
+        finally:
+            if not agent.done():
+                agent.cancel()
+                await asyncio.gather(agent, return_exceptions=True)
+
+    async def _consolidate(self) -> None:
+        root = str(self.paths.memories)
+        await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
+        text = prompts.render(
+            "consolidation.md",
+            memory_root=root,
+            diff_file=DIFF_FILE,
+            extensions_block=extensions_block(self.paths.memories),
+            summary_token_budget=str(SUMMARY_TOKEN_BUDGET),
+        )
+        model = self.settings.consolidation_model
+        async with helper_session(
+            self.client, directory=root, title="memoryd-consolidate", metadata={"memoryd": "consolidate"}
+        ) as helper:
+            outcome = "ok"
+            try:
+                await self.client.prompt(
+                    helper.id,
+                    directory=root,
+                    text=text,
+                    agent=CONSOLIDATE_AGENT,
+                    model=model,
+                    timeout=self.settings.host.prompt_timeout_s,
+                )
+            except ModelCallError:
+                outcome = "error"
+                raise
+            except BaseException:
+                outcome = "aborted"
+                raise
+            finally:
+                usage = CallUsage()
+                try:
+                    usage = session_usage(await self.client.get_session(helper.id))
+                except HostError as exc:
+                    log.warning("could not read token usage of the consolidation session: %s", exc)
+                self.store.record_model_call(
+                    phase="phase2", job_kind=GLOBAL, job_key=GLOBAL_KEY, model=model, outcome=outcome, usage=usage
+                )

@@ -1,0 +1,143 @@
+"""The global consolidation job: singleton lease, cooldown, backoff, heartbeat, token guard, selection."""
+
+from __future__ import annotations
+
+from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.store import Store
+
+
+def add_output(store: Store, sid: str, wm: int) -> None:
+    c = store.claim_stage1(sid, wm, max_running=100, worker_id="w")
+    assert store.mark_stage1_succeeded(
+        sid, c.token, raw_memory=f"mem {sid}", rollout_summary=f"sum {sid}", rollout_slug=None, cwd="/p", title="t"
+    )
+
+
+def test_singleton_claim_and_takeover_after_lease(store: Store, clock: ManualClock) -> None:
+    first = store.claim_phase2(worker_id="a")
+    assert first.claimed
+    assert store.claim_phase2(worker_id="b").status == "skipped_running"
+    assert store.claim_phase2(worker_id="b", ignore_cooldown=True).status == "skipped_running"
+    clock.advance(HOUR + 1)
+    second = store.claim_phase2(worker_id="b")
+    assert second.claimed and second.token != first.token
+    assert store.mark_phase2_succeeded(first.token, [], consolidated=True, watermark=0) is False
+    assert store.mark_phase2_succeeded(second.token, [], consolidated=True, watermark=0) is True
+
+
+def test_cooldown_only_after_a_consolidation(store: Store, clock: ManualClock) -> None:
+    c = store.claim_phase2(worker_id="a")
+    store.mark_phase2_succeeded(c.token, [], consolidated=False, watermark=0)
+    assert store.claim_phase2(worker_id="a").claimed  # a clean no-op starts no cooldown
+    c = store.phase2_job()["ownership_token"]
+    store.mark_phase2_succeeded(c, [], consolidated=True, watermark=0)
+    store.enqueue_phase2(5)  # new input does not bypass the cooldown
+    assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
+    assert store.claim_phase2(worker_id="a", ignore_cooldown=True).claimed
+    tok = store.phase2_job()["ownership_token"]
+    store.mark_phase2_succeeded(tok, [], consolidated=True, watermark=0)
+    clock.advance(6 * HOUR)
+    assert store.claim_phase2(worker_id="a").claimed
+
+
+def test_failure_backs_off_and_never_exhausts(store: Store, clock: ManualClock) -> None:
+    for _ in range(5):
+        c = store.claim_phase2(worker_id="a")
+        assert c.claimed
+        assert store.mark_phase2_failed(c.token, "agent timed out")
+        job = store.phase2_job()
+        assert job["status"] == "failed" and job["retry_at"] == clock.now_ms() + HOUR
+        assert store.claim_phase2(worker_id="a", ignore_cooldown=True).status == "skipped_backoff"
+        clock.advance(HOUR)
+    assert store.phase2_job()["retry_remaining"] == 0
+    assert store.claim_phase2(worker_id="a").claimed
+
+
+def test_new_input_cancels_failure_backoff(store: Store) -> None:
+    c = store.claim_phase2(worker_id="a")
+    store.mark_phase2_failed(c.token, "x")
+    store.enqueue_phase2(10)
+    job = store.phase2_job()
+    assert job["status"] == "pending" and job["retry_at"] is None and job["last_error"] == "x"
+    assert store.claim_phase2(worker_id="a").claimed
+
+
+def test_enqueue_keeps_running_job_running_and_watermark_monotonic(store: Store) -> None:
+    store.enqueue_phase2(100)
+    c = store.claim_phase2(worker_id="a")
+    store.enqueue_phase2(50)
+    job = store.phase2_job()
+    assert job["status"] == "running" and job["input_watermark"] == 101
+    store.enqueue_phase2(500)
+    assert store.phase2_job()["input_watermark"] == 500
+    assert store.heartbeat_phase2(c.token)
+
+
+def test_heartbeat_extends_lease_only_for_owner(store: Store, clock: ManualClock) -> None:
+    c = store.claim_phase2(worker_id="a")
+    clock.advance(50 * MINUTE)
+    assert store.heartbeat_phase2(c.token)
+    clock.advance(50 * MINUTE)
+    assert store.claim_phase2(worker_id="b").status == "skipped_running"
+    assert store.heartbeat_phase2("not-the-token") is False
+    clock.advance(HOUR + 1)
+    other = store.claim_phase2(worker_id="b")
+    assert other.claimed
+    assert store.heartbeat_phase2(c.token) is False  # ownership lost
+
+
+def test_release_does_not_back_off(store: Store) -> None:
+    c = store.claim_phase2(worker_id="a")
+    assert store.release_phase2(c.token)
+    job = store.phase2_job()
+    assert job["status"] == "pending" and job["retry_at"] is None
+    assert store.claim_phase2(worker_id="a").claimed
+
+
+def test_success_rewrites_selection_snapshot(store: Store) -> None:
+    add_output(store, "s1", 10)
+    add_output(store, "s2", 20)
+    c = store.claim_phase2(worker_id="a")
+    store.mark_phase2_succeeded(c.token, [("s1", 10), ("s2", 999)], consolidated=True, watermark=20)
+    assert store.output("s1").selected_for_phase2 and not store.output("s2").selected_for_phase2
+    assert store.consumed_count() == 1
+    assert store.phase2_job()["last_success_watermark"] == 20
+
+
+def test_selection_ranking_and_filters(store: Store, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    add_output(store, "fresh", now - 1 * DAY)
+    add_output(store, "older", now - 5 * DAY)
+    add_output(store, "stale", now - 40 * DAY)
+    add_output(store, "used_old", now - 40 * DAY)
+    add_output(store, "off", now - 1 * DAY)
+    store.record_usage(["used_old"])
+    store.record_usage(["older"])
+    store.record_usage(["older"])
+    store.set_mode("off", "disabled")
+    picked = [o.session_id for o in store.phase2_selection(10, 30)]
+    assert picked == ["older", "used_old", "fresh"]
+    assert [o.session_id for o in store.phase2_selection(2, 30)] == ["older", "used_old"]
+
+
+def test_deleting_or_disabling_a_consumed_session_enqueues(store: Store) -> None:
+    add_output(store, "s1", 10)
+    add_output(store, "s2", 10)
+    c = store.claim_phase2(worker_id="a")
+    store.mark_phase2_succeeded(c.token, [("s1", 10), ("s2", 10)], consolidated=True, watermark=10)
+    assert store.phase2_job()["status"] == "done"
+    assert store.delete_session_memory("s1") is True
+    assert store.phase2_job()["status"] == "pending"
+    c = store.claim_phase2(worker_id="a", ignore_cooldown=True)
+    store.mark_phase2_succeeded(c.token, [("s2", 10)], consolidated=True, watermark=10)
+    store.set_mode("s2", "polluted", "webfetch")
+    assert store.phase2_job()["status"] == "pending"
+
+
+def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
+    add_output(store, "s1", 10)
+    store.set_mode("s9", "disabled")
+    store.reset_memory_data()
+    assert store.output_count() == 0 and store.stage1_job("s1") is None
+    assert store.memory_mode("s9") == "disabled"
+    assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
