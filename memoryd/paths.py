@@ -62,12 +62,23 @@ class Paths:
         return self.state_dir / "helper"
 
     @property
+    def readpath_block(self) -> Path:
+        """The rendered memory block the opencode shim injects into every turn."""
+        return self.state_dir / "readpath" / "block.md"
+
+    @property
+    def citation_spool(self) -> Path:
+        """JSON lines appended by the shim, one per reply that cited memory."""
+        return self.state_dir / "spool" / "citations.jsonl"
+
+    @property
     def install_manifest(self) -> Path:
         return self.state_dir / "installed.json"
 
     @property
     def server_state(self) -> Path:
-        return self.state_dir / "server.json"
+        """Where the shim records the live opencode server (URL, pid, auth) when it loads."""
+        return self.state_dir / "opencode-server.json"
 
     def named(self) -> dict[str, Path]:
         return {"config": self.config_file, "db": self.db, "memories": self.memories, "logs": self.logs}

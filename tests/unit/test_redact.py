@@ -332,6 +332,30 @@ def test_python_dict_and_kwargs() -> None:
     assert redact("connect(token=abcd1234, retries=3)") == "connect(token=[REDACTED], retries=3)"
 
 
+def test_yaml_block_scalar_with_crlf_line_endings() -> None:
+    text = "secret: |\r\n  line one\r\n  line two\r\nuser: bob\r\n"
+    assert redact(text) == 'secret: "[REDACTED]"\r\nuser: bob\r\n'
+
+
+def test_command_line_flags() -> None:
+    assert redact("gh auth --token ghx9Abc123def --verbose") == "gh auth --token [REDACTED] --verbose"
+    assert redact("pass it with the --token flag") == "pass it with the --token flag"
+    assert redact("run --password --user bob") == "run --password --user bob"
+
+
+def test_references_inside_quotes_are_kept_but_literals_are_not() -> None:
+    assert redact('"authorization": "Bearer ${TOKEN}"') == '"authorization": "Bearer ${TOKEN}"'
+    assert redact('{"token": "${{ secrets.NPM_TOKEN }}"}') == '{"token": "${{ secrets.NPM_TOKEN }}"}'
+    assert redact('password="auth_info"') == 'password="[REDACTED]"'
+    assert redact("DB_PASSWORD=super_secret_pw") == "DB_PASSWORD=[REDACTED]"
+
+
+def test_a_value_that_swallows_a_marker_is_still_redacted() -> None:
+    text = f"password: hunter22 and {AWS}"
+    assert redact(text) == 'password: "[REDACTED]"'
+    assert find_secrets(text) == ["aws-key", "secret-assignment"]
+
+
 # --- find_secrets, idempotence, performance -----------------------------------------------------
 
 
@@ -383,7 +407,7 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
         "password: '" * 30_000,
         'token: "${A} ' * 30_000,
     ],
-    ids=["jwt-prefix", "pem-no-end", "keyword-run", "unclosed-objects", "url-prefix", "deep-brace"],
+    ids=["jwt-prefix", "pem-no-end", "keyword-run", "unclosed-objects", "url-prefix", "deep-brace", "quotes", "refs"],
 )
 def test_pathological_inputs_stay_linear(text: str) -> None:
     start = time.perf_counter()
