@@ -1020,6 +1020,11 @@ def _describe_pass(label: str, p: RealPass) -> None:
         f"  waiting on opencode {fmt_s(p.union)} -> memoryd share of wall time: {p.share:.1f} % "
         f"(event-loop thread CPU {fmt_s(p.cpu)} = {100 * p.cpu / p.wall:.1f} % of wall)"
     )
+    routes = ", ".join(f"{k} {fmt_s(p.by_kind[k][1] / p.by_kind[k][0])}" for k in ROUTE_KINDS if k in p.by_kind)
+    print(f"  mean time per call: {routes}")
+
+
+ROUTE_KINDS = ("list", "agent", "messages", "create", "prompt", "delete", "confirm", "other")
 
 
 def report_real(res: RealResult) -> dict[str, Any]:
@@ -1037,7 +1042,7 @@ def report_real(res: RealResult) -> dict[str, Any]:
     cold = res.cold
     _describe_pass("cold pass (first after install)", cold)
     print("  HTTP to opencode by route (request-seconds; concurrent calls overlap):")
-    for k in ("list", "agent", "messages", "create", "prompt", "delete", "confirm", "other"):
+    for k in ROUTE_KINDS:
         if k in cold.by_kind:
             c, tot = cold.by_kind[k]
             print(f"    {k:<9} {c:4d} calls  {fmt_s(tot):>9} total  {fmt_s(tot / c):>9} each")

@@ -243,6 +243,9 @@ class Phase1:
         try:
             messages = await self.client.messages(sid)
             transcript = build_transcript(messages)
+            if transcript.citations:
+                # Fallback for hosts without the shim: count blocks left in stored replies, once per part.
+                self.store.record_citations([(f"{sid}:{pid}", ids) for pid, ids in transcript.citations])
             if self.settings.disable_on_external_context and transcript.tool_names:
                 outside = external_tools(transcript.tool_names, (await self.client.mcp_status()).keys())
                 if outside:

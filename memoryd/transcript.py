@@ -44,7 +44,7 @@ class Transcript:
     text: str
     entries: int
     tool_names: list[str] = field(default_factory=list)
-    cited_session_ids: list[str] = field(default_factory=list)
+    citations: list[tuple[str, list[str]]] = field(default_factory=list)  # (part id, cited session ids)
     truncated: bool = False
 
     @property
@@ -53,6 +53,8 @@ class Transcript:
 
 
 def _bounded(text: str, limit: int) -> str:
+    """Redact, then keep head and tail within ``limit`` (redacting first: a cut must never split a secret)."""
+    text = redact(text)
     if len(text) <= limit:
         return text
     half = limit // 2
@@ -77,6 +79,7 @@ def is_instruction_fragment(text: str) -> bool:
 def _tool_entry(part: Part) -> str | None:
     state = part.state
     name = part.tool or "unknown"
+    name = redact(name)
     if state is None:
         return f"[tool call: {name}]"
     lines = [f"[tool call: {name}] {_bounded(_as_text(state.input), TOOL_INPUT_CHARS)}".rstrip()]
@@ -85,11 +88,11 @@ def _tool_entry(part: Part) -> str | None:
     elif state.status == "completed":
         lines.append(f"[tool result: {name}] {_bounded(_as_text(state.output), TOOL_OUTPUT_CHARS)}")
     else:
-        lines.append(f"[tool {state.status or 'pending'}: {name}]")
+        lines.append(f"[tool {redact(state.status or 'pending')}: {name}]")
     return "\n".join(lines)
 
 
-def _part_entry(role: str, part: Part, cited: list[str]) -> str | None:
+def _part_entry(role: str, part: Part, cited: list[tuple[str, list[str]]]) -> str | None:
     if part.type in DROPPED_PARTS:
         return None
     if part.type == "text":
@@ -99,15 +102,17 @@ def _part_entry(role: str, part: Part, cited: list[str]) -> str | None:
         if role == "user" and is_instruction_fragment(text):
             return None
         if role == "assistant" and "<memory-citation" in text.lower():
-            cited.extend(parse_citations(text).session_ids)
+            ids = parse_citations(text).session_ids
+            if ids and part.id:
+                cited.append((part.id, ids))
             text = strip_citations(text)
-        return text.strip() or None
+        return redact(text).strip() or None
     if part.type == "tool":
         return _tool_entry(part)
     if part.type == "file":
         extra = part.model_extra or {}
         name = extra.get("filename") or extra.get("url") or "attachment"
-        return f"[file attached: {name}]"
+        return redact(f"[file attached: {name}]")
     if part.type == "subtask":
         extra = part.model_extra or {}
         return f"[subtask for agent {extra.get('agent', '?')}] {_bounded(_as_text(extra.get('prompt')), TOOL_INPUT_CHARS)}"
@@ -117,7 +122,7 @@ def _part_entry(role: str, part: Part, cited: list[str]) -> str | None:
 def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIPT_TOKEN_BUDGET) -> Transcript:
     blocks: list[str] = []
     tool_names: list[str] = []
-    cited: list[str] = []
+    cited: list[tuple[str, list[str]]] = []
     for message in messages:
         role = message.info.role
         if role not in ("user", "assistant"):
@@ -128,12 +133,12 @@ def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIP
                 tool_names.append(part.tool)
             entry = _part_entry(role, part, cited)
             if entry:
-                kept.append(redact(entry))
+                kept.append(entry)  # every entry is redacted where it is built
         error = message.info.error
         if role == "assistant" and error:
             data = error.get("data") if isinstance(error.get("data"), dict) else {}
             detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
-            kept.append(redact(f"[assistant error: {error.get('name', 'Error')}] {detail}".rstrip()))
+            kept.append(f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip())
         if kept:
             blocks.append(f"[{role}]\n" + "\n\n".join(kept))
     text = "\n\n".join(blocks)
@@ -148,7 +153,7 @@ def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIP
         text=capped,
         entries=len(blocks),
         tool_names=list(dict.fromkeys(tool_names)),
-        cited_session_ids=list(dict.fromkeys(cited)),
+        citations=cited,
         truncated=truncated,
     )
 

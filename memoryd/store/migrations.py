@@ -126,6 +126,20 @@ def m003_model_calls_and_state(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m004_citation_seen(conn: sqlite3.Connection) -> None:
+    _run(
+        conn,
+        """
+        CREATE TABLE citation_seen (
+            key TEXT PRIMARY KEY,
+            at INTEGER NOT NULL
+        );
+        CREATE INDEX idx_citation_seen_at ON citation_seen (at);
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
     return [r[0] for r in conn.execute(f"SELECT name FROM {TABLE} ORDER BY rowid")]

@@ -151,6 +151,28 @@ class OutputsMixin:
                 ).rowcount
             return n
 
+    def record_citations(self, cited: list[tuple[str, list[str]]]) -> tuple[int, int]:
+        """Count citations once per citing reply part.
+
+        ``cited`` holds (key, session ids) pairs where the key names the reply part that cited
+        (``<session>:<part>``); a key already seen is ignored, so replaying a spool or seeing the
+        same block again in a transcript never counts twice. Returns (new parts, rows updated).
+        """
+        now = self._clock.now_ms()
+        new = updated = 0
+        with write_tx(self._conn) as c:
+            for key, ids in cited:
+                if not c.execute("INSERT OR IGNORE INTO citation_seen (key, at) VALUES (?, ?)", (key, now)).rowcount:
+                    continue
+                new += 1
+                for sid in dict.fromkeys(ids):
+                    updated += c.execute(
+                        "UPDATE stage1_outputs SET usage_count = usage_count + 1, last_usage = ? WHERE session_id = ?",
+                        (now, sid),
+                    ).rowcount
+            c.execute("DELETE FROM citation_seen WHERE at < ?", (now - 90 * DAY,))
+        return new, updated
+
     def prune_outputs(self, max_unused_days: int) -> int:
         """Retention: drop up to a batch of stale rows that the last consolidation did not use."""
         cutoff = self._clock.now_ms() - max_unused_days * DAY

@@ -194,7 +194,7 @@ ASSIGNMENTS = [
     ("X-Api-Key: 0123abcd4567", 'X-Api-Key: "[REDACTED]"'),
     ("accessToken: ya29.a0AfH6SMBx-9q", 'accessToken: "[REDACTED]"'),
     ("PGPASSWORD=pg-pass-1", "PGPASSWORD=[REDACTED]"),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCY", 'aws_secret_access_key = "[REDACTED]"'),
+    ("aws_secret_access_key = not/a+real/Secret/Value0", 'aws_secret_access_key = "[REDACTED]"'),
     ("aws_access_key_id=ABCDEFGHIJ", "aws_access_key_id=[REDACTED]"),
     ("db_pwd: p4ssw0rd", 'db_pwd: "[REDACTED]"'),
     ("passphrase => 'open sesame'", "passphrase => '[REDACTED]'"),

@@ -58,9 +58,9 @@ def test_secrets_redacted_in_text_and_tool_payloads() -> None:
 def test_citations_are_stripped_and_collected() -> None:
     reply = ("Use make test.\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[build]\n"
              "</citation_entries>\n<session_ids>\nses_abc123456\n</session_ids>\n</memory-citation>")
-    t = build_transcript([msg("assistant", [{"type": "text", "text": reply}])])
+    t = build_transcript([msg("assistant", [{"type": "text", "text": reply, "id": "prt_1"}])])
     assert "memory-citation" not in t.text and "Use make test." in t.text
-    assert t.cited_session_ids == ["ses_abc123456"]
+    assert t.citations == [("prt_1", ["ses_abc123456"])]
 
 
 def test_tool_output_bounded_keeping_head_and_tail() -> None:
@@ -97,3 +97,14 @@ def test_fragment_filter() -> None:
     assert is_instruction_fragment("<skill>x</skill>")
     assert not is_instruction_fragment("please read AGENTS.md")
     json.dumps({})  # keep json import honest for future payload tests
+
+
+def test_secret_straddling_the_tool_output_cut_is_still_redacted() -> None:
+    from memoryd.transcript import TOOL_OUTPUT_CHARS
+
+    # place the secret exactly where the head/tail cut would fall
+    pad = "x" * (TOOL_OUTPUT_CHARS // 2 - 10)
+    out = pad + " " + SECRET + " " + "y" * 50_000
+    t = build_transcript([msg("assistant", [{"type": "tool", "tool": "bash", "callID": "c", "state": {
+        "status": "completed", "input": {"command": "env"}, "output": out}}])])
+    assert SECRET[:20] not in t.text and SECRET[-20:] not in t.text

@@ -1,0 +1,93 @@
+"""Usage feedback: citations in replies become ``usage_count`` / ``last_use`` on stage-1 outputs.
+
+The opencode shim appends one JSON line per reply that cited memory to a spool file. The daemon
+claims the spool by renaming it (writers open the path afresh for every append, so new lines go
+to a new file), counts each citing reply part once (``citation_seen`` in the DB, so a replay after
+a crash is harmless), and deletes the claimed file only after the transaction committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd.store import Store
+
+log = logging.getLogger(__name__)
+CLAIM_SUFFIX = ".claimed"
+
+
+@dataclass
+class IngestResult:
+    lines: int = 0
+    new_parts: int = 0
+    outputs_updated: int = 0
+    bad_lines: int = 0
+
+
+def _claim(spool: Path) -> list[Path]:
+    claimed = sorted(spool.parent.glob(spool.name + ".*" + CLAIM_SUFFIX))  # leftovers from a crash first
+    if spool.exists():
+        target = spool.with_name(f"{spool.name}.{os.getpid()}.{time.time_ns()}{CLAIM_SUFFIX}")
+        try:
+            os.rename(spool, target)
+            claimed.append(target)
+        except FileNotFoundError:
+            pass  # another ingester won the race
+    return claimed
+
+
+def _read_lines(path: Path) -> tuple[list[str], bool]:
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        # A writer may still be finishing an append it started before the rename.
+        time.sleep(0.05)
+        data = path.read_bytes()
+    complete = data.endswith(b"\n") or not data
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if complete:
+        lines = lines[:-1]
+    return lines, complete
+
+
+def parse_record(line: str) -> tuple[str, list[str]] | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    sid, part = rec.get("session_id"), rec.get("part_id") or rec.get("message_id")
+    cited = rec.get("cited")
+    if not isinstance(sid, str) or not isinstance(part, str) or not isinstance(cited, list):
+        return None
+    return f"{sid}:{part}", [c for c in cited if isinstance(c, str) and c.startswith("ses_")]
+
+
+def ingest_spool(store: Store, spool: Path) -> IngestResult:
+    result = IngestResult()
+    if not spool.parent.is_dir():
+        return result
+    for path in _claim(spool):
+        lines, complete = _read_lines(path)
+        records = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            result.lines += 1
+            rec = parse_record(line)
+            if rec is None:
+                last_partial = not complete and i == len(lines) - 1
+                result.bad_lines += 1
+                log.warning("%s: %s line %d ignored", path.name, "partial" if last_partial else "malformed", i + 1)
+                continue
+            records.append(rec)
+        new, updated = store.record_citations(records)
+        result.new_parts += new
+        result.outputs_updated += updated
+        path.unlink()
+    return result
