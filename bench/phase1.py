@@ -9,12 +9,14 @@ sent by a bare ``httpx.AsyncClient`` through the same fake host with no memoryd 
 
 Part 2 (real host): N sessions (default 20) are created in a real ``opencode serve`` (isolated XDG
 sandbox, scripted instant OpenAI-compatible model from ``tests/e2e``), ``memoryd install
-opencode`` runs, then one phase-1 pass runs in-process with every HTTP call to opencode timed by
-route, and every model request timed and weighed inside the mock.
+opencode`` runs, then phase 1 runs in-process with every HTTP call to opencode timed by route and
+every model request timed and weighed inside the mock: a cold pass (the first after install), a
+nothing-changed pass, a one-changed pass, and warm repeats (fresh store, same warm server).
 
 Run from the repo root::
 
-    .venv/bin/python bench/phase1.py [--sessions N] [--real N] [--skip-real] [--profile]
+    .venv/bin/python bench/phase1.py [--sessions N] [--real N] [--skip-real] [--reps N]
+                                     [--concurrency N] [--profile]
 
 Not a test: nothing here is collected by pytest.
 """
@@ -1009,7 +1011,7 @@ def _median(xs: list[float]) -> float:
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
-def _describe_pass(label: str, p: RealPass) -> None:
+def _describe_pass(label: str, p: RealPass, *, routes: bool = True) -> None:
     r = p.report
     first = "n/a" if p.first is None else fmt_s(p.first)
     last = "n/a" if p.last is None else fmt_s(p.last)
@@ -1020,8 +1022,9 @@ def _describe_pass(label: str, p: RealPass) -> None:
         f"  waiting on opencode {fmt_s(p.union)} -> memoryd share of wall time: {p.share:.1f} % "
         f"(event-loop thread CPU {fmt_s(p.cpu)} = {100 * p.cpu / p.wall:.1f} % of wall)"
     )
-    routes = ", ".join(f"{k} {fmt_s(p.by_kind[k][1] / p.by_kind[k][0])}" for k in ROUTE_KINDS if k in p.by_kind)
-    print(f"  mean time per call: {routes}")
+    if routes:
+        means = ", ".join(f"{k} {fmt_s(p.by_kind[k][1] / p.by_kind[k][0])}" for k in ROUTE_KINDS if k in p.by_kind)
+        print(f"  mean time per call: {means}")
 
 
 ROUTE_KINDS = ("list", "agent", "messages", "create", "prompt", "delete", "confirm", "other")
@@ -1040,7 +1043,7 @@ def report_real(res: RealResult) -> dict[str, Any]:
         f"in {fmt_s(res.create_seconds)}, memoryd install {fmt_s(res.install_seconds)}"
     )
     cold = res.cold
-    _describe_pass("cold pass (first after install)", cold)
+    _describe_pass("cold pass (first after install)", cold, routes=False)
     print("  HTTP to opencode by route (request-seconds; concurrent calls overlap):")
     for k in ROUTE_KINDS:
         if k in cold.by_kind:

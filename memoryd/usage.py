@@ -19,6 +19,7 @@ from memoryd.store import Store
 
 log = logging.getLogger(__name__)
 CLAIM_SUFFIX = ".claimed"
+SETTLE_SECONDS = 0.02
 
 
 @dataclass
@@ -41,17 +42,14 @@ def _claim(spool: Path) -> list[Path]:
     return claimed
 
 
-def _read_lines(path: Path) -> tuple[list[str], bool]:
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        # A writer may still be finishing an append it started before the rename.
-        time.sleep(0.05)
-        data = path.read_bytes()
-    complete = data.endswith(b"\n") or not data
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if complete:
-        lines = lines[:-1]
-    return lines, complete
+def _read_from(path: Path, offset: int) -> tuple[list[str], int, bool]:
+    """Complete lines from ``offset``; returns (lines, new offset, whether a partial line remains)."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].decode("utf-8", errors="replace").split("\n")[:-1] if end else []
+    return lines, offset + end, end < len(data)
 
 
 def parse_record(line: str) -> tuple[str, list[str]] | None:
@@ -73,21 +71,36 @@ def ingest_spool(store: Store, spool: Path) -> IngestResult:
     if not spool.parent.is_dir():
         return result
     for path in _claim(spool):
-        lines, complete = _read_lines(path)
-        records = []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            result.lines += 1
-            rec = parse_record(line)
-            if rec is None:
-                last_partial = not complete and i == len(lines) - 1
-                result.bad_lines += 1
-                log.warning("%s: %s line %d ignored", path.name, "partial" if last_partial else "malformed", i + 1)
-                continue
-            records.append(rec)
-        new, updated = store.record_citations(records)
-        result.new_parts += new
-        result.outputs_updated += updated
+        offset, quiet_checks = 0, 0
+        while quiet_checks < 2:
+            # A writer that opened the spool just before the rename may still append to the
+            # claimed file; keep reading until it has been quiet twice in a row.
+            lines, offset, partial = _read_from(path, offset)
+            if lines:
+                quiet_checks = 0
+                _count(store, path, lines, result)
+            else:
+                quiet_checks += 1
+            time.sleep(SETTLE_SECONDS)
+        if partial:
+            result.bad_lines += 1
+            log.warning("%s: partial last line ignored", path.name)
         path.unlink()
     return result
+
+
+def _count(store: Store, path: Path, lines: list[str], result: IngestResult) -> None:
+    records = []
+    for line in lines:
+        if not line.strip():
+            continue
+        result.lines += 1
+        rec = parse_record(line)
+        if rec is None:
+            result.bad_lines += 1
+            log.warning("%s: malformed line ignored", path.name)
+            continue
+        records.append(rec)
+    new, updated = store.record_citations(records)
+    result.new_parts += new
+    result.outputs_updated += updated

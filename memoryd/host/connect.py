@@ -1,20 +1,26 @@
 """Finding the opencode server to talk to.
 
-Order: a URL in the settings (``[host] url`` / ``MEMORYD_HOST_URL``) wins; otherwise, when
-``[host] start_server`` allows it, memoryd starts a private ``opencode serve`` on loopback with a
-random password for the duration of the work and stops it afterwards. Either way the server is
+Order: a URL in the settings (``[host] url`` / ``MEMORYD_HOST_URL``) wins; then a live server
+that memoryd's opencode shim recorded when it loaded (URL, pid and, when the server has one, its
+password, in a 0600 file in memoryd's state folder); otherwise, when ``[host] start_server``
+allows it, memoryd starts a private ``opencode serve`` on loopback with a random password for the
+duration of the work and stops it afterwards. Either way the server is
 asked for its version first, so an unreachable host or a wrong password fails fast with one
 clear message instead of surfacing later as a failed job.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import AsyncIterator
 
-from memoryd.errors import HostUnreachable
+from memoryd.errors import HostError, HostUnreachable, PathError
+from memoryd.fsutil import read_regular
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.server import PrivateServer
 from memoryd.paths import Paths
@@ -31,12 +37,63 @@ class HostConnection:
     private: bool
 
 
+def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
+    """The server the shim recorded, if its process is still alive: (url, username, password)."""
+    raw = read_regular_quiet(paths.server_state)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        url, pid = str(data["url"]).rstrip("/"), int(data["pid"])
+    except (ValueError, KeyError, TypeError):
+        log.warning("%s is not readable; ignoring it", paths.server_state)
+        return None
+    if not url.startswith(("http://", "https://")) or not _alive(pid):
+        return None
+    password = data.get("password")
+    return url, str(data.get("username") or "opencode"), password if isinstance(password, str) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_regular_quiet(path: Path) -> bytes | None:
+    try:
+        return read_regular(path)
+    except PathError as exc:
+        log.warning("ignoring %s: %s", path, exc.problem)
+        return None
+
+
+async def _probe(url: str, username: str, password: str | None) -> bool:
+    try:
+        async with OpencodeClient(url, username=username, password=password, timeout=5.0) as client:
+            await client.health(timeout=3.0)
+        return True
+    except HostError as exc:
+        log.info("recorded opencode server at %s did not answer (%s); not using it", url, exc)
+        return False
+
+
 @asynccontextmanager
 async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConnection]:
     host = settings.host
     server: PrivateServer | None = None
+    recorded = None if host.url else recorded_server(paths)
+    if recorded is not None:
+        password = recorded[2] or host.resolved_password()
+        recorded = (recorded[0], recorded[1], password) if await _probe(recorded[0], recorded[1], password) else None
     if host.url:
         url, username, password = host.url, host.username, host.resolved_password()
+    elif recorded is not None:
+        url, username, password = recorded
     elif host.start_server:
         paths.ensure_dir(paths.helper_dir)
         paths.ensure_dir(paths.logs)
@@ -44,7 +101,7 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
         handle = await server.__aenter__()
         url, username, password = handle.url, handle.username, handle.password
     else:
-        raise HostUnreachable("(none)", "no [host] url is configured and start_server is false")
+        raise HostUnreachable("(none)", "no [host] url is configured, no running opencode was recorded, and start_server is false")
     try:
         async with OpencodeClient(url, username=username, password=password, timeout=host.request_timeout_s) as client:
             version = await client.health()

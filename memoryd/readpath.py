@@ -1,0 +1,276 @@
+"""The read path: the memory block the opencode shim injects into every turn of the user's agent.
+
+memoryd renders ``templates/read_path.md`` (how to use the memory folder, how to cite it) with the
+current ``memories/memory_summary.md`` and keeps the result in :attr:`Paths.readpath_block`. The
+shim only has to read that one file; everything that costs (tokenizing, truncating) happens here,
+in the daemon, and only when an input really changed.
+
+Rules for the block:
+
+* **Budget.** The *whole* rendered block, instructions and summary, stays within
+  :data:`BLOCK_TOKEN_BUDGET` tokens (:func:`memoryd.tokens.count`). The instruction overhead is
+  measured by rendering with an empty summary; the summary gets what is left and is cut out of the
+  middle (:func:`memoryd.tokens.truncate_middle`), so both its head (profile, preferences) and its
+  tail (the newest index lines) survive. Token counts of concatenated text are not strictly
+  additive, so the result is re-checked and the summary share shrunk until the block fits.
+* **No block** when the summary is absent, blank, not a regular file, a symlink, or when the
+  memory folder itself is a symlink. memoryd never follows links in the memory folder.
+* **The ``v1`` line is dropped.** The consolidator must start the summary with a line that is
+  exactly ``v1`` (a format marker memoryd checks after phase 2). It tells the user's agent nothing
+  and would cost tokens on every request, so the first line is removed when it is exactly ``v1``
+  (a trailing ``\\r`` tolerated); a summary without it is shown as is. Leading and trailing blank
+  space is trimmed too. Line numbers in citations come from the agent's own read/grep of the file,
+  never from the injected copy, so the shift does not matter.
+* **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
+
+:func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
+of the summary). Its no-change path must be nearly free, so it keeps a sidecar stamp
+(``block.md.stamp``, JSON) recording the ``lstat`` of the summary, of the memory folder and of the
+template, the inputs hash, and the ``lstat`` of the block it wrote. When all of them still match,
+nothing is read or tokenized. When any differs the block is rendered again, but the file is only
+rewritten when its bytes change, so its mtime moves only on a real change (the shim can key a
+cache on it).
+
+Racy stamps: a file rewritten in place within one timestamp tick, keeping its size and inode,
+would look unchanged. Like git's racy-index rule, no stamp is saved while the summary's mtime is
+younger than :data:`RACY_WINDOW_NS`; the next tick renders again (cheap for a real summary) and
+saves the stamp once the file has settled.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from memoryd import prompts, tokens
+from memoryd.errors import PathError
+from memoryd.fsutil import atomic_write, read_regular
+from memoryd.paths import Paths, templates_dir
+from memoryd.settings import Settings
+
+__all__ = [
+    "BLOCK_TOKEN_BUDGET",
+    "SUMMARY_BEGIN",
+    "SUMMARY_END",
+    "TEMPLATE",
+    "render_block",
+    "stamp_path",
+    "summary_token_budget",
+    "sync_block",
+]
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "read_path.md"
+SUMMARY_FILE = "memory_summary.md"
+VERSION_LINE = "v1"
+BLOCK_TOKEN_BUDGET = 2_500
+SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
+SUMMARY_END = "===== END MEMORY SUMMARY ====="
+
+# Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
+STAMP_VERSION = 1
+RACY_WINDOW_NS = 2_000_000_000
+_MAX_FIT_ROUNDS = 8
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def _root_ok(root: Path) -> bool:
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        log.warning("memory folder %s is a symlink; no memory block", root)
+        return False
+    return stat.S_ISDIR(st.st_mode)
+
+
+def _summary_text(root: Path) -> str | None:
+    """The summary as the agent should see it, or ``None`` when there is nothing to show."""
+    path = root / SUMMARY_FILE
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    # lstat first: a FIFO opened for reading would block the daemon, a link must not be followed.
+    if not stat.S_ISREG(st.st_mode):
+        log.warning("%s is not a regular file; no memory block", path)
+        return None
+    try:
+        data = read_regular(path)
+    except PathError as exc:
+        log.warning("no memory block: %s", exc)
+        return None
+    if data is None:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    first, sep, rest = text.partition("\n")
+    if first.rstrip("\r") == VERSION_LINE:
+        text = rest if sep else ""
+    text = text.strip()
+    return text or None
+
+
+def _render(base_path: str, summary: str) -> str:
+    return prompts.render(TEMPLATE, base_path=base_path, memory_summary=summary)
+
+
+def summary_token_budget(paths: Paths) -> int:
+    """Tokens left for the summary once the instructions are paid for (for phase 2's prompt)."""
+    return max(BLOCK_TOKEN_BUDGET - tokens.count(_render(str(paths.memories), "")), 0)
+
+
+def render_block(paths: Paths) -> str | None:
+    """The block for the current summary, within :data:`BLOCK_TOKEN_BUDGET`; ``None`` if there is none."""
+    root = paths.memories
+    if not _root_ok(root):
+        return None
+    summary = _summary_text(root)
+    if summary is None:
+        return None
+    base = str(root)
+    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, ""))
+    if budget <= 0:
+        log.warning("read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET)
+        return None
+    block = _render(base, tokens.truncate_middle(summary, budget))
+    for _ in range(_MAX_FIT_ROUNDS):
+        excess = tokens.count(block) - BLOCK_TOKEN_BUDGET
+        if excess <= 0:
+            return block
+        # Tokens merge across the seams (and a cut may split a multi-byte character), so the
+        # parts can count a little more than they did alone; shrink the summary share and retry.
+        budget -= excess
+        if budget <= 0:
+            break
+        block = _render(base, tokens.truncate_middle(summary, budget))
+    log.warning("could not fit the memory summary into %d tokens; no memory block", BLOCK_TOKEN_BUDGET)
+    return None
+
+
+# --- the block file and its stamp ----------------------------------------------------------------
+
+
+def stamp_path(paths: Paths) -> Path:
+    block = paths.readpath_block
+    return block.with_name(block.name + ".stamp")
+
+
+def _lstat_sig(path: Path) -> list[int] | None:
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return [st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _inputs_hash(paths: Paths, settings: Settings) -> str:
+    """Everything besides file metadata that shapes the block."""
+    material = {
+        "stamp_version": STAMP_VERSION,
+        "budget": BLOCK_TOKEN_BUDGET,
+        "encoding": tokens.ENCODING,
+        "base_path": str(paths.memories),
+        "use_memories": settings.use_memories,
+        "template_path": str(templates_dir() / TEMPLATE),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _input_stamp(paths: Paths, settings: Settings) -> dict[str, Any]:
+    root = paths.memories
+    return {
+        "inputs": _inputs_hash(paths, settings),
+        "root": _lstat_sig(root),
+        "summary": _lstat_sig(root / SUMMARY_FILE),
+        "template": _lstat_sig(templates_dir() / TEMPLATE),
+    }
+
+
+def _load_stamp(path: Path) -> dict[str, Any] | None:
+    try:
+        data = read_regular(path)
+    except PathError:
+        return None
+    if data is None:
+        return None
+    try:
+        loaded = json.loads(data)
+    except ValueError:
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _remove(path: Path) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except IsADirectoryError:
+        raise PathError(path, "is a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.EISDIR or exc.errno == errno.EPERM and path.is_dir():
+            raise PathError(path, "is a directory") from None
+        raise PathError(path, f"cannot remove ({exc.strerror or exc})") from exc
+    return True
+
+
+def _current_bytes(path: Path) -> bytes | None:
+    try:
+        return read_regular(path)
+    except PathError:
+        return None  # a link or a non-file there is replaced by atomic_write
+
+
+def sync_block(paths: Paths, settings: Settings) -> bool:
+    """Bring the block file up to date; return whether it changed (written or removed).
+
+    With ``use_memories`` off, or no block to show, the file is removed. Otherwise it is written
+    atomically, and only when its bytes differ. Raises :class:`PathError` when the block's folder
+    cannot be created or written (a symlink there, say).
+    """
+    target = paths.readpath_block
+    sidecar = stamp_path(paths)
+    if not settings.use_memories:
+        removed = _remove(target)
+        _remove(sidecar)
+        return removed
+
+    inputs = _input_stamp(paths, settings)
+    saved = _load_stamp(sidecar)
+    if saved is not None and saved.get("v") == STAMP_VERSION:
+        if {k: saved.get(k) for k in inputs} == inputs and saved.get("block") == _lstat_sig(target):
+            return False
+
+    block = render_block(paths)
+    if block is None:
+        changed = _remove(target)
+    else:
+        paths.ensure_dir(target.parent)
+        data = block.encode("utf-8")
+        changed = _current_bytes(target) != data
+        if changed:
+            atomic_write(target, data)
+
+    summary_sig = inputs["summary"]
+    racy = summary_sig is not None and time.time_ns() - summary_sig[4] < RACY_WINDOW_NS
+    if racy or _input_stamp(paths, settings) != inputs:
+        # Too fresh to trust its metadata, or it changed while we rendered: check again next time.
+        _remove(sidecar)
+    else:
+        stamp = {"v": STAMP_VERSION, **inputs, "block": _lstat_sig(target)}
+        encoded = json.dumps(stamp, sort_keys=True).encode("utf-8")
+        if _current_bytes(sidecar) != encoded:
+            paths.ensure_dir(sidecar.parent)
+            atomic_write(sidecar, encoded)
+    return changed
