@@ -39,7 +39,6 @@ saves the stamp once the file has settled.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -216,12 +215,10 @@ def _remove(path: Path) -> bool:
         os.unlink(path)
     except FileNotFoundError:
         return False
-    except IsADirectoryError:
-        raise PathError(path, "is a directory") from None
     except OSError as exc:
-        if exc.errno == errno.EISDIR or exc.errno == errno.EPERM and path.is_dir():
-            raise PathError(path, "is a directory") from None
-        raise PathError(path, f"cannot remove ({exc.strerror or exc})") from exc
+        # Linux says EISDIR for a directory, macOS says EPERM.
+        problem = "is a directory" if path.is_dir() else f"cannot remove ({exc.strerror or exc})"
+        raise PathError(path, problem) from exc
     return True
 
 
