@@ -147,6 +147,7 @@ class Phase1:
         self.clock = clock
         self.worker_id = worker_id or default_worker_id()
         self._agent_checked = False
+        self._system_prompt = prompts.render("stage_one_system.md")
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -296,7 +297,7 @@ class Phase1:
             report.errors.append(f"{sid}: internal error: {exc!r}")
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
-        directory = str(self.paths.ensure_dir(self.paths.helper_dir))
+        directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
         text = prompts.render(
             "stage_one_input.md",
             session_id=session.id,
@@ -318,7 +319,7 @@ class Phase1:
                     text=text,
                     agent=EXTRACT_AGENT,
                     model=model,
-                    system=prompts.render("stage_one_system.md"),
+                    system=self._system_prompt,
                     json_schema=prompts.EXTRACTION_SCHEMA,
                     timeout=self.settings.host.prompt_timeout_s,
                 )

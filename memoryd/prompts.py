@@ -71,7 +71,12 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
 
 
 def _resolve(name: str) -> Path:
-    root = templates_dir().resolve()
+    return _resolve_in(templates_dir(), name)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve_in(root: Path, name: str) -> Path:
+    root = root.resolve()
     path = (root / name).resolve()
     if Path(name).is_absolute() or not path.is_relative_to(root):
         raise TemplateError(f"template name {name!r} is outside the templates folder {root}")

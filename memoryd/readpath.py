@@ -245,9 +245,13 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
 
     inputs = _input_stamp(paths, settings)
     saved = _load_stamp(sidecar)
-    if saved is not None and saved.get("v") == STAMP_VERSION:
-        if {k: saved.get(k) for k in inputs} == inputs and saved.get("block") == _lstat_sig(target):
-            return False
+    if (
+        saved is not None
+        and saved.get("v") == STAMP_VERSION
+        and {k: saved.get(k) for k in inputs} == inputs
+        and saved.get("block") == _lstat_sig(target)
+    ):
+        return False
 
     block = render_block(paths)
     if block is None:

@@ -28,6 +28,8 @@ def count(text: str) -> int:
 
 def truncate_middle(text: str, max_tokens: int) -> str:
     """Keep the head and the tail of ``text`` within ``max_tokens``, with a marker in between."""
+    if len(text.encode("utf-8")) <= max_tokens:
+        return text  # every token covers at least one byte: nothing to cut, no need to tokenize
     enc = encoding()
     tokens = enc.encode(text, disallowed_special=())
     if len(tokens) <= max_tokens:

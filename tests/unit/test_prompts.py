@@ -33,6 +33,10 @@ SAMPLES: dict[str, dict[str, str]] = {
         ),
         "summary_token_budget": "2750",
     },
+    "read_path.md": {
+        "base_path": r"/home/dev/.local/share/memoryd/memories $HOME \1",
+        "memory_summary": "## User profile\nQuotes {{ base_path }} and $1 \\g<0> verbatim.",
+    },
     "stage_one_input.md": {
         "session_id": "ses_01HZXSAMPLE",
         "session_cwd": r"C:\Users\dev\repo $HOME",
