@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
+from memoryd.budget import Budget, BudgetWait
 from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import ExtractionInvalid, HostError, HostNotFound, MemorydError, ModelCallError
 from memoryd.helpers import ensure_agent, helper_session, model_name, usage_of
@@ -73,6 +74,7 @@ class Phase1Report:
     polluted: int = 0
     failed: int = 0
     released: int = 0
+    waiting: str | None = None
     forgotten: int = 0
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
@@ -147,6 +149,7 @@ class Phase1:
         self.clock = clock
         self.worker_id = worker_id or default_worker_id()
         self._agent_checked = False
+        self.budget = Budget(store, settings, clock)
         self._system_prompt = prompts.render("stage_one_system.md")
 
     # -- the pass -------------------------------------------------------------------------
@@ -162,6 +165,10 @@ class Phase1:
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
+            return report
+        report.waiting = self.budget.blocked(self.settings.extract_model)
+        if report.waiting:
+            log.info("phase 1 waits: %s", report.waiting)
             return report
         await self._ensure_agent()
         claims: list[tuple[Session, Claim]] = []
@@ -282,19 +289,34 @@ class Phase1:
             self.store.release_stage1(sid, claim.token)
             report.released += 1
             raise
+        except BudgetWait as exc:
+            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+            report.released += 1
+            report.waiting = str(exc)
+        except ModelCallError as exc:
+            if not exc.is_rate_limit:
+                self._fail(sid, claim.token, exc, report)
+            else:
+                self.budget.trip(self.settings.extract_model)
+                self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+                report.released += 1
+                report.waiting = str(exc)
         except HostNotFound:
             self.store.delete_session_memory(sid)
             report.forgotten += 1
         except MemorydError as exc:
-            self.store.mark_stage1_failed(sid, claim.token, str(exc))
-            report.failed += 1
-            report.errors.append(f"{sid}: {exc}")
-            log.warning("extraction of %s failed: %s", sid, exc)
+            self._fail(sid, claim.token, exc, report)
         except Exception as exc:  # a bug must fail the job, not the pass
             log.exception("unexpected error extracting %s", sid)
             self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
             report.failed += 1
             report.errors.append(f"{sid}: internal error: {exc!r}")
+
+    def _fail(self, sid: str, token: str, exc: Exception, report: Phase1Report) -> None:
+        self.store.mark_stage1_failed(sid, token, str(exc))
+        report.failed += 1
+        report.errors.append(f"{sid}: {exc}")
+        log.warning("extraction of %s failed: %s", sid, exc)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
         directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
@@ -306,6 +328,7 @@ class Phase1:
             transcript=transcript.text,
         )
         model = self.settings.extract_model
+        self.budget.check(model)
         async with helper_session(
             self.client,
             directory=directory,

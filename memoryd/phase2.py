@@ -23,11 +23,13 @@ from pathlib import Path
 
 from memoryd import prompts
 from memoryd.baseline import Baseline
+from memoryd.budget import Budget, BudgetWait
 from memoryd.clock import Clock
 from memoryd.errors import HostError, MemorydError, ModelCallError
 from memoryd.helpers import ensure_agent, helper_session, session_usage
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
+from memoryd.readpath import summary_token_budget
 from memoryd.settings import Settings
 from memoryd.store import GLOBAL, CallUsage, Store
 from memoryd.store.jobs import GLOBAL_KEY
@@ -37,7 +39,6 @@ log = logging.getLogger(__name__)
 
 CONSOLIDATE_AGENT = "memoryd-consolidate"
 HEARTBEAT_SECONDS = 90.0
-SUMMARY_TOKEN_BUDGET = 2_500
 EXTENSION_RETENTION_DAYS = 7
 
 
@@ -51,6 +52,7 @@ class Phase2Result:
     @property
     def ok(self) -> bool:
         return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith("skipped")
+
 
 
 class OwnershipLost(MemorydError):
@@ -96,6 +98,7 @@ class Phase2:
         self.paths = paths
         self.clock = clock
         self.worker_id = worker_id
+        self.budget = Budget(store, settings, clock)
 
     def workspace(self) -> Workspace:
         return Workspace(self.paths.memories, clock=self.clock)
@@ -118,6 +121,16 @@ class Phase2:
             raise
         except OwnershipLost as exc:
             return Phase2Result("heartbeat_lost", str(exc))
+        except BudgetWait as exc:
+            self.store.release_phase2(token, f"waiting: {exc}")
+            return Phase2Result("skipped_budget", str(exc))
+        except ModelCallError as exc:
+            if not exc.is_rate_limit:
+                self.store.mark_phase2_failed(token, str(exc))
+                return Phase2Result("failed", str(exc))
+            self.budget.trip(self.settings.consolidation_model)
+            self.store.release_phase2(token, f"waiting: {exc}")
+            return Phase2Result("skipped_budget", str(exc))
         except MemorydError as exc:
             self.store.mark_phase2_failed(token, str(exc))
             log.warning("phase 2 failed: %s", exc)
@@ -154,6 +167,7 @@ class Phase2:
             # Nothing to consolidate (fresh install, or everything forgotten and no notes): no model call.
             self._finish(token, consumed, consolidated=False, watermark=watermark)
             return Phase2Result("no_inputs", "no memories selected yet", changes=changes)
+        self.budget.check(self.settings.consolidation_model)
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
         try:
@@ -205,7 +219,7 @@ class Phase2:
             memory_root=root,
             diff_file=DIFF_FILE,
             extensions_block=extensions_block(self.paths.memories),
-            summary_token_budget=str(SUMMARY_TOKEN_BUDGET),
+            summary_token_budget=str(summary_token_budget(self.paths)),
         )
         model = self.settings.consolidation_model
         async with helper_session(

@@ -29,7 +29,9 @@ of the summary). Its no-change path must be nearly free, so it keeps a sidecar s
 template, the inputs hash, and the ``lstat`` of the block it wrote. When all of them still match,
 nothing is read or tokenized. When any differs the block is rendered again, but the file is only
 rewritten when its bytes change, so its mtime moves only on a real change (the shim can key a
-cache on it).
+cache on it). The "no block" state is stamped as well. :mod:`memoryd.prompts` caches template text
+per process, so the template's entry in the stamp matters across restarts (an upgrade re-renders
+even though the summary did not move), not within one run.
 
 Racy stamps: a file rewritten in place within one timestamp tick, keeping its size and inode,
 would look unchanged. Like git's racy-index rule, no stamp is saved while the summary's mtime is

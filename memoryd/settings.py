@@ -75,6 +75,12 @@ class Settings(BaseModel):
     disable_on_external_context: bool = Field(
         default=False, description="Skip sessions that used web or MCP tools (marked polluted)."
     )
+    daily_token_budget: int = Field(
+        default=1_000_000, ge=0, description="Tokens memoryd may spend per UTC day (0 = unlimited)."
+    )
+    max_model_calls_per_hour: int = Field(
+        default=120, ge=0, description="Helper prompts per rolling hour (0 = unlimited)."
+    )
     host: HostSettings = Field(default_factory=HostSettings)
     _sources: dict[str, Source] = PrivateAttr(default_factory=dict)
 

@@ -24,65 +24,136 @@ const BLOCK = new RegExp(`<${TAG}>([\\s\\S]*?)</${TAG}>`, "gu");
 const UNCLOSED = new RegExp(`<${TAG}>(?:(?!</${TAG}>)[\\s\\S])*$`, "gu");
 const WORD = "[\\p{L}\\p{N}_]"; // Python's Unicode \w, for its \b
 const SESSION_ID = new RegExp(`(?<!${WORD})ses_[A-Za-z0-9]{6,}(?!${WORD})`, "gu");
-const PY_SPACE = "[\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
-const STRIP = new RegExp(`^${PY_SPACE}+|${PY_SPACE}+$`, "gu");
-const RSTRIP = new RegExp(`${PY_SPACE}+$`, "u");
+const SPACE = /^[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$/; // str.isspace()
 const LINES = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/u; // str.splitlines()
-// int(): outer Unicode spaces (but not \x1c-\x1f), a sign, decimal digits with single underscores.
+const SECTION = (name) => new RegExp(`<${ci(name)}>([\\s\\S]*?)</${ci(name)}>`, "u");
+const ENTRIES = SECTION("citation_entries"), IDS = SECTION("session_ids");
+// int(): outer Unicode spaces (not \x1c-\x1f), a sign, decimal digits joined by single underscores.
 const INT_SPACE = "[\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*";
 const INT = new RegExp(`^${INT_SPACE}([+-]?)(\\p{Nd}+(?:_\\p{Nd}+)*)${INT_SPACE}$`, "u");
 
-const pyStrip = (s) => s.replace(STRIP, "");
+function pyStrip(s, left = true) { // a loop: a regex anchored at $ goes quadratic on long space runs
+  let a = 0, b = s.length;
+  while (b > a && SPACE.test(s[b - 1])) b--;
+  while (left && a < b && SPACE.test(s[a])) a++;
+  return s.slice(a, b);
+}
 
 function pyInt(s) {
   const m = INT.exec(s);
   if (!m) return null;
   let n = 0;
-  for (const ch of m[2]) {
-    if (ch === "_") continue;
+  for (const ch of m[2].replaceAll("_", "")) {
     let zero = ch.codePointAt(0); // Unicode decimal digits come in runs of ten, 0 to 9
     while (/\p{Nd}/u.test(String.fromCodePoint(zero - 1))) zero--;
     n = n * 10 + ((ch.codePointAt(0) - zero) % 10);
   }
-  return m[1] === "-" ? -n : n;
-}
-
-function section(body, name) {
-  const m = new RegExp(`<${ci(name)}>([\\s\\S]*?)</${ci(name)}>`, "u").exec(body);
-  return m ? m[1] : null;
+  return m[1] === "-" ? 0 - n : n;
 }
 
 function entry(line) {
   const cut = line.lastIndexOf("|note=[");
-  if (cut < 0 || !line.endsWith("]", line.length) || line.length - cut - 7 < 1) return null;
-  const head = line.slice(0, cut), note = line.slice(cut + 7);
-  const colon = head.lastIndexOf(":");
-  if (colon < 0 || !pyStrip(head.slice(0, colon))) return null;
+  const note = line.slice(cut + 7);
+  if (cut < 0 || !note.endsWith("]")) return null;
+  const head = line.slice(0, cut), colon = head.lastIndexOf(":");
+  const file = pyStrip(head.slice(0, colon));
+  if (colon < 0 || !file) return null;
   const rng = head.slice(colon + 1), dash = rng.indexOf("-");
   const start = pyInt(dash < 0 ? rng : rng.slice(0, dash));
   const end = dash < 0 || dash === rng.length - 1 ? start : pyInt(rng.slice(dash + 1));
   if (start === null || end === null) return null;
-  return { path: pyStrip(head.slice(0, colon)), line_start: start, line_end: end, note: pyStrip(note.slice(0, -1)) };
+  return { path: file, line_start: start, line_end: end, note: pyStrip(note.slice(0, -1)) };
 }
 
-export function parseCitations(text) {
+function parseCitations(text) {
   const ids = [], entries = [], seen = new Set();
   const add = (sid) => { if (!seen.has(sid)) { seen.add(sid); ids.push(sid); } };
   for (const [, block] of text.matchAll(BLOCK)) {
-    for (const raw of (section(block, "citation_entries") ?? "").split(LINES)) {
+    for (const raw of (ENTRIES.exec(block)?.[1] ?? "").split(LINES)) {
       const line = pyStrip(raw);
       if (!line) continue;
       const e = entry(line);
       if (e) entries.push(e);
       else if (!line.includes("|note=")) for (const [sid] of line.matchAll(SESSION_ID)) add(sid); // legacy
     }
-    for (const [sid] of (section(block, "session_ids") ?? "").matchAll(SESSION_ID)) add(sid);
+    for (const [sid] of (IDS.exec(block)?.[1] ?? "").matchAll(SESSION_ID)) add(sid);
   }
   return { ids, entries };
 }
 
-export function stripCitations(text) {
+function stripCitations(text) {
   if (!text.toLowerCase().includes("<memory-citation")) return text;
-  const out = text.replace(BLOCK, "").replace(UNCLOSED, "").replace(/\n{3,}/g, "\n\n");
-  return out.replace(RSTRIP, "");
+  return pyStrip(text.replace(BLOCK, "").replace(UNCLOSED, "").replace(/\n{3,}/g, "\n\n"), false);
 }
+
+// ---- the plugin ------------------------------------------------------------------------------
+export const MemorydShim = async (ctx) => {
+  const helpers = new Map(); // session id -> true, oldest first: sessions running a memoryd- agent
+  let titlePrompt = TITLE_PROMPT;
+  let cache = null; // { mtimeMs, size, ino, text } of BLOCK_FILE
+
+  try { // defect 1 of the old plugin: never call the server from here, it is still booting
+    const info = {
+      url: String(ctx?.serverUrl ?? ""), pid: process.pid,
+      username: process.env.OPENCODE_SERVER_USERNAME || "opencode",
+      password: process.env.OPENCODE_SERVER_PASSWORD || null,
+      version: MEMORYD_VERSION, ts: Date.now(),
+    };
+    const tmp = `${SERVER_FILE}.${process.pid}.tmp`;
+    fs.mkdirSync(path.dirname(SERVER_FILE), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(tmp, JSON.stringify(info) + "\n", { mode: 0o600 });
+    fs.chmodSync(tmp, 0o600); // in case a stale temp file had other bits
+    fs.renameSync(tmp, SERVER_FILE);
+  } catch {}
+
+  return {
+    config: async (cfg) => {
+      try {
+        const p = cfg?.agent?.title?.prompt; // a user-defined title prompt replaces the built-in one
+        if (typeof p === "string" && p.trim()) titlePrompt = p;
+      } catch {}
+    },
+    "chat.message": async (input, output) => {
+      try {
+        const sid = input?.sessionID ?? output?.message?.sessionID;
+        const agent = output?.message?.agent ?? input?.agent;
+        if (!sid) return;
+        helpers.delete(sid);
+        if (typeof agent === "string" && agent.startsWith(HELPER_AGENT_PREFIX)) {
+          helpers.set(sid, true);
+          if (helpers.size > MAX_HELPERS) helpers.delete(helpers.keys().next().value);
+        }
+      } catch {}
+    },
+    "experimental.chat.system.transform": async (input, output) => {
+      try {
+        const sid = input?.sessionID;
+        if (!sid || helpers.has(sid) || !Array.isArray(output?.system)) return;
+        const first = output.system[0];
+        if (typeof first === "string" && first.startsWith(titlePrompt)) return;
+        const st = fs.statSync(BLOCK_FILE, { throwIfNoEntry: false });
+        if (!st) { cache = null; return; }
+        if (!cache || cache.mtimeMs !== st.mtimeMs || cache.size !== st.size || cache.ino !== st.ino) {
+          const text = fs.readFileSync(BLOCK_FILE, "utf8");
+          cache = { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino, text: text.trim() ? text : "" };
+        }
+        if (cache.text) output.system.push(cache.text);
+      } catch {}
+    },
+    "experimental.text.complete": async (input, output) => {
+      try {
+        const text = output?.text;
+        if (typeof text !== "string" || !text.toLowerCase().includes("<memory-citation")) return;
+        const { ids, entries } = parseCitations(text);
+        output.text = stripCitations(text);
+        if (!ids.length && !entries.length) return;
+        const line = JSON.stringify({
+          v: 1, session_id: input?.sessionID, message_id: input?.messageID, part_id: input?.partID,
+          cited: ids, entries, ts: Date.now(),
+        });
+        fs.mkdirSync(path.dirname(SPOOL_FILE), { recursive: true, mode: 0o700 });
+        fs.appendFileSync(SPOOL_FILE, line + "\n", { mode: 0o600 });
+      } catch {}
+    },
+  };
+};

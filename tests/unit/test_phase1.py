@@ -115,7 +115,7 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(store, host, 
         (lambda b: {"text": "I think the session was about builds."}, "did not return structured output"),
         (lambda b: {"structured": {"raw_memory": "a", "rollout_summary": "b", "rollout_slug": None, "extra": 1}}, "extra"),
         (lambda b: {"structured": {"raw_memory": f"x {SKELETON_MARKERS[0]} y", "rollout_summary": "b"}}, "echoes the template"),
-        (lambda b: {"error": {"name": "APIError", "data": {"message": "overloaded", "statusCode": 529, "isRetryable": True}}}, "overloaded"),
+        (lambda b: {"error": {"name": "APIError", "data": {"message": "prompt is too long", "statusCode": 400}}}, "too long"),
         (lambda b: {"http_status": 500, "json": {"name": "UnknownError", "data": {"message": "Unexpected server error"}}}, "HTTP 500"),
         (lambda b: {"http_status": 200, "content": b"<html>not json"}, "unexpected answer"),
     ],
@@ -237,3 +237,26 @@ def test_slug_normalization() -> None:
     assert normalize_slug("Fix Build: CI/CD!") == "fix_build_ci_cd"
     assert normalize_slug("x" * 100) == "x" * 60
     assert normalize_slug("!!!") is None and normalize_slug(None) is None
+
+
+async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(store, host, paths, clock) -> None:
+    host.reply = lambda b: {"error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}}
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
+    job = store.stage1_job("ses_old0aaaaaa")
+    assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
+    host.prompts.clear()
+    host.reply = good_reply
+    waiting = await make(store, host, paths, clock).run_pass()
+    assert host.prompts == [] and "circuit open" in waiting.waiting
+    clock.advance(HOUR + 1)
+    assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
+
+
+async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) -> None:
+    report = await make(store, host, paths, clock, daily_token_budget=1000, max_rollouts_per_startup=1).run_pass()
+    assert report.succeeded == 1  # 1,350 tokens: now over the budget
+    host.prompts.clear()
+    again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
+    assert host.prompts == [] and again.claimed == 0 and "daily token budget" in again.waiting
+    assert store.stage1_counts()["failed"] == 0
