@@ -515,7 +515,9 @@ def _emit(out: list[str], prefix: str, line: str) -> None:
 
 
 def _hunks(a: list[str], b: list[str]) -> Iterator[str]:
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    # autojunk (on by default) keeps very common lines such as blank ones from being used as
+    # anchors; without it a 2,000-line file with scattered edits takes ~0.5 s instead of ~3 ms.
+    matcher = difflib.SequenceMatcher(None, a, b)
     for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
         first, last = group[0], group[-1]
         out = [f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"]

@@ -75,6 +75,7 @@ class Phase1Report:
     failed: int = 0
     released: int = 0
     waiting: str | None = None
+    next_eligible_at: int | None = None  # when the next not-yet-idle session becomes eligible
     forgotten: int = 0
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
@@ -214,6 +215,9 @@ class Phase1:
             updated = s.time.updated
             if updated > idle_cutoff:
                 report.skipped["not_idle"] += 1
+                due = updated + int(self.settings.min_rollout_idle_hours * HOUR)
+                if modes.get(s.id, default_mode) == "enabled" and done.get(s.id, -1) < updated:
+                    report.next_eligible_at = min(report.next_eligible_at or due, due)
             elif updated < age_cutoff:
                 report.skipped["too_old"] += 1
             elif modes.get(s.id, default_mode) != "enabled":

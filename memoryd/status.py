@@ -11,6 +11,7 @@ from memoryd.store import Store
 from memoryd.store.jobs import PHASE2_COOLDOWN_MS
 
 LAST_PASS = "last_pass"
+DAEMON = "daemon"
 HOST_SEEN = "host"
 
 

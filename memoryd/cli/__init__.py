@@ -18,7 +18,7 @@ from memoryd.cli import paths as paths_cmd
 from memoryd.cli import run as run_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
-from memoryd.cli._app import App
+from memoryd.app import App
 from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3

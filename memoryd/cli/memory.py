@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from memoryd.cli._app import App
+from memoryd.app import App
 from memoryd.control import reset_memory
 
 

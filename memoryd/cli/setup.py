@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from memoryd.cli._app import App
+from memoryd.app import App
 from memoryd.host.install import Installer
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from memoryd.cli._app import App
+from memoryd.app import App
 from memoryd.status import snapshot
 
 

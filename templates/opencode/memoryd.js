@@ -16,14 +16,13 @@ const TITLE_PROMPT = "You are a title generator.";
 const MAX_HELPERS = 1000;
 
 // ---- <memory-citation> parsing: a line-for-line port of memoryd/citations.py ----------------
-// Python's re.I also folds ı/İ into i and ſ into s, so the tags are spelled out case by case.
+// Python's re.I also matches dotless i, dotted capital I and long s, so tags are spelled out.
 const ci = (w) => w.replace(/[a-z]/g, (c) =>
-  c === "i" ? "[iIıİ]" : c === "s" ? "[sSſ]" : `[${c}${c.toUpperCase()}]`);
+  c === "i" ? "[iI\\u0131\\u0130]" : c === "s" ? "[sS\\u017f]" : `[${c}${c.toUpperCase()}]`);
 const TAG = ci("memory-citation");
 const BLOCK = new RegExp(`<${TAG}>([\\s\\S]*?)</${TAG}>`, "gu");
 const UNCLOSED = new RegExp(`<${TAG}>(?:(?!</${TAG}>)[\\s\\S])*$`, "gu");
-const WORD = "[\\p{L}\\p{N}_]"; // Python's Unicode \w, for its \b
-const SESSION_ID = new RegExp(`(?<!${WORD})ses_[A-Za-z0-9]{6,}(?!${WORD})`, "gu");
+const SESSION_ID = /(?<![\p{L}\p{N}_])ses_[A-Za-z0-9]{6,}(?![\p{L}\p{N}_])/gu; // \b as in Python
 const SPACE = /^[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$/; // str.isspace()
 const LINES = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/u; // str.splitlines()
 const SECTION = (name) => new RegExp(`<${ci(name)}>([\\s\\S]*?)</${ci(name)}>`, "u");
@@ -48,7 +47,7 @@ function pyInt(s) {
     while (/\p{Nd}/u.test(String.fromCodePoint(zero - 1))) zero--;
     n = n * 10 + ((ch.codePointAt(0) - zero) % 10);
   }
-  return m[1] === "-" ? 0 - n : n;
+  return m[1] === "-" ? -n : n;
 }
 
 function entry(line) {
@@ -88,28 +87,25 @@ function stripCitations(text) {
 
 // ---- the plugin ------------------------------------------------------------------------------
 export const MemorydShim = async (ctx) => {
-  const helpers = new Map(); // session id -> true, oldest first: sessions running a memoryd- agent
+  const helpers = new Set(); // sessions whose last turn ran a memoryd- agent, oldest first
   let titlePrompt = TITLE_PROMPT;
   let cache = null; // { mtimeMs, size, ino, text } of BLOCK_FILE
 
-  try { // defect 1 of the old plugin: never call the server from here, it is still booting
-    const info = {
-      url: String(ctx?.serverUrl ?? ""), pid: process.pid,
-      username: process.env.OPENCODE_SERVER_USERNAME || "opencode",
-      password: process.env.OPENCODE_SERVER_PASSWORD || null,
-      version: MEMORYD_VERSION, ts: Date.now(),
-    };
-    const tmp = `${SERVER_FILE}.${process.pid}.tmp`;
+  try { // Record where this server is; never call it from here (it is still booting: defect 1).
+    const env = process.env, tmp = `${SERVER_FILE}.${process.pid}.tmp`;
+    const info = { url: String(ctx?.serverUrl ?? ""), pid: process.pid,
+      username: env.OPENCODE_SERVER_USERNAME || "opencode", password: env.OPENCODE_SERVER_PASSWORD || null,
+      version: MEMORYD_VERSION, ts: Date.now() };
     fs.mkdirSync(path.dirname(SERVER_FILE), { recursive: true, mode: 0o700 });
     fs.writeFileSync(tmp, JSON.stringify(info) + "\n", { mode: 0o600 });
-    fs.chmodSync(tmp, 0o600); // in case a stale temp file had other bits
+    fs.chmodSync(tmp, 0o600); // a stale temp file keeps its old mode otherwise
     fs.renameSync(tmp, SERVER_FILE);
   } catch {}
 
   return {
     config: async (cfg) => {
-      try {
-        const p = cfg?.agent?.title?.prompt; // a user-defined title prompt replaces the built-in one
+      try { // a user-defined title prompt replaces the built-in one
+        const p = cfg?.agent?.title?.prompt;
         if (typeof p === "string" && p.trim()) titlePrompt = p;
       } catch {}
     },
@@ -119,25 +115,23 @@ export const MemorydShim = async (ctx) => {
         const agent = output?.message?.agent ?? input?.agent;
         if (!sid) return;
         helpers.delete(sid);
-        if (typeof agent === "string" && agent.startsWith(HELPER_AGENT_PREFIX)) {
-          helpers.set(sid, true);
-          if (helpers.size > MAX_HELPERS) helpers.delete(helpers.keys().next().value);
-        }
+        if (typeof agent !== "string" || !agent.startsWith(HELPER_AGENT_PREFIX)) return;
+        helpers.add(sid);
+        if (helpers.size > MAX_HELPERS) helpers.delete(helpers.values().next().value);
       } catch {}
     },
     "experimental.chat.system.transform": async (input, output) => {
       try {
-        const sid = input?.sessionID;
-        if (!sid || helpers.has(sid) || !Array.isArray(output?.system)) return;
-        const first = output.system[0];
-        if (typeof first === "string" && first.startsWith(titlePrompt)) return;
+        const sid = input?.sessionID, system = output?.system;
+        if (!sid || false || !Array.isArray(system)) return;
+        if (typeof system[0] === "string" && system[0].startsWith(titlePrompt)) return;
         const st = fs.statSync(BLOCK_FILE, { throwIfNoEntry: false });
         if (!st) { cache = null; return; }
         if (!cache || cache.mtimeMs !== st.mtimeMs || cache.size !== st.size || cache.ino !== st.ino) {
           const text = fs.readFileSync(BLOCK_FILE, "utf8");
           cache = { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino, text: text.trim() ? text : "" };
         }
-        if (cache.text) output.system.push(cache.text);
+        if (cache.text) system.push(cache.text); // push: opencode then sends [its prompt, our block]
       } catch {}
     },
     "experimental.text.complete": async (input, output) => {
@@ -147,10 +141,8 @@ export const MemorydShim = async (ctx) => {
         const { ids, entries } = parseCitations(text);
         output.text = stripCitations(text);
         if (!ids.length && !entries.length) return;
-        const line = JSON.stringify({
-          v: 1, session_id: input?.sessionID, message_id: input?.messageID, part_id: input?.partID,
-          cited: ids, entries, ts: Date.now(),
-        });
+        const line = JSON.stringify({ v: 1, session_id: input?.sessionID, message_id: input?.messageID,
+          part_id: input?.partID, cited: ids, entries, ts: Date.now() });
         fs.mkdirSync(path.dirname(SPOOL_FILE), { recursive: true, mode: 0o700 });
         fs.appendFileSync(SPOOL_FILE, line + "\n", { mode: 0o600 });
       } catch {}

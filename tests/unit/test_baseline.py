@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import subprocess
 from pathlib import Path
 
@@ -652,3 +653,50 @@ def test_patch_applies_with_git_and_repo_passes_fsck(bl: Baseline, gd: Path, wt:
     want = {str(p.relative_to(wt)): p.read_bytes() for p in wt.rglob("*") if p.is_file()}
     assert got == want
     assert os.stat(scratch / "tool.sh").st_mode & 0o100
+
+
+def test_large_file_with_scattered_edits_is_diffed_quickly_and_minimally(bl: Baseline, wt: Path) -> None:
+    # Many identical lines (blank, "- item") made an exhaustive matcher take seconds here.
+    lines = [("\n", "- item\n", f"fact {i} about the project\n")[i % 3] for i in range(6000)]
+    write(wt, "raw_memories.md", "".join(lines))
+    bl.ensure()
+    edited = list(lines)
+    for i in range(2, len(edited), 60):
+        edited[i] = f"fact {i} was revised\n"
+    write(wt, "raw_memories.md", "".join(edited))
+
+    started = time.perf_counter()
+    patch = bl.diff().patch
+    elapsed = time.perf_counter() - started
+
+    body = [l for l in patch.splitlines() if not l.startswith(("---", "+++"))]
+    assert sum(l.startswith("-") for l in body) == sum(l.startswith("+") for l in body) == 100
+    assert patch.count("@@ -") == 100
+    assert elapsed < 2.0
+
+
+def test_failed_commit_keeps_the_old_baseline(
+    bl: Baseline, gd: Path, wt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(wt, "a.md", "a\n")
+    bl.ensure()
+    head = commits(gd)[0].id
+    write(wt, "a.md", "b\n")
+
+    def boom(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("memoryd.baseline.write_pack", boom)
+    with pytest.raises(BaselineError, match="No space left"):
+        bl.reset()
+
+    assert [c.id for c in commits(gd)] == [head]
+    assert sorted(p.name for p in gd.parent.iterdir()) == ["baseline.git"]  # no half-built repo left
+    assert bl.diff().changes == [Change("M", "a.md")]
+
+
+def test_symlinked_worktree_root_is_refused(gd: Path, wt: Path, tmp_path: Path) -> None:
+    link = tmp_path / "linked-memories"
+    link.symlink_to(wt, target_is_directory=True)
+    with pytest.raises(BaselineError, match="symlink"):
+        Baseline(gd, link).ensure()

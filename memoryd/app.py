@@ -1,4 +1,4 @@
-"""What every command needs: paths, settings and the store, each loaded once and only on demand."""
+"""What every command and the daemon need: paths, settings and the store, each loaded once, on demand."""
 
 from __future__ import annotations
 

@@ -1,0 +1,239 @@
+"""``memoryd run``: the long-running daemon, with a lifecycle in the manner of uvicorn.
+
+Signal handlers only set flags (a second signal forces); the main coroutine waits on an event,
+so an idle daemon does not wake up to poll. APScheduler (3.x) drives the pumps — one pass
+(discovery, phase 1, phase 2) on an interval and a light tick (citation spool, read-path block) —
+with at most one instance of each at a time; DB leases keep several processes correct. The
+``/global/event`` follower brings a pass forward when a session goes idle and forgets deleted
+sessions at once.
+
+Shutdown: stop scheduling, cancel the running pass (its claims are released without burning a
+retry and its helper sessions are deleted), stop the event follower and any opencode we started,
+and exit within the graceful timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+from contextlib import suppress
+from datetime import datetime, timedelta, timezone
+from types import FrameType
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from memoryd import sdnotify
+from memoryd.app import App
+from memoryd.clock import iso_ms
+from memoryd.errors import HostError, MemorydError
+from memoryd.events import EventFollower
+from memoryd.host.connect import recorded_server
+from memoryd.passes import run_pass, tick
+from memoryd.status import DAEMON
+
+log = logging.getLogger(__name__)
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_STARTUP_FAILURE = 4
+TICK_SECONDS = 10
+EVENT_DEBOUNCE_S = 2.0
+BACKLOG_RETRY_S = 15.0
+
+
+class AlreadyRunning(MemorydError):
+    def __init__(self, pid: str) -> None:
+        super().__init__(f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice")
+
+
+class Daemon:
+    def __init__(self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0) -> None:
+        self.app = app
+        self.interval_s = interval_s
+        self.graceful_timeout_s = graceful_timeout_s
+        self.should_exit = False
+        self.force_exit = False
+        self._exit = asyncio.Event()
+        self._lock_fd: int | None = None
+        self._active: set[asyncio.Task[Any]] = set()
+        self._follower: EventFollower | None = None
+        self._follower_task: asyncio.Task[None] | None = None
+        self.scheduler: AsyncIOScheduler | None = None
+
+    # -- signals: flags only ----------------------------------------------------------------
+
+    def handle_exit(self, sig: int, frame: FrameType | None = None) -> None:
+        if self.should_exit and sig == signal.SIGINT or self.should_exit and sig == signal.SIGTERM:
+            self.force_exit = True
+        self.should_exit = True
+        self._exit.set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _acquire_lock(self) -> None:
+        paths = self.app.paths
+        paths.ensure_dir(paths.state_dir)
+        fd = os.open(paths.state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise AlreadyRunning(pid) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        try:
+            self._acquire_lock()
+            _ = self.app.settings  # a bad config fails startup, not the first pass
+            _ = self.app.store
+        except MemorydError as exc:
+            log.error("startup failed: %s", exc)
+            return EXIT_STARTUP_FAILURE
+        for sig in HANDLED_SIGNALS:
+            loop.add_signal_handler(sig, self.handle_exit, sig)
+        try:
+            self._start_scheduler()
+            self._start_follower()
+            self._record()
+            sdnotify.notify("READY=1")
+            log.info("memoryd daemon started (pid %d, pass every %.0f s)", os.getpid(), self.interval_s)
+            await self._exit.wait()
+            sdnotify.notify("STOPPING=1")
+            await self.shutdown()
+        finally:
+            for sig in HANDLED_SIGNALS:
+                loop.remove_signal_handler(sig)
+            self._release_lock()
+        return 0
+
+    def _start_scheduler(self) -> None:
+        sched = AsyncIOScheduler(timezone=timezone.utc)
+        now = datetime.now(timezone.utc)
+        sched.add_job(self._pass_job, "interval", seconds=self.interval_s, id="pass", next_run_time=now,
+                      max_instances=1, coalesce=True, misfire_grace_time=None)
+        sched.add_job(self._tick_job, "interval", seconds=TICK_SECONDS, id="tick", max_instances=1,
+                      coalesce=True, misfire_grace_time=None)
+        sched.start()
+        self.scheduler = sched
+
+    def _start_follower(self) -> None:
+        host = self.app.settings.host
+        target = (host.url, host.username, host.resolved_password()) if host.url else recorded_server(self.app.paths)
+        if target is None:
+            log.info("no persistent opencode server to follow; relying on timed passes")
+            return
+        url, username, password = target
+        self._follower = EventFollower(url, username=username, password=password,
+                                       on_event=self._on_event, clock=self.app.clock)
+        self._follower_task = asyncio.create_task(self._follower.run(), name="memoryd-events")
+
+    async def shutdown(self) -> None:
+        log.info("shutting down (waiting up to %.0f s; press Ctrl+C again to force)", self.graceful_timeout_s)
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        if self._follower_task is not None:
+            self._follower_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._follower_task
+        for task in list(self._active):
+            task.cancel()
+        if self._active:
+            done = asyncio.gather(*self._active, return_exceptions=True)
+            waiter = asyncio.create_task(self._exit_forced())
+            await asyncio.wait({asyncio.ensure_future(done), waiter}, timeout=self.graceful_timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if any(not t.done() for t in self._active):
+                log.warning("some work did not stop in time; leases will expire on their own")
+        self._record(stopped=True)
+        log.info("memoryd daemon stopped")
+
+    async def _exit_forced(self) -> None:
+        while not self.force_exit:
+            self._exit.clear()
+            await self._exit.wait()
+
+    # -- pumps --------------------------------------------------------------------------------
+
+    async def _tracked(self, coro: Any) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        self._active.add(task)
+        try:
+            return await coro
+        finally:
+            self._active.discard(task)
+
+    async def _pass_job(self) -> None:
+        if self.should_exit:
+            return
+        try:
+            result = await self._tracked(run_pass(self.app))
+        except HostError as exc:
+            log.warning("pass skipped: %s", exc)
+            self.app.store.put_state("last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)})
+            return
+        except MemorydError as exc:
+            log.error("pass failed: %s", exc)
+            self.app.store.put_state("last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)})
+            return
+        p1 = result.phase1
+        backlog = p1.eligible - p1.claimed - p1.skipped.get("skipped_backoff", 0) - p1.skipped.get("skipped_exhausted", 0)
+        if backlog > 0 and not p1.waiting and p1.claimed:
+            log.info("backlog: %d more sessions to extract; next pass in %.0f s", backlog, BACKLOG_RETRY_S)
+            self._bring_forward(BACKLOG_RETRY_S)
+        elif p1.next_eligible_at is not None:
+            delay = max((p1.next_eligible_at - self.app.clock.now_ms()) / 1000 + 1, EVENT_DEBOUNCE_S)
+            if delay < self.interval_s:
+                self._bring_forward(delay)
+        self._record()
+
+    async def _tick_job(self) -> None:
+        if not self.should_exit:
+            await self._tracked(asyncio.to_thread(tick, self.app))
+            self._record()
+
+    def _bring_forward(self, delay_s: float) -> None:
+        if self.scheduler is None or self.should_exit:
+            return
+        job = self.scheduler.get_job("pass")
+        when = datetime.now(timezone.utc) + timedelta(seconds=delay_s)
+        if job is not None and (job.next_run_time is None or when < job.next_run_time):
+            job.modify(next_run_time=when)
+
+    async def _on_event(self, kind: str, session_id: str) -> None:
+        if kind == "deleted":
+            if self.app.store.delete_session_memory(session_id):
+                log.info("session %s deleted in opencode; consolidation will forget it", session_id)
+            self._bring_forward(EVENT_DEBOUNCE_S)
+        elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
+            self._bring_forward(EVENT_DEBOUNCE_S)
+
+    def _record(self, *, stopped: bool = False) -> None:
+        job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
+        f = self._follower.state if self._follower else None
+        self.app.store.put_state(DAEMON, {
+            "pid": os.getpid(),
+            "running": not stopped,
+            "at": self.app.clock.now_ms(),
+            "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,
+            "events": {
+                "state": f.state if f else "unavailable",
+                "since": iso_ms(f.since) if f else None,
+                "last_error": f.last_error if f else "no persistent opencode server to follow; polling",
+                "events_seen": f.events_seen if f else 0,
+                "reconnects": f.reconnects if f else 0,
+            },
+        })

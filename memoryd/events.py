@@ -1,0 +1,117 @@
+"""Following opencode's ``/global/event`` stream so idle and deleted sessions are handled in seconds.
+
+The stream is a convenience, never a dependency: memoryd's passes also run on a timer, so when
+the stream is down (server restarting, an old opencode, garbage on the wire) nothing is lost;
+the follower reconnects with backoff and reports its state for ``memoryd status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import httpx
+
+from memoryd.clock import Clock
+
+log = logging.getLogger(__name__)
+
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 30.0
+IDLE_TIMEOUT_S = 45.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
+
+
+@dataclass
+class StreamState:
+    state: str = "starting"  # starting | connected | down | unavailable
+    since: int | None = None
+    last_error: str | None = None
+    events_seen: int = 0
+    reconnects: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
+    """("idle" | "deleted", session id) for the events memoryd acts on, else None."""
+    kind = payload.get("type")
+    props = payload.get("properties") if isinstance(payload.get("properties"), dict) else {}
+    if kind == "session.idle" or (
+        kind == "session.status" and isinstance(props.get("status"), dict) and props["status"].get("type") == "idle"
+    ):
+        sid = props.get("sessionID")
+        return ("idle", sid) if isinstance(sid, str) else None
+    if kind == "session.deleted":
+        info = props.get("info") if isinstance(props.get("info"), dict) else {}
+        sid = info.get("id") or props.get("sessionID")
+        return ("deleted", sid) if isinstance(sid, str) else None
+    return None
+
+
+class EventFollower:
+    def __init__(
+        self,
+        url: str,
+        *,
+        username: str,
+        password: str | None,
+        on_event: Callable[[str, str], Awaitable[None]],
+        clock: Clock,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.auth = httpx.BasicAuth(username, password) if password else None
+        self.on_event = on_event
+        self.clock = clock
+        self.transport = transport
+        self.state = StreamState()
+
+    def _set(self, state: str, error: str | None = None) -> None:
+        if state != self.state.state:
+            self.state.since = self.clock.now_ms()
+        self.state.state = state
+        self.state.last_error = error
+
+    async def run(self) -> None:
+        backoff = BACKOFF_START_S
+        while True:
+            try:
+                await self._follow()
+                backoff = BACKOFF_START_S
+                self._set("down", "stream ended")
+            except asyncio.CancelledError:
+                raise
+            except (httpx.HTTPError, ValueError, OSError) as exc:
+                self._set("down", f"{type(exc).__name__}: {exc}"[:300])
+                log.info("event stream down (%s); retrying in %.0f s, polling meanwhile", exc, backoff)
+            self.state.reconnects += 1
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _follow(self) -> None:
+        timeout = httpx.Timeout(10.0, read=IDLE_TIMEOUT_S)
+        async with httpx.AsyncClient(auth=self.auth, timeout=timeout, transport=self.transport) as client:
+            async with client.stream("GET", f"{self.url}/global/event") as resp:
+                if resp.status_code != 200:
+                    raise httpx.HTTPStatusError(f"HTTP {resp.status_code}", request=resp.request, response=resp)
+                self._set("connected")
+                log.info("following opencode events at %s", self.url)
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    try:
+                        envelope = json.loads(line[5:].strip())
+                    except ValueError:
+                        log.debug("ignoring a malformed event line")
+                        continue
+                    if not isinstance(envelope, dict):
+                        continue
+                    payload = envelope.get("payload", envelope)
+                    if not isinstance(payload, dict):
+                        continue
+                    self.state.events_seen += 1
+                    hit = session_event(payload)
+                    if hit is not None:
+                        await self.on_event(*hit)

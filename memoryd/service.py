@@ -1,0 +1,640 @@
+"""Run ``memoryd run`` as a per-user service: a systemd user unit or a launchd agent.
+
+Choices that matter and why:
+
+- The service starts the *absolute* interpreter that ran the install (``sys.executable`` made
+  absolute, symlinks kept: resolving a venv's ``bin/python`` link would land on the base
+  interpreter, which does not see the venv's packages) with ``-m memoryd run``. A bare
+  ``memoryd`` would depend on the service manager's PATH, which is not the shell's.
+- The manager's environment is not the shell's either, so the variables that decide where
+  memoryd keeps its files (``MEMORYD_HOME``, ``XDG_*_HOME``) and ``PATH`` (memoryd finds
+  ``opencode`` on it) are written into the service when they are set at install time.
+- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.sdnotify`),
+  ``Restart=on-failure`` under a start limit so a crash loop stops instead of burning model
+  quota, no restart on exit status 2 or 4 (bad usage, failed startup: a restart cannot fix
+  those), and ``KillMode=mixed`` so memoryd gets SIGTERM first and stops its opencode helpers
+  itself, then anything left in the group is killed: no orphans.
+- Ownership is recorded as a SHA-256 in memoryd's install manifest (key ``service``). A file
+  that matches the record, or what we would render now, is ours to update or remove; any other
+  content is the user's and is kept unless ``force``.
+- When the service manager does not answer (no user bus in a container, not on macOS), the file
+  is still written and the report carries the exact commands to run by hand. Nothing here
+  raises for that; every subprocess runs with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from memoryd import __version__
+from memoryd.errors import MemorydError, PathError
+from memoryd.fsutil import atomic_write, read_regular, sha256
+from memoryd.paths import HOME_ENV, Paths
+
+Platform = Literal["systemd", "launchd"]
+Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
+ManagerState = Literal["ok", "unavailable", "failed", "skipped"]
+
+UNIT = "memoryd.service"
+LABEL = "dev.memoryd"
+MANIFEST_KEY = "service"
+#: Variables copied from the installing environment into the service, when set.
+PASSTHROUGH = (HOME_ENV, "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "PATH")
+RESTART_SEC = 10
+START_LIMIT_INTERVAL = 300
+START_LIMIT_BURST = 5
+STOP_TIMEOUT = 20  # the daemon exits within 10 s of SIGTERM
+NO_RESTART_STATUS = (2, 4)  # cli EXIT_USAGE, daemon.EXIT_STARTUP_FAILURE
+LAUNCHD_THROTTLE = 30  # launchd has no start limit; space out a crash loop instead
+TIMEOUT = 15.0  # seconds for a manager command
+STOP_CMD_TIMEOUT = 60.0  # for commands that wait for the daemon to stop
+
+
+class ServiceError(MemorydError):
+    """The service file could not be rendered, written or removed."""
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def interpreter() -> str:
+    """The running interpreter as an absolute path, symlinks kept (a venv's python is a link)."""
+    if not sys.executable:
+        raise ServiceError("cannot tell which python runs memoryd (sys.executable is empty)")
+    return os.path.abspath(sys.executable)
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or Path.home())
+
+
+def service_path(platform: Platform, environ: Mapping[str, str]) -> Path:
+    if platform == "systemd":
+        xdg = environ.get("XDG_CONFIG_HOME", "")
+        base = Path(xdg) if os.path.isabs(xdg) else _home(environ) / ".config"
+        return base / "systemd" / "user" / UNIT
+    return _home(environ) / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+
+
+def service_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the service's environment gets beyond the manager's own: see the module docstring."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    for name in PASSTHROUGH:
+        value = environ.get(name)
+        if not value:
+            continue
+        if name == HOME_ENV:  # pin the folder the installer saw, not one relative to the service's cwd
+            value = str(Paths.from_env({HOME_ENV: value}).data_dir)
+        env[name] = value
+    return env
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: systemd refuses quotes and backslashes in an executable name ("contains special characters"),
+#: and would expand ``$`` in argv[0], from which python finds its venv.
+_EXEC_REFUSED = re.compile(r"[\x00-\x1f\x7f\"'\\$]")
+
+
+def _exec_path(path: str) -> str:
+    """The ExecStart executable: ``%`` doubled (a specifier), quoted only for whitespace."""
+    if _EXEC_REFUSED.search(path):
+        raise ServiceError(
+            f"{path}: systemd cannot start an interpreter whose path holds a quote, backslash, '$' or "
+            "control character; install memoryd under a plainer path"
+        )
+    escaped = path.replace("%", "%%")
+    return escaped if _PLAIN.fullmatch(path) else f'"{escaped}"'
+
+
+def _environment_line(name: str, value: str) -> str:
+    """``Environment=`` quoting: C escapes inside double quotes, ``%`` doubled; ``$`` is literal there."""
+    if _CONTROL.search(value):
+        raise ServiceError(f"{name}={value!r}: control characters cannot go into a systemd unit")
+    word = f"{name}={value}".replace("%", "%%")
+    if _PLAIN.fullmatch(f"{name}={value}"):
+        return f"Environment={word}"
+    return 'Environment="' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
+    if not os.path.isabs(python):
+        raise ServiceError(f"{python}: the service needs an absolute interpreter path")
+    exec_start = f"{_exec_path(python)} -m memoryd run"
+    env_lines = [_environment_line(k, v) for k, v in service_environment(environ).items()]
+    lines = [
+        f"# Installed by memoryd {__version__} (`memoryd service install`); `memoryd service uninstall` removes it.",
+        "# memoryd keeps this file if you edit it (use --force to replace or remove it).",
+        "[Unit]",
+        "Description=memoryd: cross-session memory for coding agents",
+        "# A crash loop stops after the burst; `systemctl --user reset-failed memoryd` re-arms it.",
+        f"StartLimitIntervalSec={START_LIMIT_INTERVAL}",
+        f"StartLimitBurst={START_LIMIT_BURST}",
+        "",
+        "[Service]",
+        "Type=notify",
+        f"ExecStart={exec_start}",
+        "Restart=on-failure",
+        f"RestartSec={RESTART_SEC}",
+        "# 2: bad usage; 4: startup failure (bad config, unreadable store, already running). Restarts cannot fix those.",
+        f"RestartPreventExitStatus={' '.join(map(str, NO_RESTART_STATUS))}",
+        f"TimeoutStopSec={STOP_TIMEOUT}",
+        "# SIGTERM to memoryd first (it stops its opencode helpers), then to whatever is left.",
+        "KillMode=mixed",
+        *env_lines,
+        "SyslogIdentifier=memoryd",
+        "NoNewPrivileges=yes",
+        "UMask=0077",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_launchd(*, python: str, environ: Mapping[str, str]) -> bytes:
+    if not os.path.isabs(python):
+        raise ServiceError(f"{python}: the service needs an absolute interpreter path")
+    log = str(Paths.from_env(dict(environ)).logs / "service.log")
+    plist = {
+        "Label": LABEL,
+        "ProgramArguments": [python, "-m", "memoryd", "run"],
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ThrottleInterval": LAUNCHD_THROTTLE,
+        "ExitTimeOut": STOP_TIMEOUT,
+        "ProcessType": "Background",
+        "StandardOutPath": log,
+        "StandardErrorPath": log,
+        "EnvironmentVariables": service_environment(environ),
+    }
+    return plistlib.dumps(plist, fmt=plistlib.FMT_XML, sort_keys=True)
+
+
+def render(platform: Platform, *, python: str, environ: Mapping[str, str]) -> tuple[Path, bytes]:
+    """Where the service file goes for ``platform`` and its exact bytes. Works on any OS."""
+    if platform == "systemd":
+        return service_path(platform, environ), render_systemd(python=python, environ=environ).encode("utf-8")
+    if platform == "launchd":
+        return service_path(platform, environ), render_launchd(python=python, environ=environ)
+    raise ServiceError(f"unknown service platform {platform!r} (systemd or launchd)")
+
+
+def detect_platform(sys_platform: str | None = None) -> Platform:
+    name = sys.platform if sys_platform is None else sys_platform
+    if name.startswith("linux"):
+        return "systemd"
+    if name == "darwin":
+        return "launchd"
+    raise ServiceError(f"no supported service manager on {name}; pass --platform systemd or launchd")
+
+
+# -- running the manager -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunResult:
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def detail(self) -> str:
+        text = (self.stderr or self.stdout).strip()
+        return text.splitlines()[-1] if text else f"exit status {self.returncode}"
+
+
+Runner = Callable[[Sequence[str], float], RunResult]
+
+
+def run_command(argv: Sequence[str], timeout: float) -> RunResult:
+    """The default runner: never raises, never waits longer than ``timeout``, never reads stdin."""
+    try:
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+        )
+    except FileNotFoundError:
+        return RunResult(127, "", f"{argv[0]}: command not found")
+    except subprocess.TimeoutExpired:
+        return RunResult(124, "", f"{shlex.join(argv)}: no answer within {timeout:g} s")
+    except OSError as exc:
+        return RunResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+    return RunResult(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    timeout: float = TIMEOUT
+    tolerate: bool = False  # a failure here is expected sometimes and not an error
+
+    def shell(self) -> str:
+        """The command as a person would type it (without ``--no-block``, which is for us)."""
+        return shlex.join(a for a in self.argv if a != "--no-block")
+
+
+def _systemctl(*args: str, timeout: float = TIMEOUT, tolerate: bool = False) -> Command:
+    return Command(("systemctl", "--user", *args), timeout, tolerate)
+
+
+def _launchctl(*args: str, timeout: float = TIMEOUT, tolerate: bool = False) -> Command:
+    return Command(("launchctl", *args), timeout, tolerate)
+
+
+@dataclass
+class Ran:
+    command: Command
+    result: RunResult
+
+
+@dataclass
+class Report:
+    """What install/uninstall did (or, with ``dry_run``, would do)."""
+
+    operation: Literal["install", "uninstall"]
+    platform: Platform
+    path: Path
+    action: Action
+    content: bytes
+    dry_run: bool = False
+    manager: ManagerState = "skipped"
+    detail: str = ""
+    planned: list[Command] = field(default_factory=list)
+    ran: list[Ran] = field(default_factory=list)
+    manual: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    removed: bool = False
+
+    @property
+    def wrote(self) -> bool:
+        return not self.dry_run and self.action in ("create", "update", "replace")
+
+
+@dataclass
+class Status:
+    platform: Platform
+    path: Path
+    file: Literal["ours", "modified", "absent"]
+    manager: Literal["ok", "unavailable"]
+    detail: str = ""
+    state: dict[str, str] = field(default_factory=dict)
+
+
+class Service:
+    """One platform's service file plus the manager commands around it. All side effects injectable."""
+
+    def __init__(
+        self,
+        platform: Platform | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        python: str | None = None,
+        runner: Runner | None = None,
+        paths: Paths | None = None,
+        sys_platform: str | None = None,
+        uid: int | None = None,
+    ) -> None:
+        self.sys_platform = sys.platform if sys_platform is None else sys_platform
+        self.platform: Platform = platform or detect_platform(self.sys_platform)
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.python = python or interpreter()
+        self.run = runner or run_command
+        self.paths = paths or Paths.from_env(dict(self.environ))
+        self._uid = uid
+        self.path = service_path(self.platform, self.environ)
+        try:  # an unrenderable file must not stop uninstall/status, only install
+            self._content: bytes | None = render(self.platform, python=self.python, environ=self.environ)[1]
+            self._render_error: ServiceError | None = None
+        except ServiceError as exc:
+            self._content, self._render_error = None, exc
+
+    @property
+    def content(self) -> bytes:
+        """The file this memoryd would write; raises :class:`ServiceError` if it cannot be rendered."""
+        if self._content is None:
+            assert self._render_error is not None
+            raise self._render_error
+        return self._content
+
+    @property
+    def uid(self) -> int:
+        return os.getuid() if self._uid is None else self._uid
+
+    @property
+    def _target(self) -> str:
+        return f"gui/{self.uid}/{LABEL}"
+
+    # manifest ------------------------------------------------------------------------------
+
+    def _load_manifest(self) -> dict:
+        raw = read_regular(self.paths.install_manifest)
+        if raw is None:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ServiceError(f"{self.paths.install_manifest}: not valid JSON ({exc}); fix or remove it") from exc
+        if not isinstance(data, dict):
+            raise ServiceError(f"{self.paths.install_manifest}: unexpected content; fix or remove it")
+        return data
+
+    def _recorded(self) -> str | None:
+        entry = self._load_manifest().get(MANIFEST_KEY, {}).get(self.platform, {})
+        return entry.get("sha256") if entry.get("path") == str(self.path) else None
+
+    def _record(self, digest: str | None) -> None:
+        data = self._load_manifest()
+        entries = data.setdefault(MANIFEST_KEY, {})
+        if digest:
+            entries[self.platform] = {"path": str(self.path), "sha256": digest, "version": __version__}
+        else:
+            entries.pop(self.platform, None)
+        if not entries:
+            data.pop(MANIFEST_KEY)
+        self.paths.ensure_dir(self.paths.install_manifest.parent)
+        atomic_write(self.paths.install_manifest, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def _current(self) -> bytes | None:
+        try:
+            return read_regular(self.path)
+        except PathError as exc:
+            raise ServiceError(f"{self.path}: {exc.problem}; remove it and re-run") from exc
+
+    def _ownership(self, current: bytes | None) -> Literal["ours", "modified", "absent"]:
+        if current is None:
+            return "absent"
+        if current == self._content or sha256(current) == self._recorded():
+            return "ours"
+        return "modified"
+
+    # manager -------------------------------------------------------------------------------
+
+    def _probe(self) -> str | None:
+        """``None`` when the manager answers, else why not (a short sentence)."""
+        if self.platform == "systemd":
+            res = self.run(_systemctl("show-environment").argv, TIMEOUT)
+            return None if res.returncode == 0 else f"systemctl --user does not answer ({res.detail})"
+        if self.sys_platform != "darwin":
+            return "launchd exists only on macOS"
+        res = self.run(_launchctl("print", f"gui/{self.uid}").argv, TIMEOUT)
+        return None if res.returncode == 0 else f"no launchd GUI session for uid {self.uid} ({res.detail})"
+
+    def _launchd_loaded(self) -> bool:
+        return self.run(_launchctl("print", self._target).argv, TIMEOUT).returncode == 0
+
+    def _install_commands(self, action: Action, *, loaded: bool | None = None) -> list[Command]:
+        """Reload, enable and start; a changed file also restarts a running daemon.
+
+        ``--no-block``: do not wait for ``READY=1`` (up to the start timeout); ``status`` tells.
+        ``loaded`` (launchd only) is ``None`` when unknown (dry run, manual steps).
+        """
+        changed = action in ("update", "replace")
+        if self.platform == "systemd":
+            cmds = [_systemctl("daemon-reload")]
+            if changed:
+                cmds.append(_systemctl("try-restart", "--no-block", UNIT))
+            cmds.append(_systemctl("enable", "--now", "--no-block", UNIT))
+            return cmds
+        cmds = []
+        if (changed and loaded is not False) or (action == "create" and loaded):
+            cmds.append(_launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT, tolerate=True))
+        cmds.append(_launchctl("enable", self._target))  # clears a "disabled" override, or bootstrap fails
+        if changed or action == "create" or not loaded:
+            cmds.append(_launchctl("bootstrap", f"gui/{self.uid}", str(self.path)))
+        cmds.append(_launchctl("kickstart", self._target))
+        return cmds
+
+    def _execute(self, report: Report, commands: list[Command]) -> bool:
+        """Run ``commands`` in order; on the first real failure record it and the rest as manual steps."""
+        for i, cmd in enumerate(commands):
+            res = self.run(cmd.argv, cmd.timeout)
+            report.ran.append(Ran(cmd, res))
+            if res.returncode != 0 and not cmd.tolerate:
+                report.manager = "failed"
+                report.detail = f"{cmd.shell()}: {res.detail}"
+                report.manual.extend(c.shell() for c in commands[i:])
+                return False
+        report.manager = "ok"
+        return True
+
+    # operations ----------------------------------------------------------------------------
+
+    def plan_install(self, *, force: bool = False) -> Action:
+        current = self._current()
+        if current is None:
+            return "create"
+        if current == self.content:
+            return "unchanged"
+        if self._ownership(current) == "ours":
+            return "update"
+        return "replace" if force else "keep-modified"
+
+    def install(self, *, force: bool = False, dry_run: bool = False) -> Report:
+        action = self.plan_install(force=force)
+        report = Report("install", self.platform, self.path, action, self.content, dry_run=dry_run)
+        if dry_run:
+            report.planned = self._install_commands(action)
+            return report
+        if action in ("create", "update", "replace"):
+            self._write()
+        if action == "keep-modified":
+            report.notes.append(f"kept {self.path}: changed since memoryd wrote it (--force replaces it)")
+        else:
+            self._record(sha256(self.content))
+        if self.platform == "launchd":
+            self.paths.ensure_dir(self.paths.logs)  # launchd creates log files, not their folder
+        why = self._probe()
+        if why is not None:
+            report.manager, report.detail = "unavailable", why
+            report.manual = [c.shell() for c in self._install_commands(action)]
+            return report
+        loaded = self._launchd_loaded() if self.platform == "launchd" else None
+        self._execute(report, self._install_commands(action, loaded=loaded))
+        if self.platform == "systemd" and report.manager == "ok" and not self._lingering():
+            report.notes.append(
+                "the service runs while you are logged in; to keep it running after logout: "
+                "loginctl enable-linger " + shlex.quote(self._username())
+            )
+        return report
+
+    def _write(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, self.content)
+        except (OSError, PathError) as exc:
+            raise ServiceError(f"cannot write {self.path}: {exc}") from exc
+
+    def uninstall(self, *, force: bool = False, dry_run: bool = False) -> Report:
+        current = self._current()
+        owner = self._ownership(current)
+        if owner == "absent":
+            action: Action = "absent"
+        else:
+            action = "remove" if owner == "ours" or force else "keep-modified"
+        report = Report("uninstall", self.platform, self.path, action, current or b"", dry_run=dry_run)
+        if action == "absent":
+            if not dry_run and self._recorded() is not None:
+                self._record(None)
+            return report
+        cleanup = self._cleanup_commands() if action == "remove" else []
+        if dry_run:
+            report.planned = self._stop_commands() + cleanup
+            return report
+        why = self._probe()
+        if why is not None:
+            report.manager, report.detail = "unavailable", why
+            report.manual = [c.shell() for c in self._manual_stop(removing=action == "remove")]
+        elif not self._stop(report) and not force:
+            report.notes.append(f"left {self.path} in place because stopping failed (--force removes it anyway)")
+            return report
+        if action == "remove":
+            self._remove()
+            report.removed = True
+            if report.manager == "ok":
+                self._execute(report, cleanup)
+        else:
+            report.notes.append(f"kept {self.path}: changed since memoryd wrote it (--force removes it)")
+        return report
+
+    def _stop_commands(self) -> list[Command]:
+        if self.platform == "systemd":
+            return [_systemctl("disable", UNIT), _systemctl("stop", UNIT, timeout=STOP_CMD_TIMEOUT, tolerate=True)]
+        return [_launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT)]
+
+    def _stop(self, report: Report) -> bool:
+        """Disable and stop; ``stop`` fails harmlessly for a unit systemd never loaded, so ask after."""
+        if self.platform == "launchd":
+            if not self._launchd_loaded():
+                report.manager = "ok"
+                return True
+            return self._execute(report, self._stop_commands())
+        if not self._execute(report, self._stop_commands()):
+            return False
+        if report.ran[-1].result.returncode == 0:
+            return True
+        res = self.run(_systemctl("is-active", UNIT).argv, TIMEOUT)
+        state = res.stdout.strip()
+        if state in ("active", "activating", "deactivating", "reloading", "refreshing"):
+            report.manager = "failed"
+            report.detail = f"{UNIT} is still {state}: {report.ran[-1].result.detail}"
+            report.manual.append(_systemctl("stop", UNIT).shell())
+            return False
+        return True
+
+    def _cleanup_commands(self) -> list[Command]:
+        if self.platform == "systemd":
+            return [_systemctl("daemon-reload"), _systemctl("reset-failed", UNIT, tolerate=True)]
+        return []
+
+    def _manual_stop(self, *, removing: bool) -> list[Command]:
+        """What to run by hand; once the file is gone only ``stop`` still works (``disable`` needs it)."""
+        if self.platform == "launchd":
+            return [_launchctl("bootout", self._target)]
+        if removing:
+            return [_systemctl("stop", UNIT), _systemctl("daemon-reload")]
+        return [_systemctl("disable", "--now", UNIT)]
+
+    def _remove(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ServiceError(f"cannot remove {self.path}: {exc.strerror or exc}") from exc
+        if self.platform == "systemd":
+            # `systemctl disable` drops this link; without a reachable manager we do, or it dangles.
+            wants = self.path.parent / "default.target.wants" / UNIT
+            if wants.is_symlink():
+                target = os.path.normpath(os.path.join(wants.parent, os.readlink(wants)))
+                if target == str(self.path):
+                    wants.unlink()
+        self._record(None)
+
+    def status(self) -> Status:
+        owner = self._ownership(self._current())
+        st = Status(self.platform, self.path, owner, "ok")
+        if self.platform == "systemd":
+            props = "LoadState,ActiveState,SubState,UnitFileState,MainPID,NRestarts,Result,StatusText"
+            res = self.run(_systemctl("show", UNIT, "--property", props).argv, TIMEOUT)
+            if res.returncode != 0:
+                st.manager, st.detail = "unavailable", f"systemctl --user does not answer ({res.detail})"
+                return st
+            st.state = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+            return st
+        why = self._probe()
+        if why is not None:
+            st.manager, st.detail = "unavailable", why
+            return st
+        res = self.run(_launchctl("print", self._target).argv, TIMEOUT)
+        if res.returncode != 0:
+            st.state = {"loaded": "no"}
+            return st
+        st.state = {"loaded": "yes"}
+        for line in res.stdout.splitlines():
+            key, sep, value = line.strip().partition(" = ")
+            if sep and key in ("state", "pid", "last exit code", "runs"):
+                st.state.setdefault(key, value)
+        return st
+
+    def _lingering(self) -> bool:
+        return Path("/var/lib/systemd/linger", self._username()).exists()
+
+    def _username(self) -> str:
+        return self.environ.get("USER") or self.environ.get("LOGNAME") or str(self.uid)
+
+
+def install(
+    platform: Platform | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    environ: Mapping[str, str] | None = None,
+    python: str | None = None,
+    runner: Runner | None = None,
+    paths: Paths | None = None,
+) -> Report:
+    """Write the service file, then enable and start it when the manager answers.
+
+    :param platform: ``None`` picks systemd on Linux, launchd on macOS.
+    :param dry_run: only plan: no file is written and no command runs.
+    :raises ServiceError: the file cannot be written, or no platform fits this OS.
+    """
+    svc = Service(platform, environ=environ, python=python, runner=runner, paths=paths)
+    return svc.install(force=force, dry_run=dry_run)
+
+
+def uninstall(
+    platform: Platform | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    environ: Mapping[str, str] | None = None,
+    python: str | None = None,
+    runner: Runner | None = None,
+    paths: Paths | None = None,
+) -> Report:
+    """Stop and disable the service; remove its file if it is ours (or ``force``)."""
+    svc = Service(platform, environ=environ, python=python, runner=runner, paths=paths)
+    return svc.uninstall(force=force, dry_run=dry_run)
+
+
+def status(
+    platform: Platform | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    python: str | None = None,
+    runner: Runner | None = None,
+    paths: Paths | None = None,
+) -> Status:
+    """Is the file there and ours, and what does the manager say ("unavailable" if it does not answer)."""
+    return Service(platform, environ=environ, python=python, runner=runner, paths=paths).status()
