@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd.budget import Budget
 from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
@@ -52,6 +53,9 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             ],
         },
         "phase2": phase2,
+        "budget": Budget(store, settings, store.clock).state(),
+        "daemon": store.get_state(DAEMON),
+        "last_pass_error": store.get_state("last_pass_error"),
         "host": {
             "url": settings.host.url or host_seen.get("url"),
             "version": host_seen.get("version"),

@@ -315,7 +315,7 @@ echo
 # Which upstream paths are gone at HEAD, and which changed.
 at_head="$(
     for ((u = 0; u < ${#uniq_paths[@]}; u++)); do printf '%s:%s\n' "$head" "${uniq_paths[u]%/}"; done |
-        g cat-file --batch-check | awk '{ print ($NF == "missing") ? 0 : 1 }'
+        g cat-file --batch-check | awk '{ print ($NF == "missing" ? 0 : 1) }'
 )" || die "git cat-file failed in $repo"
 gone=()
 changed=()
@@ -339,7 +339,7 @@ follow_move() {
         c="$(g log -1 --format=%H "$codex_ref..$head" -- "$cur")"
         if [ -z "$c" ]; then echo "unknown"; return; fi
         target="$(g diff-tree -r -M --no-commit-id --name-status "$c^" "$c" |
-            awk -F'\t' -v p="$cur" '$1 ~ /^R/ && $2 == p { print $3; exit }')"
+            awk -F'\t' -v p="$cur" '!done && $1 ~ /^R/ && $2 == p { print $3; done = 1 }')"
         if [ -z "$target" ]; then echo "deleted $c"; return; fi
         printf 'renamed %s %s\n' "$c" "$target"
         if g cat-file -e "$head:$target" 2>/dev/null; then return; fi

@@ -13,12 +13,20 @@ import asyncio
 import itertools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote
 
 import httpx
 
 Reply = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def write_memory(root: Path) -> None:
+    """What a well-behaved consolidator leaves behind (the fake host has no file tools)."""
+    raw = (root / "raw_memories.md").read_text()
+    (root / "MEMORY.md").write_text("# Memory\n\n" + raw[:500])
+    (root / "memory_summary.md").write_text("v1\n- consolidated\n")
 
 
 def good_reply(body: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +46,9 @@ class FakeOpencode:
     version: str = "1.18.33"
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    agents: list[str] = field(default_factory=lambda: ["build", "plan", "memoryd-extract"])
+    agents: list[str] = field(default_factory=lambda: ["build", "plan", "memoryd-extract", "memoryd-consolidate"])
     reply: Reply = good_reply
+    consolidate: Callable[[Path], None] | None = None
     password: str | None = None
     prompt_delay: float = 0.0
     page_size_seen: list[int] = field(default_factory=list)
@@ -170,6 +179,8 @@ class FakeOpencode:
     async def _prompt(self, request: httpx.Request, sid: str) -> httpx.Response:
         body = json.loads(request.content)
         self.prompts.append(body)
+        if body.get("agent") == "memoryd-consolidate" and self.consolidate is not None:
+            self.consolidate(Path(request.url.params["directory"]))
         if self.prompt_delay:
             await asyncio.sleep(self.prompt_delay)
         out = self.reply(body)

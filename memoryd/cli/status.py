@@ -64,6 +64,25 @@ def render(s: dict[str, Any]) -> str:
     )
     rows.append(("tokens", f"{_n(spent['total'])} spent" + (f" ({per})" if per else "")))
     rows.append(("today", f"{_n(s['tokens']['today']['total'])} tokens, {_n(s['tokens']['today']['calls'])} calls"))
+    b = s["budget"]
+    left = "unlimited" if b["left_today"] is None else f"{_n(b['left_today'])} tokens left today"
+    rows.append(("budget", f"{left}; {b['calls_last_hour']} calls in the last hour"
+                 + (f" (limit {b['max_model_calls_per_hour']})" if b["max_model_calls_per_hour"] else "")))
+    if b["circuits"]:
+        rows.append(("circuit", "; ".join(f"{m} paused until {t}" for m, t in b["circuits"].items())))
+    if b["waiting"]:
+        rows.append(("waiting", b["waiting"]))
+    d = s.get("daemon")
+    if d:
+        ev = d["events"]
+        state = "running" if d["running"] else "stopped"
+        rows.append(("daemon", f"{state} (pid {d['pid']}), next pass {d['next_pass'] or '-'}"))
+        rows.append(("events", ev["state"] + (f" since {ev['since']}" if ev["since"] else "")
+                     + (f" ({ev['last_error']})" if ev["last_error"] and ev["state"] != "connected" else "")))
+    else:
+        rows.append(("daemon", "not running (start it with `memoryd run` or `memoryd service install`)"))
+    if s.get("last_pass_error"):
+        rows.append(("last error", s["last_pass_error"]["error"]))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     errors = s["stage1"]["last_errors"]

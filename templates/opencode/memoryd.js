@@ -123,7 +123,7 @@ export const MemorydShim = async (ctx) => {
     "experimental.chat.system.transform": async (input, output) => {
       try {
         const sid = input?.sessionID, system = output?.system;
-        if (!sid || false || !Array.isArray(system)) return;
+        if (!sid || helpers.has(sid) || !Array.isArray(system)) return;
         if (typeof system[0] === "string" && system[0].startsWith(titlePrompt)) return;
         const st = fs.statSync(BLOCK_FILE, { throwIfNoEntry: false });
         if (!st) { cache = null; return; }

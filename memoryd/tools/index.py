@@ -1,0 +1,559 @@
+"""A ranked (BM25) search index over the memory folder and the stage-1 outputs.
+
+Plain search answers "where does this string occur"; a model asking "what do we know about
+deploying staging" needs relevance instead. This index keeps an SQLite FTS5 table of *chunks*
+(a Markdown section, or a run of paragraphs up to ~1,500 characters, each with its path and
+line range) next to ``memory.db``, in its own file, so memory.db's schema never changes for it.
+
+Decisions:
+
+* **It is a cache.** Everything in it can be rebuilt from the folder and ``memory.db``; a file
+  from another schema version, for another memory folder, or that SQLite cannot read is wiped and
+  rebuilt, never repaired.
+* **Incremental, checked on every query.** Files are compared by ``(mtime_ns, size)`` and outputs
+  by ``(session_id, source_updated_at, generated_at)`` with what was indexed; only changed or
+  removed ones are touched. A query that finds nothing changed takes no write lock.
+* **Outputs replace their renders.** With a store attached, ``raw_memories.md`` and
+  ``rollout_summaries/`` are not indexed as files: they are renders of the outputs, which are
+  indexed directly with their session ids (so one memory is not ranked twice, and a forgotten
+  session disappears from ranked search at once). Only sessions in ``enabled`` mode are indexed:
+  disabled and polluted sessions must not be recalled.
+* **User text never reaches FTS5 syntax.** Queries are split into word tokens, each wrapped in
+  double quotes, so ``"``, ``-``, ``AND``, ``NEAR`` or ``col:`` are searched for, not parsed.
+* **Relaxation.** Each query's words must all occur (queries OR'ed for ``any``, AND'ed for the
+  ``all_*`` modes). When that finds nothing the words are retried as prefixes (``deploy*``), and
+  for ``any`` finally as "any word". The result says which stage answered.
+* **Order.** BM25 (a heading/path column weighs more than body text), then newest first on ties,
+  then path and line so paging is stable.
+* **Forgetting.** ``secure_delete`` is on, and after whole documents are removed the FTS index is
+  optimised, so deleted text does not linger in the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import stat
+import threading
+import time
+import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memoryd.store import Store
+from memoryd.tools.common import iso, stamp_ms
+from memoryd.tools.errors import InvalidArgument, Refused
+from memoryd.tools.files import decode
+from memoryd.tools.guard import open_path, open_root, split_path, walk_files
+from memoryd.tools.search import SearchMatch, SearchResult, _clip
+from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+INDEX_FILE = "search.db"
+SOFT_CHUNK_CHARS = 600
+HARD_CHUNK_CHARS = 1500
+HEAD_WEIGHT = 2.5
+MAX_TERMS = 64
+BUSY_TIMEOUT_S = 30.0
+_HEADING_RE = re.compile(r" {0,3}#{1,6}[ \t]+\S")
+_FENCE_RE = re.compile(r" {0,3}(```|~~~)")
+_TERM_RE = re.compile(r"\w+")
+_PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL CHECK (source IN ('file', 'output')),
+    key TEXT NOT NULL,
+    sig_a INTEGER NOT NULL,
+    sig_b INTEGER NOT NULL,
+    stamp INTEGER NOT NULL,
+    name_stamp INTEGER,
+    UNIQUE (source, key)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (body, head, tokenize = 'unicode61 remove_diacritics 2');
+"""
+
+
+def default_index_path(data_dir: Path) -> Path:
+    """Where the index lives by default: ``<data dir>/search.db``, beside ``memory.db``."""
+    return Path(data_dir) / INDEX_FILE
+
+
+# -- chunking -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start_line: int
+    end_line: int
+    heading: str
+    body: str
+
+
+def chunk_text(text: str) -> list[Chunk]:
+    """Split Markdown into sections, and long sections into runs of paragraphs.
+
+    A heading (outside a code fence) always starts a chunk. Paragraphs join the current chunk
+    until it reaches ~600 characters, and no chunk grows past ~1,500 unless a single line is that
+    long. Line numbers are 1-based and inclusive; trailing blank lines are not part of a chunk.
+    """
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    chunks: list[Chunk] = []
+    cur: list[tuple[int, str]] = []
+    size = 0
+    heading = cur_heading = ""
+    fenced = False
+
+    def flush() -> None:
+        nonlocal cur, size
+        while cur and not cur[-1][1].strip():
+            cur.pop()
+        if cur:
+            chunks.append(Chunk(cur[0][0], cur[-1][0], cur_heading, "\n".join(t for _, t in cur)))
+        cur, size = [], 0
+
+    for n, line in enumerate(lines, 1):
+        if _FENCE_RE.match(line):
+            fenced = not fenced
+        elif not fenced and _HEADING_RE.match(line):
+            flush()
+            heading = cur_heading = line.strip().lstrip("#").strip()
+            cur, size = [(n, line)], len(line) + 1
+            continue
+        if not line.strip():
+            if cur and size >= SOFT_CHUNK_CHARS and not fenced:
+                flush()
+            elif cur:
+                cur.append((n, line))
+            continue
+        if cur and size + len(line) > HARD_CHUNK_CHARS:
+            flush()
+        if not cur:
+            cur_heading = heading
+        cur.append((n, line))
+        size += len(line) + 1
+    flush()
+    return chunks
+
+
+# -- queries --------------------------------------------------------------------------------------
+
+
+def _terms(query: str) -> list[str]:
+    return _TERM_RE.findall(query)
+
+
+def build_match(queries: list[str], *, match_mode: str, stage: str) -> str | None:
+    """An FTS5 MATCH expression from user queries; every term is a quoted string (see module doc)."""
+    star = "*" if stage in ("prefix", "any_term") else ""
+    groups = []
+    flat: list[str] = []
+    for q in queries:
+        terms = [f'"{t}"{star}' for t in _terms(q)][:MAX_TERMS]
+        if terms:
+            groups.append("(" + " AND ".join(terms) + ")")
+            flat += terms
+    if not groups:
+        return None
+    if stage == "any_term":
+        return " OR ".join(dict.fromkeys(flat[:MAX_TERMS]))
+    return (" OR " if match_mode == "any" else " AND ").join(groups)
+
+
+def _fold(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+
+
+def _matched(queries: list[str], body: str) -> list[str]:
+    folded = _fold(body)
+    return [q for q in queries if all(_fold(t) in folded for t in _terms(q))]
+
+
+# -- the index ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RefreshStats:
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    outputs_seen: int = 0
+    outputs_indexed: int = 0
+    outputs_removed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    elapsed_ms: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.files_indexed or self.files_removed or self.outputs_indexed or self.outputs_removed)
+
+
+class SearchIndex:
+    """The ranked index for one memory folder (``root``) and, optionally, one store's outputs.
+
+    Safe to share between threads (one lock) and between processes (SQLite WAL; refreshes take
+    ``BEGIN IMMEDIATE`` and re-check what they found, so two refreshers never index twice).
+    """
+
+    def __init__(self, db_path: Path, root: Path, store: Store | None = None) -> None:
+        self.db_path = Path(db_path)
+        self.root = Path(root)
+        self.store = store
+        self._lock = threading.RLock()
+        self._conn = self._open()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.db_path.is_symlink():
+            raise Refused(f"{self.db_path} is a symlink; refusing to open the search index through it")
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA secure_delete = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            stored_root = None
+            if version == SCHEMA_VERSION:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+                stored_root = row[0] if row else None
+            if version != SCHEMA_VERSION or stored_root != str(self.root):
+                if version or stored_root:
+                    log.info("search index %s is stale (schema %s, root %s); rebuilding", self.db_path, version, stored_root)
+                self._rebuild_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            log.warning("search index %s is unreadable (%s); deleting it and rebuilding", self.db_path, exc)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
+            return self._connect()
+
+    def _rebuild_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("fts", "chunks", "docs", "meta"):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.executescript("SAVEPOINT s;" + _SCHEMA + "RELEASE s;")
+            conn.execute("INSERT INTO meta (key, value) VALUES ('root', ?)", (str(self.root),))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def clear(self) -> None:
+        """Drop everything indexed (after a reset); the next query rebuilds from what is left."""
+        with self._lock:
+            self._rebuild_schema(self._conn)
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _drop_chunks(self, c: sqlite3.Connection, doc_id: int) -> int:
+        ids = [(r[0],) for r in c.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))]
+        c.executemany("DELETE FROM fts WHERE rowid = ?", ids)
+        c.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        return len(ids)
+
+    def _put_doc(
+        self,
+        c: sqlite3.Connection,
+        source: str,
+        key: str,
+        sig: tuple[int, int],
+        stamp: int,
+        name_stamp: int | None,
+        pieces: list[tuple[str, Chunk, str]],
+        stats: RefreshStats,
+    ) -> None:
+        row = c.execute("SELECT id FROM docs WHERE source = ? AND key = ?", (source, key)).fetchone()
+        if row is not None:
+            doc_id = row[0]
+            stats.chunks_removed += self._drop_chunks(c, doc_id)
+            c.execute(
+                "UPDATE docs SET sig_a = ?, sig_b = ?, stamp = ?, name_stamp = ? WHERE id = ?",
+                (*sig, stamp, name_stamp, doc_id),
+            )
+        else:
+            doc_id = c.execute(
+                "INSERT INTO docs (source, key, sig_a, sig_b, stamp, name_stamp) VALUES (?, ?, ?, ?, ?, ?)",
+                (source, key, *sig, stamp, name_stamp),
+            ).lastrowid
+        for kind, chunk, head in pieces:
+            chunk_id = c.execute(
+                "INSERT INTO chunks (doc_id, kind, start_line, end_line) VALUES (?, ?, ?, ?)",
+                (doc_id, kind, chunk.start_line, chunk.end_line),
+            ).lastrowid
+            c.execute("INSERT INTO fts (rowid, body, head) VALUES (?, ?, ?)", (chunk_id, chunk.body, head))
+        stats.chunks_added += len(pieces)
+
+    def _drop_doc(self, c: sqlite3.Connection, doc_id: int, stats: RefreshStats) -> None:
+        stats.chunks_removed += self._drop_chunks(c, doc_id)
+        c.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
+
+    # -- refreshing -------------------------------------------------------------------------
+
+    def _skip(self, rel: str) -> bool:
+        return self.store is not None and (rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/"))
+
+    def _known(self, source: str) -> dict[str, tuple[int, int, int]]:
+        rows = self._conn.execute("SELECT key, id, sig_a, sig_b FROM docs WHERE source = ?", (source,))
+        return {r["key"]: (r["id"], r["sig_a"], r["sig_b"]) for r in rows}
+
+    def _output_sigs(self) -> dict[str, tuple[int, int]]:
+        """Enabled sessions' output signatures, read from memory.db (read-only)."""
+        if self.store is None:
+            return {}
+        rows = self.store._conn.execute(
+            """SELECT o.session_id, o.source_updated_at, o.generated_at FROM stage1_outputs o
+               LEFT JOIN session_meta m ON m.session_id = o.session_id
+               WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'"""
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def _sync_files(self, write: bool, stats: RefreshStats) -> bool:
+        """Compare (and with ``write``, apply) the folder against the index; True if anything differs."""
+        known = self._known("file")
+        seen: set[str] = set()
+        differs = False
+        root_fd = open_root(self.root)
+        if root_fd is not None:
+            import os
+
+            os.close(root_fd)
+            for entry in walk_files(self.root):
+                if self._skip(entry.rel):
+                    continue
+                seen.add(entry.rel)
+                stats.files_seen += 1
+                have = known.get(entry.rel)
+                if have is not None and (have[1], have[2]) == (entry.st.st_mtime_ns, entry.st.st_size):
+                    stats.files_unchanged += 1
+                    continue
+                differs = True
+                if not write:
+                    continue
+                got = entry.read()
+                if got is None:
+                    continue
+                data, st = got
+                name_ms = stamp_ms(entry.name)
+                pieces = []
+                if b"\x00" not in data:
+                    head = " ".join(_PATH_SPLIT_RE.split(entry.rel))
+                    pieces = [("file", ch, f"{head} {ch.heading}".strip()) for ch in chunk_text(decode(data))]
+                stamp = name_ms if name_ms is not None else st.st_mtime_ns // 1_000_000
+                self._put_doc(
+                    self._conn, "file", entry.rel, (st.st_mtime_ns, st.st_size), stamp, name_ms, pieces, stats
+                )
+                stats.files_indexed += 1
+        for rel, (doc_id, _, _) in known.items():
+            if rel not in seen:
+                differs = True
+                if write:
+                    self._drop_doc(self._conn, doc_id, stats)
+                    stats.files_removed += 1
+        return differs
+
+    def _sync_outputs(self, write: bool, stats: RefreshStats) -> bool:
+        known = self._known("output")
+        current = self._output_sigs()
+        stats.outputs_seen = len(current)
+        differs = False
+        assert self.store is not None or not current
+        for sid, sig in current.items():
+            have = known.get(sid)
+            if have is not None and (have[1], have[2]) == sig:
+                continue
+            differs = True
+            if not write:
+                continue
+            out = self.store.output(sid) if self.store is not None else None
+            if out is None:
+                continue
+            head = " ".join(x for x in (out.title, out.rollout_slug, out.cwd) if x)
+            pieces = [("raw_memory", ch, head) for ch in chunk_text(out.raw_memory)]
+            pieces += [("rollout_summary", ch, head) for ch in chunk_text(out.rollout_summary)]
+            self._put_doc(
+                self._conn, "output", sid, (out.source_updated_at, out.generated_at), out.source_updated_at,
+                out.source_updated_at, pieces, stats,
+            )
+            stats.outputs_indexed += 1
+        for sid, (doc_id, _, _) in known.items():
+            if sid not in current:
+                differs = True
+                if write:
+                    self._drop_doc(self._conn, doc_id, stats)
+                    stats.outputs_removed += 1
+        return differs
+
+    def refresh(self) -> RefreshStats:
+        """Bring the index up to date with the folder and the outputs; returns what it did.
+
+        A first pass only compares signatures, without a write lock; if anything differs, the
+        work is redone inside ``BEGIN IMMEDIATE`` so a concurrent refresher's work is seen.
+        """
+        started = time.perf_counter()
+        with self._lock:
+            probe = RefreshStats()
+            if not (self._sync_files(False, probe) | self._sync_outputs(False, probe)):
+                probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+                return probe
+            stats = RefreshStats()
+            with self._write():
+                self._sync_files(True, stats)
+                self._sync_outputs(True, stats)
+            if stats.files_removed or stats.outputs_removed:
+                with self._write() as c:
+                    c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+            return stats
+
+    # -- querying ---------------------------------------------------------------------------
+
+    def _where(
+        self, prefix: str | None, window: tuple[int | None, int | None]
+    ) -> tuple[str, list[object]]:
+        sql, args = "", []
+        if prefix is not None:
+            sql += " AND d.source = 'file' AND (d.key = ? OR substr(d.key, 1, ?) = ?)"
+            args += [prefix, len(prefix) + 1, prefix + "/"]
+        lo, hi = window
+        if lo is not None or hi is not None:
+            sql += " AND d.name_stamp IS NOT NULL"
+            if lo is not None:
+                sql += " AND d.name_stamp >= ?"
+                args.append(lo)
+            if hi is not None:
+                sql += " AND d.name_stamp <= ?"
+                args.append(hi)
+        return sql, args
+
+    def search(
+        self,
+        queries: list[str],
+        *,
+        match_mode: str = "any",
+        path: str | None = None,
+        window: tuple[int | None, int | None] = (None, None),
+        cursor: int = 0,
+        max_results: int = 200,
+    ) -> SearchResult:
+        """Ranked hits for ``queries`` after an incremental :meth:`refresh` (see the module doc)."""
+        started = time.perf_counter()
+        parts = split_path(path)
+        prefix = "/".join(parts) if parts else None
+        if prefix is not None:
+            with open_path(self.root, prefix):
+                pass  # the same NotFound / Refused answers as plain search
+        stats = self.refresh()
+        where, args = self._where(prefix, window)
+        base = (
+            "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?" + where
+        )
+        stages = ["strict", "prefix"] + (["any_term"] if match_mode == "any" else [])
+        total, expr, used = 0, None, None
+        with self._lock:
+            for stage in stages:
+                expr = build_match(queries, match_mode=match_mode, stage=stage)
+                if expr is None:
+                    raise InvalidArgument("ranked search needs at least one word (letters or digits) in the queries")
+                total = self._conn.execute(f"SELECT count(*) {base}", [expr, *args]).fetchone()[0]
+                used = stage
+                if total:
+                    break
+            rows = []
+            if total:
+                rows = self._conn.execute(
+                    f"""SELECT d.source, d.key, d.stamp, c.kind, c.start_line, c.end_line, fts.body,
+                               bm25(fts, 1.0, {HEAD_WEIGHT}) AS score {base}
+                        ORDER BY round(score, 6), d.stamp DESC, d.key, c.start_line
+                        LIMIT ? OFFSET ?""",
+                    [expr, *args, max_results, cursor],
+                ).fetchall()
+        matches = []
+        for r in rows:
+            is_file = r["source"] == "file"
+            content = "\n".join(_clip(line) for line in r["body"].split("\n"))
+            matches.append(
+                SearchMatch(
+                    path=r["key"] if is_file else "",
+                    line=r["start_line"],
+                    end_line=r["end_line"],
+                    content_start_line=r["start_line"],
+                    content=content,
+                    matched_queries=_matched(queries, r["body"]),
+                    kind=r["kind"],
+                    session_id=None if is_file else r["key"],
+                    score=round(-r["score"], 4),
+                    updated=iso(r["stamp"]),
+                )
+            )
+        more = cursor + max_results < total
+        return SearchResult(
+            matches=matches,
+            total=total,
+            cursor=cursor,
+            next_cursor=str(cursor + max_results) if more else None,
+            truncated=more,
+            mode="ranked",
+            files_searched=stats.files_seen,
+            strategy=used,
+            refresh=asdict(stats),
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+
+
+def is_regular(st_mode: int) -> bool:
+    return stat.S_ISREG(st_mode)
