@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from memoryd import __version__
 from memoryd.errors import MemorydError, PathError
@@ -447,9 +447,7 @@ class Service:
             return report
         if action in ("create", "update", "replace"):
             self._write()
-        if action == "keep-modified":
-            report.notes.append(f"kept {self.path}: changed since memoryd wrote it (--force replaces it)")
-        else:
+        if action != "keep-modified":
             self._record(sha256(self.content))
         if self.platform == "launchd":
             self.paths.ensure_dir(self.paths.logs)  # launchd creates log files, not their folder
@@ -502,8 +500,6 @@ class Service:
             report.removed = True
             if report.manager == "ok":
                 self._execute(report, cleanup)
-        else:
-            report.notes.append(f"kept {self.path}: changed since memoryd wrote it (--force removes it)")
         return report
 
     def _stop_commands(self) -> list[Command]:
@@ -593,48 +589,22 @@ class Service:
         return self.environ.get("USER") or self.environ.get("LOGNAME") or str(self.uid)
 
 
-def install(
-    platform: Platform | None = None,
-    *,
-    dry_run: bool = False,
-    force: bool = False,
-    environ: Mapping[str, str] | None = None,
-    python: str | None = None,
-    runner: Runner | None = None,
-    paths: Paths | None = None,
-) -> Report:
+def install(platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any) -> Report:
     """Write the service file, then enable and start it when the manager answers.
 
     :param platform: ``None`` picks systemd on Linux, launchd on macOS.
     :param dry_run: only plan: no file is written and no command runs.
+    :param inject: ``environ``, ``python``, ``runner``, ``paths`` (see :class:`Service`).
     :raises ServiceError: the file cannot be written, or no platform fits this OS.
     """
-    svc = Service(platform, environ=environ, python=python, runner=runner, paths=paths)
-    return svc.install(force=force, dry_run=dry_run)
+    return Service(platform, **inject).install(force=force, dry_run=dry_run)
 
 
-def uninstall(
-    platform: Platform | None = None,
-    *,
-    dry_run: bool = False,
-    force: bool = False,
-    environ: Mapping[str, str] | None = None,
-    python: str | None = None,
-    runner: Runner | None = None,
-    paths: Paths | None = None,
-) -> Report:
+def uninstall(platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any) -> Report:
     """Stop and disable the service; remove its file if it is ours (or ``force``)."""
-    svc = Service(platform, environ=environ, python=python, runner=runner, paths=paths)
-    return svc.uninstall(force=force, dry_run=dry_run)
+    return Service(platform, **inject).uninstall(force=force, dry_run=dry_run)
 
 
-def status(
-    platform: Platform | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    python: str | None = None,
-    runner: Runner | None = None,
-    paths: Paths | None = None,
-) -> Status:
+def status(platform: Platform | None = None, **inject: Any) -> Status:
     """Is the file there and ours, and what does the manager say ("unavailable" if it does not answer)."""
-    return Service(platform, environ=environ, python=python, runner=runner, paths=paths).status()
+    return Service(platform, **inject).status()

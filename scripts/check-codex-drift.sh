@@ -20,6 +20,8 @@ set -euo pipefail
 PROG="check-codex-drift"
 MAX_COMMITS=25
 export GIT_LITERAL_PATHSPECS=1 LC_ALL=C
+# The repository is named explicitly; variables that point git elsewhere must not interfere.
+unset GIT_DIR GIT_WORK_TREE GIT_COMMON_DIR GIT_INDEX_FILE GIT_NAMESPACE
 
 die() {
     printf '%s: error: %s\n' "$PROG" "$*" >&2
@@ -247,9 +249,14 @@ fi
 # ---- open the repository ------------------------------------------------------------------------
 
 [ -d "$repo" ] || die "$repo: no such directory"
-abs="$(cd "$repo" && pwd -P)"
-gd="$(git -C "$abs" rev-parse --absolute-git-dir 2>/dev/null)" || die "$repo is not a git repository"
-gd="$(cd "$gd" && pwd -P)"
+abs="$(cd "$repo" 2>/dev/null && pwd -P)" || die "$repo: cannot enter the directory"
+if ! gd="$(git -C "$abs" rev-parse --absolute-git-dir 2>&1)"; then
+    case "$gd" in
+        *"dubious ownership"*) die "git refuses $repo: owned by another user (add it to safe.directory)" ;;
+        *) die "$repo is not a git repository" ;;
+    esac
+fi
+gd="$(cd "$gd" && pwd -P)" || die "$repo: cannot enter its git directory $gd"
 if [ "$gd" = "$abs" ]; then
     repo_kind="bare"
     [ "$(git -C "$abs" rev-parse --is-bare-repository)" = true ] || repo_kind="git directory"

@@ -18,7 +18,7 @@ ACTION_TEXT = {
     "update": "updated",
     "unchanged": "unchanged",
     "replace": "replaced (it was changed by you; --force)",
-    "keep-modified": "kept as is: changed since memoryd wrote it",
+    "keep-modified": "kept",
     "remove": "removed",
     "absent": "not installed",
 }
@@ -75,7 +75,11 @@ def report_lines(report: Report) -> list[str]:
             lines.append("would run:")
             lines += [f"  {shlex.join(c.argv)}" for c in report.planned]
         return lines + [f"note: {n}" for n in report.notes]
-    lines.append(f"{ACTION_TEXT[report.action]}: {report.path}")
+    if report.action == "keep-modified":
+        verb = "replaces" if report.operation == "install" else "removes"
+        lines.append(f"{report.path}: kept, it changed since memoryd wrote it (--force {verb} it)")
+    else:
+        lines.append(f"{ACTION_TEXT[report.action]}: {report.path}")
     for ran in report.ran:
         mark = "ok" if ran.result.returncode == 0 else f"exit {ran.result.returncode}"
         lines.append(f"ran: {shlex.join(ran.command.argv)} ({mark})")

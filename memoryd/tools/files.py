@@ -126,9 +126,7 @@ def memory_list(root: Path, path: str | None = "", max_results: int | None = Non
         return _listing(node.fd, node.rel, limit)
 
 
-def memory_read(
-    root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None
-) -> ReadResult:
+def memory_read(root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None) -> ReadResult:
     """A window of a file's lines (1-based ``line_offset``), at most 256 KiB, with a paging hint.
 
     Whole lines are returned while they fit; a single line longer than the cap is cut on a UTF-8

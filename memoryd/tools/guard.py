@@ -311,3 +311,14 @@ def ensure_dirs(root: Path, parts: tuple[str, ...]) -> None:
     finally:
         for f in reversed(fds):
             os.close(f)
+
+
+def remove_file(node: Opened) -> None:
+    """Unlink an opened regular file once its name is proven to still be that same file."""
+    try:
+        st = _lstat_at(node.parent_fd, node.name)
+    except FileNotFoundError as exc:
+        raise NotFound(f"{node.rel}: not found") from exc
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (node.st.st_dev, node.st.st_ino):
+        raise Refused(f"{node.rel}: changed while being deleted; nothing was removed")
+    os.unlink(node.name, dir_fd=node.parent_fd)

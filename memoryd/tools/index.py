@@ -32,9 +32,9 @@ Decisions:
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sqlite3
-import stat
 import threading
 import time
 import unicodedata
@@ -42,12 +42,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Self
 
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
 from memoryd.tools.errors import InvalidArgument, Refused
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_path, open_root, split_path, walk_files
+from memoryd.tools.guard import open_path, open_root, read_file, split_path, walk_files
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 
@@ -241,7 +242,9 @@ class SearchIndex:
                 stored_root = row[0] if row else None
             if version != SCHEMA_VERSION or stored_root != str(self.root):
                 if version or stored_root:
-                    log.info("search index %s is stale (schema %s, root %s); rebuilding", self.db_path, version, stored_root)
+                    log.info(
+                        "search index %s is stale (schema %s, root %s); rebuilding", self.db_path, version, stored_root
+                    )
                 self._rebuild_schema(conn)
         except BaseException:
             conn.close()
@@ -264,7 +267,9 @@ class SearchIndex:
         try:
             for table in ("fts", "chunks", "docs", "meta"):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.executescript("SAVEPOINT s;" + _SCHEMA + "RELEASE s;")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
             conn.execute("INSERT INTO meta (key, value) VALUES ('root', ?)", (str(self.root),))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -286,7 +291,7 @@ class SearchIndex:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> SearchIndex:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -344,6 +349,13 @@ class SearchIndex:
 
     # -- refreshing -------------------------------------------------------------------------
 
+    def _root_exists(self) -> bool:
+        fd = open_root(self.root)
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
+
     def _skip(self, rel: str) -> bool:
         return self.store is not None and (rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/"))
 
@@ -367,11 +379,7 @@ class SearchIndex:
         known = self._known("file")
         seen: set[str] = set()
         differs = False
-        root_fd = open_root(self.root)
-        if root_fd is not None:
-            import os
-
-            os.close(root_fd)
+        if self._root_exists():
             for entry in walk_files(self.root):
                 if self._skip(entry.rel):
                     continue
@@ -426,8 +434,14 @@ class SearchIndex:
             pieces = [("raw_memory", ch, head) for ch in chunk_text(out.raw_memory)]
             pieces += [("rollout_summary", ch, head) for ch in chunk_text(out.rollout_summary)]
             self._put_doc(
-                self._conn, "output", sid, (out.source_updated_at, out.generated_at), out.source_updated_at,
-                out.source_updated_at, pieces, stats,
+                self._conn,
+                "output",
+                sid,
+                (out.source_updated_at, out.generated_at),
+                out.source_updated_at,
+                out.source_updated_at,
+                pieces,
+                stats,
             )
             stats.outputs_indexed += 1
         for sid, (doc_id, _, _) in known.items():
@@ -462,22 +476,38 @@ class SearchIndex:
 
     # -- querying ---------------------------------------------------------------------------
 
-    def _where(
-        self, prefix: str | None, window: tuple[int | None, int | None]
-    ) -> tuple[str, list[object]]:
-        sql, args = "", []
-        if prefix is not None:
-            sql += " AND d.source = 'file' AND (d.key = ? OR substr(d.key, 1, ?) = ?)"
-            args += [prefix, len(prefix) + 1, prefix + "/"]
+    def _scope(self, prefix: str | None) -> tuple[str, list[object]]:
+        """SQL narrowing hits to a path; the renders of outputs map back to the outputs themselves."""
+        if prefix is None:
+            return "", []
+        if self.store is not None and (prefix == SUMMARIES_DIR or self._skip(prefix)):
+            sid = None
+            if prefix.startswith(SUMMARIES_DIR + "/"):
+                data, _ = read_file(self.root, prefix)
+                first = decode(data[:512]).split("\n", 1)[0]
+                if first.startswith("session_id: "):
+                    sid = first.removeprefix("session_id: ").strip()
+            if sid:
+                return " AND d.source = 'output' AND d.key = ?", [sid]
+            return " AND d.source = 'output'", []
+        return " AND d.source = 'file' AND (d.key = ? OR substr(d.key, 1, ?) = ?)", [
+            prefix,
+            len(prefix) + 1,
+            prefix + "/",
+        ]
+
+    @staticmethod
+    def _window(window: tuple[int | None, int | None]) -> tuple[str, list[object]]:
         lo, hi = window
-        if lo is not None or hi is not None:
-            sql += " AND d.name_stamp IS NOT NULL"
-            if lo is not None:
-                sql += " AND d.name_stamp >= ?"
-                args.append(lo)
-            if hi is not None:
-                sql += " AND d.name_stamp <= ?"
-                args.append(hi)
+        if lo is None and hi is None:
+            return "", []
+        sql, args = " AND d.name_stamp IS NOT NULL", []
+        if lo is not None:
+            sql += " AND d.name_stamp >= ?"
+            args.append(lo)
+        if hi is not None:
+            sql += " AND d.name_stamp <= ?"
+            args.append(hi)
         return sql, args
 
     def search(
@@ -498,10 +528,10 @@ class SearchIndex:
             with open_path(self.root, prefix):
                 pass  # the same NotFound / Refused answers as plain search
         stats = self.refresh()
-        where, args = self._where(prefix, window)
-        base = (
-            "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?" + where
-        )
+        scope_sql, scope_args = self._scope(prefix)
+        window_sql, window_args = self._window(window)
+        where, args = scope_sql + window_sql, scope_args + window_args
+        base = "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?" + where
         stages = ["strict", "prefix"] + (["any_term"] if match_mode == "any" else [])
         total, expr, used = 0, None, None
         with self._lock:
@@ -553,7 +583,3 @@ class SearchIndex:
             refresh=asdict(stats),
             elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-
-
-def is_regular(st_mode: int) -> bool:
-    return stat.S_ISREG(st_mode)

@@ -5,6 +5,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_socket_is_closed_when_sending_fails(monkeypatch: pytest.MonkeyPatch, tm
             self.closed = False
             made.append(self)
 
-        def __enter__(self) -> FakeSocket:
+        def __enter__(self) -> Self:
             return self
 
         def __exit__(self, *exc: object) -> None:

@@ -35,12 +35,11 @@ PY = "/opt/memoryd venv/bin/python"  # absolute, with a space: must be quoted, n
 
 # -- a small systemd unit validator (always runs; systemd-analyze is a bonus) --------------------
 
+SERVICE_LIFECYCLE = {"Type", "ExecStart", "Restart", "RestartSec", "RestartPreventExitStatus", "TimeoutStopSec"}
+SERVICE_EXEC = {"KillMode", "Environment", "SyslogIdentifier", "NoNewPrivileges", "UMask"}
 SECTIONS = {
     "Unit": {"Description", "StartLimitIntervalSec", "StartLimitBurst", "After", "Wants"},
-    "Service": {
-        "Type", "ExecStart", "Restart", "RestartSec", "RestartPreventExitStatus", "TimeoutStopSec", "KillMode",
-        "Environment", "SyslogIdentifier", "NoNewPrivileges", "UMask",
-    },
+    "Service": SERVICE_LIFECYCLE | SERVICE_EXEC,
     "Install": {"WantedBy"},
 }
 REPEATABLE = {"Environment", "After", "Wants", "WantedBy"}
@@ -129,7 +128,7 @@ def validate_unit(text: str) -> tuple[list[str], dict[str, dict[str, list[str]]]
             problems.append(f"{no}: UMask wants an octal mode")
         if key == "RestartPreventExitStatus" and not all(w.isdigit() for w in words):
             problems.append(f"{no}: RestartPreventExitStatus wants exit codes")
-        if key == "Environment" and not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, re.S) for w in words):
+        if key == "Environment" and not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, re.DOTALL) for w in words):
             problems.append(f"{no}: Environment wants NAME=value words")
         if key == "ExecStart":
             if not words or not words[0].startswith("/"):
@@ -180,21 +179,31 @@ NO_BUS = RunResult(1, "", "Failed to connect to bus: No medium found\n")
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def bare(tmp_path: Path) -> dict[str, str]:
+    """An installing environment without MEMORYD_HOME: for rendering only (its Paths are the real ones)."""
     home = tmp_path / "home"
     home.mkdir()
     return {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "tester"}
 
 
+@pytest.fixture
+def env(bare: dict[str, str], memoryd_home: Path) -> dict[str, str]:
+    """The environment for anything that writes: HOME and MEMORYD_HOME both under tmp_path."""
+    return {**bare, "MEMORYD_HOME": str(memoryd_home)}
+
+
 def make(env: dict[str, str], runner: FakeRunner, platform: str = "systemd", **kw: object) -> Service:
     kw.setdefault("python", PY)
-    return Service(platform, environ=env, runner=runner, paths=Paths.from_env(env), **kw)  # type: ignore[arg-type]
+    paths = Paths.from_env(env)
+    assert "MEMORYD_HOME" in env and paths.state_dir.is_relative_to(Path(env["HOME"]).parent), "tests stay in tmp"
+    return Service(platform, environ=env, runner=runner, paths=paths, **kw)  # type: ignore[arg-type]
 
 
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_policy(env: dict[str, str]) -> None:
+def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_policy(bare: dict[str, str]) -> None:
+    env = bare
     path, data = render("systemd", python=PY, environ=env)
     assert path == Path(env["HOME"]) / ".config/systemd/user/memoryd.service"
     problems, parsed = validate_unit(data.decode())
@@ -264,7 +273,7 @@ def test_control_characters_and_unstartable_interpreters_are_refused(env: dict[s
     with pytest.raises(ServiceError, match="absolute"):
         render("systemd", python="python3", environ=env)
     # launchd has no such rule: the same path is fine in a plist
-    path, data = render("launchd", python="/opt/o'brien/python", environ=env)
+    _, data = render("launchd", python="/opt/o'brien/python", environ=env)
     assert plistlib.loads(data)["ProgramArguments"][0] == "/opt/o'brien/python"
 
 
@@ -320,7 +329,8 @@ def test_unit_passes_the_validator_and_systemd_analyze_when_present(env: dict[st
         assert str(unit) not in res.stderr and UNIT not in res.stderr, res.stderr  # no warnings for our file
 
 
-def test_plist_round_trips_with_the_expected_keys(env: dict[str, str], tmp_path: Path) -> None:
+def test_plist_round_trips_with_the_expected_keys(bare: dict[str, str], tmp_path: Path) -> None:
+    env = bare
     path, data = render("launchd", python=PY, environ=env)
     assert path == Path(env["HOME"]) / "Library" / "LaunchAgents" / f"{LABEL}.plist"
     plist = plistlib.loads(data)
@@ -330,14 +340,14 @@ def test_plist_round_trips_with_the_expected_keys(env: dict[str, str], tmp_path:
     assert plist["KeepAlive"] == {"SuccessfulExit": False}
     assert isinstance(plist["ThrottleInterval"], int) and plist["ThrottleInterval"] >= 10
     assert plist["ProcessType"] == "Background"
-    logs = Paths.from_env(env).logs
+    logs = Paths.from_env(env).logs  # platformdirs' folder here: rendering writes nothing
     assert Path(plist["StandardOutPath"]).parent == logs and Path(plist["StandardErrorPath"]).parent == logs
     assert plist["EnvironmentVariables"] == {"PYTHONUNBUFFERED": "1", "PATH": env["PATH"]}
     home = tmp_path / "mem home"
     plist = plistlib.loads(render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1])
     assert plist["EnvironmentVariables"]["MEMORYD_HOME"] == str(home)
     assert Path(plist["StandardErrorPath"]).parent == home / "state" / "logs"
-    assert plistlib.dumps(plist, sort_keys=True) == render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1]
+    assert plistlib.dumps(plist) == render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1]
 
 
 def test_platform_detection() -> None:
@@ -358,9 +368,12 @@ def test_dry_run_changes_nothing_and_runs_nothing(env: dict[str, str]) -> None:
     assert [c.argv[2] for c in report.planned] == ["daemon-reload", "enable"]
     assert runner.calls == []
     assert not svc.path.exists() and not svc.paths.install_manifest.exists()
-    assert list(Path(env["HOME"]).iterdir()) == []
+    assert list(Path(env["HOME"]).iterdir()) == [] and not Path(env["MEMORYD_HOME"]).exists()
     text = "\n".join(service_cli.report_lines(report))
     assert "would create" in text and "Type=notify" in text and "systemctl --user daemon-reload" in text
+    # the module-level entry point takes the same injections
+    again = service_mod.install("systemd", dry_run=True, environ=env, python=PY, runner=runner, paths=svc.paths)
+    assert again.action == "create" and again.content == svc.content and runner.calls == []
     # launchd too, and uninstall of a real install
     assert make(env, runner, "launchd", sys_platform="darwin", uid=501).install(dry_run=True).planned
     assert runner.calls == []
@@ -402,7 +415,9 @@ def test_install_with_a_manager_reloads_enables_and_starts(env: dict[str, str]) 
 
 
 def test_a_failing_manager_command_is_an_error_with_the_rest_to_run_by_hand(env: dict[str, str]) -> None:
-    runner = FakeRunner({("systemctl", "--user", "enable"): RunResult(1, "", "Unit file memoryd.service does not exist.")})
+    runner = FakeRunner(
+        {("systemctl", "--user", "enable"): RunResult(1, "", "Unit file memoryd.service does not exist.")}
+    )
     report = make(env, runner).install()
     assert report.manager == "failed" and "does not exist" in report.detail
     assert report.manual == ["systemctl --user enable --now memoryd.service"]
@@ -446,7 +461,7 @@ def test_user_edited_file_is_kept_unless_forced(env: dict[str, str]) -> None:
     assert report.action == "keep-modified" and not report.removed
     assert svc.path.read_text() == edited
     assert ("systemctl", "--user", "disable", UNIT) in runner.calls  # still stopped and disabled
-    assert any("--force" in n for n in report.notes)
+    assert any("--force removes it" in line for line in service_cli.report_lines(report))
     assert make(env, runner).uninstall(force=True).removed
     assert not svc.path.exists()
 

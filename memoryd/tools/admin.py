@@ -1,0 +1,190 @@
+"""``memory_inspect``, ``memory_mode`` and ``memory_reset``: looking at and steering the pipeline.
+
+Inspect is read-only and reuses :func:`memoryd.status.snapshot` (the same numbers ``memoryd
+status`` prints), adding what a tool user wants next: the folder's files, how big the injected
+summary is, and how many sessions sit in each memory mode. Reset is the one destructive tool, so
+it demands ``confirm=True`` (exactly ``True``, not a truthy string) and refuses while a
+consolidation agent holds the phase-2 lease and is writing the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from memoryd import tokens
+from memoryd.control import reset_memory
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.status import snapshot
+from memoryd.store import Store
+from memoryd.store.outputs import MODES
+from memoryd.tools.common import Result
+from memoryd.tools.errors import InvalidArgument, NotFound, Refused
+from memoryd.tools.files import decode
+from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.workspace import SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from memoryd.tools.index import SearchIndex
+
+INSPECT_MAX_ENTRIES = 5000
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    path: str
+    kind: Literal["d", "f", "l", "?"]
+    size: int | None = None
+
+    def line(self) -> str:
+        if self.kind == "d":
+            return f"d {self.path}/"
+        if self.kind == "l":
+            return f"l {self.path} (symlink, not followed)"
+        if self.kind == "?":
+            return f"? {self.path} (not a file or folder)"
+        return f"f {self.path} ({self.size} bytes)"
+
+
+@dataclass(frozen=True)
+class InspectReport(Result):
+    status: dict[str, Any]
+    memory_root: str
+    folder_exists: bool
+    files: list[TreeEntry] = field(default_factory=list)
+    files_truncated: int = 0
+    summary_chars: int | None = None
+    summary_tokens: int | None = None
+    modes: dict[str, int] = field(default_factory=dict)
+
+    def to_text(self) -> str:
+        s1, p2 = self.status["stage1"], self.status["phase2"]
+        jobs = ", ".join(f"{k} {v}" for k, v in sorted(s1["jobs"].items())) or "none"
+        out = [f"stage 1: {s1['outputs']} outputs; jobs: {jobs}"]
+        for err in s1["last_errors"]:
+            out.append(f"  error {err.get('session_id', '?')} at {err.get('at')}: {err.get('error')}")
+        out.append(
+            f"phase 2: {p2['status']}; last success {p2.get('last_success') or 'never'}; "
+            f"next eligible {p2.get('next_eligible')}; consumed outputs {p2.get('consumed_outputs')}"
+        )
+        if p2.get("last_error"):
+            out.append(f"  last error: {p2['last_error']}")
+        spent = self.status["tokens"]["spent"]
+        out.append(f"tokens spent: {spent['total']} in {spent['calls']} calls")
+        out.append("sessions by mode: " + (", ".join(f"{k} {v}" for k, v in sorted(self.modes.items())) or "none"))
+        if self.summary_chars is None:
+            out.append(f"summary: {SUMMARY_FILE} does not exist yet")
+        else:
+            out.append(f"summary: {SUMMARY_FILE} {self.summary_chars} chars, {self.summary_tokens} tokens")
+        if not self.folder_exists:
+            out.append(f"memory folder {self.memory_root}: does not exist yet")
+        else:
+            out.append(f"memory folder {self.memory_root}:")
+            out += [f"  {e.line()}" for e in self.files] or ["  (empty)"]
+            if self.files_truncated:
+                out.append(f"  [{self.files_truncated} more entries not shown]")
+        return "\n".join(out)
+
+
+def _kind(mode: int) -> Literal["d", "f", "l", "?"]:
+    if stat.S_ISLNK(mode):
+        return "l"
+    if stat.S_ISDIR(mode):
+        return "d"
+    if stat.S_ISREG(mode):
+        return "f"
+    return "?"
+
+
+def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectReport:
+    """A read-only report on the pipeline and the memory folder (refused if the folder is a link)."""
+    root = paths.memories
+    fd = open_root(root)  # raises Refused for a symlinked root
+    exists = fd is not None
+    if fd is not None:
+        os.close(fd)
+    files: list[TreeEntry] = []
+    seen = 0
+    for entry in walk_all(root):
+        seen += 1
+        if len(files) < INSPECT_MAX_ENTRIES:
+            kind = _kind(entry.st.st_mode)
+            files.append(TreeEntry(entry.rel, kind, entry.st.st_size if kind == "f" else None))
+    chars = count = None
+    if exists:
+        try:
+            data, _ = read_file(root, SUMMARY_FILE)
+        except (NotFound, Refused, InvalidArgument):
+            pass
+        else:
+            text = decode(data)
+            chars, count = len(text), tokens.count(text)
+    modes = dict(Counter(store.memory_modes().values()))
+    return InspectReport(
+        status=snapshot(store, settings, paths),
+        memory_root=str(root),
+        folder_exists=exists,
+        files=files,
+        files_truncated=seen - len(files),
+        summary_chars=chars,
+        summary_tokens=count,
+        modes=modes,
+    )
+
+
+@dataclass(frozen=True)
+class ModeResult(Result):
+    session_id: str
+    mode: str
+    previous: str | None
+
+    def to_text(self) -> str:
+        was = f" (was {self.previous})" if self.previous and self.previous != self.mode else ""
+        return f"session {self.session_id}: memory {self.mode}{was}"
+
+
+def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
+    """Set one session's memory mode: ``enabled``, ``disabled`` or ``polluted``.
+
+    Leaving ``enabled`` on a session already consolidated enqueues phase 2 (the store does this),
+    so its memories are forgotten; ``polluted`` marks a session that saw untrusted context.
+    """
+    if mode not in MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidArgument("session_id is required")
+    previous = store.memory_mode(session_id)
+    store.set_mode(session_id, mode)  # type: ignore[arg-type]
+    return ModeResult(session_id=session_id, mode=mode, previous=previous)
+
+
+@dataclass(frozen=True)
+class ResetResult(Result):
+    memory_root: str
+    index_cleared: bool
+
+    def to_text(self) -> str:
+        return (
+            f"memory reset: stage-1 outputs and jobs deleted, {self.memory_root} emptied; "
+            "session modes are kept and consolidation waits out its cooldown"
+        )
+
+
+def memory_reset(store: Store, paths: Paths, confirm: object, *, index: SearchIndex | None = None) -> ResetResult:
+    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``."""
+    if confirm is not True:
+        raise Refused(
+            "memory_reset deletes every memory (extracted sessions, the memory folder, notes); "
+            "call it again with confirm=true if that is really intended"
+        )
+    job = store.phase2_job()
+    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > store.clock.now_ms():
+        raise Refused("a consolidation is running (it holds the phase-2 lease); try again when it has finished")
+    reset_memory(store, paths)
+    if index is not None:
+        index.clear()
+    return ResetResult(memory_root=str(paths.memories), index_cleared=index is not None)
