@@ -16,13 +16,14 @@ from memoryd import __version__
 from memoryd.cli import memory as memory_cmd
 from memoryd.cli import paths as paths_cmd
 from memoryd.cli import run as run_cmd
+from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
 from memoryd.app import App
 from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, paths_cmd)
+GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, paths_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

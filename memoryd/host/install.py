@@ -63,13 +63,24 @@ def _with_marker(markdown: str) -> str:
 
 
 AGENTS = ("memoryd-extract", "memoryd-consolidate")
+SHIM = "plugin/memoryd.js"
+HELPER_AGENT_PREFIX = "memoryd-"
 
 
-def planned_files() -> list[PlannedFile]:
-    """memoryd's agents (``templates/agents/``), each with the marker comment."""
+def planned_files(paths: Paths) -> list[PlannedFile]:
+    """memoryd's agents (``templates/agents/``, each with the marker comment) and the read-path shim."""
     files = []
     for name in AGENTS:
         files.append(PlannedFile(f"agent/{name}.md", _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8")))
+    shim = prompts.render(
+        "opencode/memoryd.js",
+        block_file=json.dumps(str(paths.readpath_block)),
+        spool_file=json.dumps(str(paths.citation_spool)),
+        server_file=json.dumps(str(paths.server_state)),
+        helper_agent_prefix=json.dumps(HELPER_AGENT_PREFIX),
+        memoryd_version=json.dumps(__version__),
+    )
+    files.append(PlannedFile(SHIM, shim.encode("utf-8")))
     return files
 
 
@@ -117,7 +128,7 @@ class Installer:
     def plan_install(self, *, force: bool = False) -> list[tuple[Step, PlannedFile]]:
         recorded = self._recorded()
         plan = []
-        for pf in planned_files():
+        for pf in planned_files(self.paths):
             target = self.config_dir / pf.relpath
             current = self._current(target)
             if current is None:
@@ -154,7 +165,7 @@ class Installer:
         recorded = self._recorded()
         steps: list[Step] = []
         remaining: dict[str, str] = {}
-        order = {pf.relpath: i for i, pf in enumerate(planned_files())}
+        order = {pf.relpath: i for i, pf in enumerate(planned_files(self.paths))}
         for rel, digest in sorted(recorded.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
             target = self.config_dir / rel
             current = self._current(target)

@@ -25,8 +25,9 @@ Decisions:
   for ``any`` finally as "any word". The result says which stage answered.
 * **Order.** BM25 (a heading/path column weighs more than body text), then newest first on ties,
   then path and line so paging is stable.
-* **Forgetting.** ``secure_delete`` is on, and after whole documents are removed the FTS index is
-  optimised, so deleted text does not linger in the file.
+* **Forgetting.** ``secure_delete`` is on, and whenever a refresh removed chunks (a file edited or
+  deleted, a session forgotten) the FTS index is optimised, so removed text does not linger in the
+  file as index terms (~0.1 s on a 5 MB folder, paid by the first query after the change).
 """
 
 from __future__ import annotations
@@ -235,21 +236,19 @@ class SearchIndex:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            stored_root = None
-            if version == SCHEMA_VERSION:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
-                stored_root = row[0] if row else None
-            if version != SCHEMA_VERSION or stored_root != str(self.root):
-                if version or stored_root:
-                    log.info(
-                        "search index %s is stale (schema %s, root %s); rebuilding", self.db_path, version, stored_root
-                    )
-                self._rebuild_schema(conn)
+            if self._stale(conn):
+                self._rebuild_schema(conn, force=False)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _stale(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file holds another schema version or another memory folder's index."""
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            return True
+        row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+        return row is None or row[0] != str(self.root)
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -262,9 +261,14 @@ class SearchIndex:
                 Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
             return self._connect()
 
-    def _rebuild_schema(self, conn: sqlite3.Connection) -> None:
+    def _rebuild_schema(self, conn: sqlite3.Connection, *, force: bool) -> None:
+        """Drop and recreate every table; unless ``force``, only if still stale once the lock is held."""
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if not force and not self._stale(conn):
+                conn.execute("COMMIT")  # another process rebuilt it while we waited for the lock
+                return
+            log.info("search index %s: (re)building for %s", self.db_path, self.root)
             for table in ("fts", "chunks", "docs", "meta"):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _SCHEMA.split(";"):
@@ -300,7 +304,7 @@ class SearchIndex:
     def clear(self) -> None:
         """Drop everything indexed (after a reset); the next query rebuilds from what is left."""
         with self._lock:
-            self._rebuild_schema(self._conn)
+            self._rebuild_schema(self._conn, force=True)
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- writing ----------------------------------------------------------------------------
@@ -468,7 +472,7 @@ class SearchIndex:
             with self._write():
                 self._sync_files(True, stats)
                 self._sync_outputs(True, stats)
-            if stats.files_removed or stats.outputs_removed:
+            if stats.chunks_removed:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
             stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -548,7 +552,7 @@ class SearchIndex:
                 rows = self._conn.execute(
                     f"""SELECT d.source, d.key, d.stamp, c.kind, c.start_line, c.end_line, fts.body,
                                bm25(fts, 1.0, {HEAD_WEIGHT}) AS score {base}
-                        ORDER BY round(score, 6), d.stamp DESC, d.key, c.start_line
+                        ORDER BY score, d.stamp DESC, d.key, c.start_line
                         LIMIT ? OFFSET ?""",
                     [expr, *args, max_results, cursor],
                 ).fetchall()
@@ -566,7 +570,7 @@ class SearchIndex:
                     matched_queries=_matched(queries, r["body"]),
                     kind=r["kind"],
                     session_id=None if is_file else r["key"],
-                    score=round(-r["score"], 4),
+                    score=-r["score"],
                     updated=iso(r["stamp"]),
                 )
             )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memoryd.tools.common import Result, check_int, in_window, iso, parse_cursor, stamp_ms, time_window
 from memoryd.tools.errors import InvalidArgument, ToolError
 from memoryd.tools.files import decode, split_lines
-from memoryd.tools.guard import read_file, walk_files
+from memoryd.tools.guard import read_file, split_path, walk_files
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
@@ -69,7 +69,7 @@ class SearchMatch:
         if self.updated:
             extra.append(self.updated)
         if self.score is not None:
-            extra.append(f"score {self.score:.3f}")
+            extra.append(f"score {self.score:.3g}")
         if self.matched_queries:
             extra.append("matched: " + ", ".join(repr(q) for q in self.matched_queries))
         return where + (f"  ({'; '.join(extra)})" if extra else "")
@@ -356,6 +356,9 @@ def memory_search(
     start = parse_cursor(cursor)
     window = time_window(since, until)
     timed = window != (None, None)
+    if not split_path(path) and not root.exists() and not root.is_symlink():
+        empty = "timeline" if not qs else "ranked" if ranked else "plain"
+        return SearchResult(matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty)
     if not qs:
         if not timed:
             raise InvalidArgument("queries is required unless since or until is given")

@@ -140,7 +140,8 @@ export const MemorydShim = async (ctx) => {
         if (typeof text !== "string" || !text.toLowerCase().includes("<memory-citation")) return;
         const { ids, entries } = parseCitations(text);
         output.text = stripCitations(text);
-        if (!ids.length && !entries.length) return;
+        // memoryd's own helpers read transcripts that may quote citations: never count those
+        if ((!ids.length && !entries.length) || helpers.has(input?.sessionID)) return;
         const line = JSON.stringify({ v: 1, session_id: input?.sessionID, message_id: input?.messageID,
           part_id: input?.partID, cited: ids, entries, ts: Date.now() });
         fs.mkdirSync(path.dirname(SPOOL_FILE), { recursive: true, mode: 0o700 });

@@ -53,9 +53,10 @@ class ScriptedConsolidator:
 
     def _write_summary(self, seen: dict[str, str]) -> ToolCall:
         raw = read_content(seen.get("raw_memories.md", "")) or ""
-        count = sum(1 for line in raw.splitlines() if line.startswith("- "))
+        bullets = [line for line in raw.splitlines() if line.startswith("- ")]
+        top = "\n".join(bullets[:5])
         return ToolCall("write", {"filePath": "memory_summary.md",
-                                  "content": f"v1\n## What's in memory\n- {count} facts in MEMORY.md\n"})
+                                  "content": f"v1\n## What's in memory\n- {len(bullets)} facts in MEMORY.md\n{top}\n"})
 
     def __call__(self, req: dict[str, Any]) -> Reply:
         calls: dict[str, dict[str, Any]] = {}

@@ -292,3 +292,12 @@ test("load never touches the host API (defect 1) and survives a broken ctx", asy
   const nothing = await load(t, { ctx: undefined });
   assert.equal(typeof nothing.hooks["chat.message"], "function");
 });
+
+test("citations quoted inside memoryd's helper sessions are stripped but never spooled", async (t) => {
+  const { values, hooks, chat } = await load(t);
+  await chat("ses_helper", "memoryd-extract");
+  const output = { text: "Quote.\n<memory-citation><session_ids>ses_abcdefg</session_ids></memory-citation>" };
+  await hooks["experimental.text.complete"]({ sessionID: "ses_helper", messageID: "m", partID: "p" }, output);
+  assert.equal(output.text, "Quote.");
+  assert.equal(fs.existsSync(values.spool_file), false);
+});

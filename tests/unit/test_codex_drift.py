@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "check-codex-drift.sh"
 REAL_MAP = ROOT / "codex-map.yaml"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("git") is None or shutil.which("bash") is None, reason="needs git and bash"
-)
 
 PHASE1 = "codex-rs/memories/write/src/phase1.rs"
 STORAGE = "codex-rs/memories/write/src/storage.rs"
@@ -537,8 +533,3 @@ def test_every_module_and_template_is_mapped_or_listed_as_platform_only(real_map
     for p in platform:
         assert (ROOT / p).exists(), f"platform-only entry {p} does not exist"
 
-
-@pytest.mark.skipif(not os.environ.get("CODEX_REPO"), reason="set CODEX_REPO to a Codex clone or mirror")
-def test_real_map_paths_exist_at_codex_ref_in_a_real_checkout(tmp_path: Path) -> None:
-    res = run(tmp_path, "--check-map", os.environ["CODEX_REPO"], map_path=REAL_MAP)
-    assert res.returncode == 0, res.stderr

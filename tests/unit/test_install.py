@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,17 +21,17 @@ def test_install_is_idempotent_and_uninstall_removes_exactly_it(paths: Paths, tm
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "mine.md").write_text("user agent")
     steps = Installer(paths, cfg).install()
-    assert [s.action for s in steps] == ["create", "create"]
+    assert [s.action for s in steps] == ["create", "create", "create"]
     agent = (cfg / "agent" / "memoryd-extract.md").read_text()
     fm = front_matter(agent)
     assert fm[0].startswith("# Installed by memoryd")
     assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
     consolidate = front_matter((cfg / "agent" / "memoryd-consolidate.md").read_text())
     assert '  "*": deny' in consolidate and "  write: allow" in consolidate and "  bash: deny" in consolidate
-    assert [s.action for s in Installer(paths, cfg).install()] == ["unchanged", "unchanged"]
+    assert [s.action for s in Installer(paths, cfg).install()] == ["unchanged", "unchanged", "unchanged"]
     # the installer remembers the config dir it used
-    assert [s.action for s in Installer(paths).uninstall()] == ["remove", "remove"]
-    assert not (cfg / "agent" / "memoryd-extract.md").exists()
+    assert [s.action for s in Installer(paths).uninstall()] == ["remove", "remove", "remove"]
+    assert not (cfg / "agent" / "memoryd-extract.md").exists() and not (cfg / "plugin").exists()
     assert (cfg / "agent" / "mine.md").read_text() == "user agent"
 
 
@@ -39,11 +40,11 @@ def test_user_edits_are_kept_unless_forced(paths: Paths, tmp_path: Path) -> None
     Installer(paths, cfg).install()
     target = cfg / "agent" / "memoryd-extract.md"
     target.write_text(target.read_text() + "\nmy extra line\n")
-    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "unchanged"]
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "unchanged", "unchanged"]
     assert "my extra line" in target.read_text()
-    assert [s.action for s in Installer(paths, cfg).uninstall()] == ["keep-modified", "remove"]
+    assert [s.action for s in Installer(paths, cfg).uninstall()] == ["keep-modified", "remove", "remove"]
     assert target.exists()
-    assert [s.action for s in Installer(paths, cfg).install(force=True)] == ["replace", "create"]
+    assert [s.action for s in Installer(paths, cfg).install(force=True)] == ["replace", "create", "create"]
     assert "my extra line" not in target.read_text()
 
 
@@ -51,14 +52,14 @@ def test_preexisting_foreign_file_is_not_overwritten(paths: Paths, tmp_path: Pat
     cfg = tmp_path / "opencode"
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "memoryd-extract.md").write_text("someone else's")
-    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "create"]
+    assert [s.action for s in Installer(paths, cfg).install()] == ["keep-modified", "create", "create"]
     assert (cfg / "agent" / "memoryd-extract.md").read_text() == "someone else's"
 
 
 def test_dry_run_changes_nothing(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     steps = Installer(paths, cfg).install(dry_run=True)
-    assert [s.action for s in steps] == ["create", "create"]
+    assert [s.action for s in steps] == ["create", "create", "create"]
     assert not cfg.exists() and not paths.install_manifest.exists()
 
 
@@ -75,3 +76,12 @@ def test_corrupt_manifest_is_reported(paths: Paths, tmp_path: Path) -> None:
     paths.install_manifest.write_text("{not json")
     with pytest.raises(InstallError, match="not valid JSON"):
         Installer(paths, tmp_path / "opencode")
+
+
+def test_shim_points_at_memoryd_state(paths: Paths, tmp_path: Path) -> None:
+    cfg = tmp_path / "opencode"
+    Installer(paths, cfg).install()
+    shim = (cfg / "plugin" / "memoryd.js").read_text()
+    assert json.dumps(str(paths.readpath_block)) in shim
+    assert json.dumps(str(paths.citation_spool)) in shim and json.dumps(str(paths.server_state)) in shim
+    assert "{{" not in shim

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.tools import InvalidArgument, NotFound, Refused, memory_list, memory_read
-from memoryd.tools import guard
+from memoryd.tools import InvalidArgument, NotFound, Refused, guard, memory_list, memory_read
 from memoryd.tools.files import READ_MAX_BYTES
 from memoryd.workspace import DIFF_FILE
 
@@ -143,9 +142,7 @@ def test_directory_swapped_for_a_link_after_validation_is_refused(
         memory_read(root, "skills/deploy/SKILL.md")
 
 
-def test_file_replaced_by_another_file_after_validation_is_refused(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_file_replaced_by_another_file_after_validation_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = guard._lstat_at
 
     def lstat_then_replace(dir_fd: int, name: str) -> os.stat_result:

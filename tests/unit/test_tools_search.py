@@ -32,9 +32,7 @@ def root(tmp_path: Path) -> Path:
     (r / "rollout_summaries" / "2027-01-10T09-00-00-ab12-fix.md").write_text(
         "session_id: s1\nupdated_at: x\n\nFixed the flaky deploy test.\nmore\n"
     )
-    (r / "rollout_summaries" / "2027-01-12T23-59-30-cd34.md").write_text(
-        "session_id: s2\n\nStaging migration notes.\n"
-    )
+    (r / "rollout_summaries" / "2027-01-12T23-59-30-cd34.md").write_text("session_id: s2\n\nStaging migration notes.\n")
     (r / "extensions" / "ad_hoc" / "notes" / "2027-01-13T00-00-00-late.md").write_text(
         "title: late\ncreated: x\n\nA note about deploy keys.\n"
     )
@@ -257,5 +255,7 @@ def test_long_lines_are_clipped_in_content(root: Path) -> None:
 
 
 def test_missing_root_searches_nothing(tmp_path: Path) -> None:
+    assert memory_search(tmp_path / "absent", ["x"]).total == 0
+    assert memory_search(tmp_path / "absent", since="2027-01-01").total == 0
     with pytest.raises(NotFound):
-        memory_search(tmp_path / "absent", ["x"])
+        memory_search(tmp_path / "absent", ["x"], path="skills")
