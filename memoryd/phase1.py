@@ -30,7 +30,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memoryd import prompts
 from memoryd.budget import Budget, BudgetWait
 from memoryd.clock import DAY, HOUR, Clock
-from memoryd.errors import ExtractionInvalid, HostError, HostNotFound, MemorydError, ModelCallError
+from memoryd.errors import (
+    ExtractionInvalid,
+    HostError,
+    HostNotFound,
+    MemorydError,
+    ModelCallError,
+)
 from memoryd.helpers import ensure_agent, helper_session, model_name, usage_of
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session

@@ -7,23 +7,25 @@ Exit codes: 0 success; 1 a memoryd error (one line on stderr); 2 bad usage or ba
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import Callable, Sequence
 
 from memoryd import __version__
+from memoryd.app import App
+from memoryd.cli import logs as logs_cmd
 from memoryd.cli import memory as memory_cmd
 from memoryd.cli import paths as paths_cmd
 from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
-from memoryd.app import App
+from memoryd.cli.logs import LOG_NAME
 from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
+from memoryd.logconfig import configure
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, paths_cmd)
+GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, paths_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,10 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    handler: Callable[[App, argparse.Namespace], int] = args.handler
     app = App()
+    daemon = args.command == "run" and not getattr(args, "once", False)
+    configure(args.verbose, log_file=app.paths.logs / LOG_NAME if daemon else None, daemon=daemon)
+    handler: Callable[[App, argparse.Namespace], int] = args.handler
     try:
         return handler(app, args)
     except ConfigError as exc:

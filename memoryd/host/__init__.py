@@ -1,7 +1,19 @@
 """The agent host (opencode) as seen by memoryd: an HTTP client and the payload models."""
 
-from memoryd.host.models import Message, MessageInfo, Part, PromptResult, Session, TokenUsage
-from memoryd.host.opencode import HELPER_METADATA_KEY, HELPER_TITLE_PREFIX, OpencodeClient, is_helper_session
+from memoryd.host.models import (
+    Message,
+    MessageInfo,
+    Part,
+    PromptResult,
+    Session,
+    TokenUsage,
+)
+from memoryd.host.opencode import (
+    HELPER_METADATA_KEY,
+    HELPER_TITLE_PREFIX,
+    OpencodeClient,
+    is_helper_session,
+)
 
 __all__ = [
     "HELPER_METADATA_KEY",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 
 Kind = Literal["dir", "file"]
+_DRIVE_RE = re.compile(r"[A-Za-z]:[\\/]")
 
 
 def split_path(relpath: str | None) -> tuple[str, ...]:
@@ -45,7 +47,7 @@ def split_path(relpath: str | None) -> tuple[str, ...]:
         raise InvalidArgument(f"path must be a string, got {relpath!r}")
     if "\x00" in relpath:
         raise InvalidArgument("path must not contain NUL characters")
-    if relpath.startswith(("/", "\\")) or (len(relpath) > 1 and relpath[1] == ":" and relpath[0].isalpha()):
+    if relpath.startswith(("/", "\\")) or _DRIVE_RE.match(relpath):
         raise InvalidArgument(f"{relpath}: paths are relative to the memory folder; absolute paths are not allowed")
     parts: list[str] = []
     for part in relpath.split("/"):

@@ -123,6 +123,14 @@ def _write_all(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
+def _sync_dir(dir_fd: int) -> None:
+    """Make the new name durable; some file systems cannot fsync a directory, which is fine."""
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+
+
 def _create_exclusive(dir_fd: int, base: str, data: bytes) -> str:
     """Create ``base.md`` (or ``base-2.md`` … ``base-20.md``) holding ``data``; returns the name.
 
@@ -142,6 +150,7 @@ def _create_exclusive(dir_fd: int, base: str, data: bytes) -> str:
         for name in names:
             try:
                 os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                _sync_dir(dir_fd)
                 return name
             except FileExistsError:
                 continue

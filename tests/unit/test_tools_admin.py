@@ -144,3 +144,10 @@ def test_reset_clears_folder_outputs_and_index(store: Store, paths: Paths, folde
         assert memory_search(folder, ["pangolin"], ranked=True, index=index).total == 0
     finally:
         index.close()
+
+
+def test_admin_results_are_json_serialisable(store: Store, paths: Paths, folder: Path) -> None:
+    import json
+
+    assert json.dumps(memory_inspect(store, Settings(), paths).to_dict())
+    assert json.dumps(memory_mode(store, "enabled", "ses_x").to_dict())

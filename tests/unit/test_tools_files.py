@@ -49,6 +49,11 @@ def test_absolute_paths_are_rejected(root: Path, bad: str) -> None:
         memory_read(root, bad)
 
 
+def test_colon_names_are_not_mistaken_for_drives(root: Path) -> None:
+    (root / "a:b.md").write_text("colon\n")
+    assert memory_read(root, "a:b.md").content == "colon\n"
+
+
 def test_nul_in_path_is_rejected(root: Path) -> None:
     with pytest.raises(InvalidArgument, match="NUL"):
         memory_read(root, "MEMORY.md\x00x")

@@ -347,3 +347,33 @@ def test_long_sections_split_on_paragraphs_then_lines() -> None:
     assert chunks[0].start_line == 1 and chunks[-1].end_line == text.count("\n")
     lines = chunk_text("x" * 1000 + "\n" + "y" * 1000 + "\n")
     assert [(c.start_line, c.end_line) for c in lines] == [(1, 1), (2, 2)]
+
+
+def test_concurrent_queries_from_threads(root: Path, index: SearchIndex) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    for i in range(20):
+        write(root, f"t{i}.md", f"marmot number {i}\n")
+
+    def query() -> None:
+        for _ in range(10):
+            assert ranked(root, index, "marmot").total >= 20
+
+    def edit() -> None:
+        for i in range(10):
+            write(root, f"new{i}.md", f"marmot extra {i}\n")
+
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        futures = [pool.submit(query) for _ in range(4)] + [pool.submit(edit)]
+        for f in futures:
+            f.result()  # re-raises anything a thread hit
+    assert ranked(root, index, "marmot").total == 30
+
+
+def test_ranked_results_are_json_serialisable(root: Path, index: SearchIndex, store: Store) -> None:
+    import json
+
+    write(root, "a.md", "stoat\n")
+    add_output(store, "ses_s", raw="stoat memory")
+    d = json.loads(json.dumps(ranked(root, index, "stoat").to_dict()))
+    assert {m["session_id"] for m in d["matches"]} == {None, "ses_s"} and d["refresh"]["outputs_indexed"] == 1

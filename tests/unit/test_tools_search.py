@@ -259,3 +259,16 @@ def test_missing_root_searches_nothing(tmp_path: Path) -> None:
     assert memory_search(tmp_path / "absent", since="2027-01-01").total == 0
     with pytest.raises(NotFound):
         memory_search(tmp_path / "absent", ["x"], path="skills")
+
+
+def test_ranked_without_an_index_is_an_error(root: Path) -> None:
+    with pytest.raises(InvalidArgument, match="index"):
+        memory_search(root, ["deploy"], ranked=True)
+
+
+def test_results_are_json_serialisable(root: Path) -> None:
+    import json
+
+    d = json.loads(json.dumps(memory_search(root, ["deploy"], context_lines=1).to_dict()))
+    assert d["matches"][0]["path"] == "MEMORY.md" and d["mode"] == "plain"
+    assert json.dumps(memory_search(root, since="2027-01-01").to_dict())

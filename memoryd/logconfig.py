@@ -1,0 +1,32 @@
+"""Logging in one place: stderr always (journald and launchd pick it up), plus a size-rotated file
+in the state folder for the daemon, so `memoryd logs` works wherever memoryd runs."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+MAX_BYTES = 5 * 1024 * 1024
+BACKUPS = 3
+
+
+def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool = False) -> None:
+    """-v → INFO, -vv → DEBUG; the daemon logs INFO by default."""
+    level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 or daemon else logging.WARNING
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter(FORMAT))
+    root.addHandler(stderr)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        fh.setFormatter(logging.Formatter(FORMAT))
+        root.addHandler(fh)
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "apscheduler"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
