@@ -2,7 +2,8 @@
 
 Values come from three layers, later ones winning: defaults, the TOML config file
 (``paths.config_file``), then environment variables (``MEMORYD_<OPTION>`` for each option,
-``MEMORYD_HOST_URL`` / ``_USERNAME`` / ``_PASSWORD`` / ... for the ``[host]`` table). A typo'd key
+``MEMORYD_HOST_URL`` / ``_USERNAME`` / ``_PASSWORD`` / ... for the ``[host]`` table,
+``MEMORYD_EXTENSIONS_<OPTION>`` for the ``[extensions]`` table). A typo'd key
 or an out-of-range value is an error that names the key and where it came from; memoryd does not
 silently clamp like Codex does, because a daemon that quietly ignores what you wrote is worse
 than one that refuses to start.
@@ -63,6 +64,49 @@ class HostSettings(BaseModel):
         return None
 
 
+class ExtensionsSettings(BaseModel):
+    """The ``[extensions]`` table: memory exchanged with other agents. Everything is off by default."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    claude_import: bool = Field(default=False, description="Mirror Claude Code's per-project memory files.")
+    claude_home: str | None = Field(default=None, description="Claude Code's home (default: $HOME/.claude).")
+    claude_projects: list[str] = Field(
+        default_factory=list, description="Claude project keys to import (empty = all); env: comma-separated."
+    )
+    codex_import: bool = Field(default=False, description="Copy Codex's MEMORY.md and memory_summary.md in.")
+    codex_export: bool = Field(default=False, description="Offer our memory to an existing Codex memory folder.")
+    codex_home: str | None = Field(default=None, description="Codex's home (default: $CODEX_HOME, else ~/.codex).")
+
+    @field_validator("claude_home", "codex_home")
+    @classmethod
+    def _home(cls, v: str | None) -> str | None:
+        if v is None or v.strip() == "":
+            return None
+        if not Path(v).expanduser().is_absolute():
+            raise ValueError("must be an absolute path (or start with ~)")
+        return v
+
+    @field_validator("claude_projects", mode="before")
+    @classmethod
+    def _project_keys(cls, v: Any) -> list[str]:
+        items = v.split(",") if isinstance(v, str) else v
+        if not isinstance(items, list | tuple):
+            raise ValueError("must be a list of project keys (or a comma-separated string)")
+        keys: list[str] = []
+        for item in items:
+            if not isinstance(item, str):
+                raise ValueError(f"project keys must be strings (got {item!r})")
+            key = item.strip()
+            if not key:
+                continue
+            if "/" in key or "\\" in key or key in (".", ".."):
+                raise ValueError(f"{key!r} is not a project folder name")
+            if key not in keys:
+                keys.append(key)
+        return keys
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -89,6 +133,7 @@ class Settings(BaseModel):
         default=120, ge=0, description="Helper prompts per rolling hour (0 = unlimited)."
     )
     host: HostSettings = Field(default_factory=HostSettings)
+    extensions: ExtensionsSettings = Field(default_factory=ExtensionsSettings)
     _sources: dict[str, Source] = PrivateAttr(default_factory=dict)
 
     @field_validator("extract_model", "consolidation_model")
@@ -112,35 +157,41 @@ def _suggest(key: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+# Nested tables: name -> model. Each gets ``[name]`` in TOML and ``MEMORYD_<NAME>_<OPTION>`` in the env.
+_TABLES: dict[str, type[BaseModel]] = {"host": HostSettings, "extensions": ExtensionsSettings}
+
+
 def _check_keys(data: dict[str, Any], source: str) -> None:
     top = [k for k in Settings.model_fields]
     for key, value in data.items():
         if key not in Settings.model_fields:
             raise ConfigError(f"unknown option{_suggest(key, top)}", source=source, key=key)
-        if key == "host":
+        if key in _TABLES:
             if not isinstance(value, dict):
-                raise ConfigError("must be a table ([host])", source=source, key="host")
-            sub = list(HostSettings.model_fields)
+                raise ConfigError(f"must be a table ([{key}])", source=source, key=key)
+            model = _TABLES[key]
+            sub = list(model.model_fields)
             for hk in value:
-                if hk not in HostSettings.model_fields:
-                    raise ConfigError(f"unknown option{_suggest(hk, sub)}", source=source, key=f"host.{hk}")
+                if hk not in model.model_fields:
+                    raise ConfigError(f"unknown option{_suggest(hk, sub)}", source=source, key=f"{key}.{hk}")
 
 
 def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
-        if name == "host":
+        if name in _TABLES:
             continue
         val = environ.get(ENV_PREFIX + name.upper())
         if val is not None:
             out[name] = val
-    host: dict[str, Any] = {}
-    for name in HostSettings.model_fields:
-        val = environ.get(f"{ENV_PREFIX}HOST_{name.upper()}")
-        if val is not None:
-            host[name] = val
-    if host:
-        out["host"] = host
+    for table, model in _TABLES.items():
+        values: dict[str, Any] = {}
+        for name in model.model_fields:
+            val = environ.get(f"{ENV_PREFIX}{table.upper()}_{name.upper()}")
+            if val is not None:
+                values[name] = val
+        if values:
+            out[table] = values
     return out
 
 
@@ -198,7 +249,9 @@ def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> S
         raise  # unreachable
     sources: dict[str, Source] = {}
     file_keys, env_keys = set(_flatten(file_data)), set(_flatten(env_data))
-    all_keys = [k for k in Settings.model_fields if k != "host"] + [f"host.{k}" for k in HostSettings.model_fields]
+    all_keys = [k for k in Settings.model_fields if k not in _TABLES]
+    for table, model in _TABLES.items():
+        all_keys += [f"{table}.{k}" for k in model.model_fields]
     for key in all_keys:
         sources[key] = "env" if key in env_keys else "file" if key in file_keys else "default"
     settings._sources = sources

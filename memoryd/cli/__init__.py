@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from memoryd import __version__
 from memoryd.app import App
 from memoryd.cli import logs as logs_cmd
+from memoryd.cli import mcp as mcp_cmd
 from memoryd.cli import memory as memory_cmd
 from memoryd.cli import paths as paths_cmd
 from memoryd.cli import run as run_cmd
@@ -25,7 +26,7 @@ from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydE
 from memoryd.logconfig import configure
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, paths_cmd)
+GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, mcp_cmd, paths_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,14 +12,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_regular, sha256
+from memoryd.host.mcp_config import McpStep, install_mcp, uninstall_mcp
 from memoryd.paths import Paths
 
 HOST = "opencode"
+MCP_RECORD = "opencode-mcp"
 MARKER = f"# Installed by memoryd {__version__}. Edits are kept: memoryd will not overwrite a changed file without --force."
 
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
@@ -144,10 +146,24 @@ class Installer:
             plan.append((Step(action, target), pf))
         return plan
 
-    def install(self, *, force: bool = False, dry_run: bool = False) -> list[Step]:
+    def _mcp_record(self) -> dict[str, Any]:
+        entry = self._load().get(MCP_RECORD, {})
+        return entry if isinstance(entry, dict) and entry.get("config_dir") == str(self.config_dir) else {}
+
+    def _save_mcp(self, record: dict[str, Any]) -> None:
+        data = self._load()
+        if record:
+            data[MCP_RECORD] = {**record, "config_dir": str(self.config_dir)}
+        else:
+            data.pop(MCP_RECORD, None)
+        self.paths.ensure_dir(self.manifest_path.parent)
+        atomic_write(self.manifest_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def install(self, *, force: bool = False, dry_run: bool = False) -> list[Step | McpStep]:
         plan = self.plan_install(force=force)
+        mcp_step, mcp_record = install_mcp(self.config_dir, self._mcp_record(), force=force, dry_run=dry_run)
         if dry_run:
-            return [s for s, _ in plan]
+            return [*(s for s, _ in plan), mcp_step]
         recorded = self._recorded()
         for step, pf in plan:
             if step.action in ("create", "update", "replace"):
@@ -159,11 +175,12 @@ class Installer:
             if step.action != "keep-modified":
                 recorded[pf.relpath] = sha256(pf.content)
         self._save(recorded)
-        return [s for s, _ in plan]
+        self._save_mcp(mcp_record)
+        return [*(s for s, _ in plan), mcp_step]
 
-    def uninstall(self, *, force: bool = False, dry_run: bool = False) -> list[Step]:
+    def uninstall(self, *, force: bool = False, dry_run: bool = False) -> list[Step | McpStep]:
         recorded = self._recorded()
-        steps: list[Step] = []
+        steps: list[Step | McpStep] = []
         remaining: dict[str, str] = {}
         order = {pf.relpath: i for i, pf in enumerate(planned_files(self.paths))}
         for rel, digest in sorted(recorded.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
@@ -179,8 +196,15 @@ class Installer:
             else:
                 steps.append(Step("keep-modified", target))
                 remaining[rel] = digest
+        mcp_record = self._mcp_record()
+        mcp_step = uninstall_mcp(self.config_dir, {k: v for k, v in mcp_record.items() if k != "config_dir"},
+                                 force=force, dry_run=dry_run)
+        if mcp_step is not None:
+            steps.append(mcp_step)
         if not dry_run:
             self._save(remaining)
+            if mcp_step is not None and mcp_step.action != "keep-modified":
+                self._save_mcp({})
         return steps
 
 

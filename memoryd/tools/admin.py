@@ -22,7 +22,7 @@ from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
-from memoryd.tools.common import Result
+from memoryd.tools.common import iso, Result
 from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
@@ -60,6 +60,8 @@ class InspectReport(Result):
     summary_chars: int | None = None
     summary_tokens: int | None = None
     modes: dict[str, int] = field(default_factory=dict)
+    selection: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_text(self) -> str:
         s1, p2 = self.status["stage1"], self.status["phase2"]
@@ -80,6 +82,20 @@ class InspectReport(Result):
             out.append(f"summary: {SUMMARY_FILE} does not exist yet")
         else:
             out.append(f"summary: {SUMMARY_FILE} {self.summary_chars} chars, {self.summary_tokens} tokens")
+        b = self.status.get("budget") or {}
+        if b:
+            left = "unlimited" if b.get("left_today") is None else f"{b['left_today']} tokens left today"
+            out.append(f"budget: {left}; {b.get('calls_last_hour')} calls in the last hour")
+            if b.get("waiting"):
+                out.append(f"  waiting: {b['waiting']}")
+        out.append(f"next consolidation would select {len(self.selection)} session memories:")
+        for sel in self.selection[:20]:
+            out.append(f"  {sel['session_id']}  used {sel['usage_count']}x  updated {sel['updated_at']}  {sel['title'] or ''}")
+        if len(self.selection) > 20:
+            out.append(f"  [{len(self.selection) - 20} more]")
+        out.append("effective settings (value, source):")
+        for key, v in self.settings.items():
+            out.append(f"  {key} = {v['value']!r}  ({v['source']})")
         if not self.folder_exists:
             out.append(f"memory folder {self.memory_root}: does not exist yet")
         else:
@@ -124,7 +140,23 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             text = decode(data)
             chars, count = len(text), tokens.count(text)
     modes = dict(Counter(store.memory_modes().values()))
+    selection = [
+        {"session_id": o.session_id, "usage_count": o.usage_count, "updated_at": iso(o.source_updated_at),
+         "last_usage": iso(o.last_usage), "title": o.title}
+        for o in store.phase2_selection(settings.max_raw_memories_for_consolidation, settings.max_unused_days)
+    ]
+    sources = settings.sources
+    effective: dict[str, dict[str, Any]] = {}
+    for key in sources or [k for k in type(settings).model_fields if k != "host"]:
+        obj: Any = settings
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
+            obj = "********"
+        effective[key] = {"value": obj, "source": sources.get(key, "default")}
     return InspectReport(
+        selection=selection,
+        settings=effective,
         status=snapshot(store, settings, paths),
         memory_root=str(root),
         folder_exists=exists,

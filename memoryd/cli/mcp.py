@@ -1,0 +1,18 @@
+"""``memoryd mcp``: serve the memory tools over MCP on stdio (hosts start it themselves)."""
+
+from __future__ import annotations
+
+import argparse
+
+from memoryd.app import App
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
+    p.set_defaults(handler=cmd_mcp)
+
+
+def cmd_mcp(app: App, args: argparse.Namespace) -> int:
+    from memoryd.mcp_server import serve  # the SDK is only imported when serving
+
+    return serve(app)

@@ -1,0 +1,151 @@
+"""Registering ``memoryd mcp`` with opencode (``opencode.json``), and snippets for other hosts.
+
+opencode reads MCP servers from the ``mcp`` table of its config. memoryd adds exactly one key,
+``mcp.memoryd``, remembers what it wrote, and on uninstall removes that key only if it is still
+what memoryd wrote. A config with comments (``opencode.jsonc``, or JSON that does not parse) is
+never rewritten: memoryd prints the snippet to paste instead, because rewriting would drop the
+user's comments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import InstallError, PathError
+from memoryd.fsutil import atomic_write, read_regular, sha256
+
+KEY = "memoryd"
+SCHEMA = "https://opencode.ai/config.json"
+
+
+def server_command(python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "memoryd", "mcp"]
+
+
+def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    home = env.get("MEMORYD_HOME")
+    return {"MEMORYD_HOME": str(Path(home).expanduser().absolute())} if home else {}
+
+
+def opencode_entry(python: str | None = None, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "local", "command": server_command(python), "enabled": True}
+    env = server_env(environ)
+    if env:
+        entry["environment"] = env
+    return entry
+
+
+def snippet(host: str, python: str | None = None, environ: dict[str, str] | None = None) -> str:
+    """The exact configuration another host needs to run memoryd's MCP server."""
+    cmd = server_command(python)
+    env = server_env(environ)
+    if host == "opencode":
+        return json.dumps({"mcp": {KEY: opencode_entry(python, environ)}}, indent=2)
+    if host == "claude-code":
+        server: dict[str, Any] = {"command": cmd[0], "args": cmd[1:]}
+        if env:
+            server["env"] = env
+        add = " ".join(f"-e {k}={v}" for k, v in env.items())
+        return (
+            "# either run:\n"
+            f"claude mcp add --scope user {KEY} {add + ' ' if add else ''}-- {' '.join(cmd)}\n"
+            "# or put this in .mcp.json (project) / ~/.claude.json (user):\n"
+            + json.dumps({"mcpServers": {KEY: server}}, indent=2)
+        )
+    if host == "codex":
+        lines = ["# ~/.codex/config.toml", f"[mcp_servers.{KEY}]", f"command = {json.dumps(cmd[0])}",
+                 f"args = {json.dumps(cmd[1:])}"]
+        if env:
+            lines.append("env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }")
+        return "\n".join(lines)
+    raise InstallError(f"unknown host {host!r} (choose opencode, claude-code or codex)")
+
+
+@dataclass
+class McpStep:
+    action: str  # create | add | update | unchanged | keep-modified | manual | remove | absent
+    path: Path
+    detail: str = ""
+
+    def describe(self) -> str:
+        text = {
+            "create": "create (MCP server memoryd)",
+            "add": "add mcp.memoryd",
+            "update": "update mcp.memoryd",
+            "unchanged": "unchanged (mcp.memoryd)",
+            "keep-modified": "kept mcp.memoryd: changed since memoryd wrote it (use --force)",
+            "manual": "not edited (comments or unparsable JSON); add this yourself:\n" + self.detail,
+            "remove": "remove mcp.memoryd",
+            "absent": "mcp.memoryd already gone",
+        }[self.action]
+        return f"{self.path}: {text}"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = read_regular(path)
+    except PathError as exc:
+        raise InstallError(f"{path}: {exc.problem}") from exc
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def install_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool) -> tuple[McpStep, dict[str, Any]]:
+    """Add ``mcp.memoryd``; returns the step and the new manifest record."""
+    entry = opencode_entry()
+    path = config_dir / "opencode.json"
+    jsonc = config_dir / "opencode.jsonc"
+    if not path.exists() and jsonc.exists():
+        return McpStep("manual", jsonc, snippet("opencode")), record
+    if not path.exists():
+        if not dry_run:
+            config_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps({"$schema": SCHEMA, "mcp": {KEY: entry}}, indent=2) + "\n")
+        return McpStep("create", path), {"sha": sha256(json.dumps(entry, sort_keys=True).encode()), "created": True}
+    data = _read_json(path)
+    if data is None or not isinstance(data.get("mcp", {}), dict):
+        return McpStep("manual", path, snippet("opencode")), record
+    current = data.get("mcp", {}).get(KEY)
+    digest = sha256(json.dumps(entry, sort_keys=True).encode())
+    if current == entry:
+        return McpStep("unchanged", path), {**record, "sha": digest}
+    record = {k: v for k, v in record.items() if k != "config_dir"}
+    if current is not None and record.get("sha") != sha256(json.dumps(current, sort_keys=True).encode()) and not force:
+        return McpStep("keep-modified", path), record
+    action = "add" if current is None else "update"
+    if not dry_run:
+        data.setdefault("mcp", {})[KEY] = entry
+        atomic_write(path, json.dumps(data, indent=2) + "\n")
+    return McpStep(action, path), {**record, "sha": digest}
+
+
+def uninstall_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool) -> McpStep | None:
+    if not record:
+        return None
+    path = config_dir / "opencode.json"
+    data = _read_json(path)
+    current = (data or {}).get("mcp", {}).get(KEY) if isinstance((data or {}).get("mcp"), dict) else None
+    if data is None or current is None:
+        return McpStep("absent", path)
+    if sha256(json.dumps(current, sort_keys=True).encode()) != record.get("sha") and not force:
+        return McpStep("keep-modified", path)
+    if not dry_run:
+        del data["mcp"][KEY]
+        if not data["mcp"]:
+            del data["mcp"]
+        if record.get("created") and set(data) <= {"$schema"}:
+            path.unlink()
+        else:
+            atomic_write(path, json.dumps(data, indent=2) + "\n")
+    return McpStep("remove", path)

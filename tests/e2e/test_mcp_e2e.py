@@ -1,0 +1,55 @@
+"""Issue 6 acceptance: the model calls memory_search through opencode's MCP integration."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from tests.e2e.mockllm import MockLLM, Text, ToolCall, last_user_text, tools_offered
+from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.test_phase1_e2e import memoryd, run_env
+
+TOOL = "memoryd_memory_search"
+
+
+def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None:
+    box: OpencodeSandbox = make_sandbox()
+    env = run_env(box, MEMORYD_DISABLE_ON_EXTERNAL_CONTEXT="true")
+    assert memoryd(env, "install", "opencode").returncode == 0
+    added = memoryd(env, "note", "add", "This repo uses pnpm workspaces; never run npm install at the root.",
+                    "--title", "package manager")
+    assert added.returncode == 0, added.stderr
+    box.restart()  # load the MCP server registration
+
+    default = mock_llm.default_responder
+
+    def responder(req: dict[str, Any]) -> Any:
+        msgs = req.get("messages") or []
+        if TOOL in tools_offered(req) and msgs and msgs[-1].get("role") == "user" and "package manager" in last_user_text(req):
+            return ToolCall(TOOL, {"queries": ["pnpm"]})
+        if msgs and msgs[-1].get("role") == "tool":
+            return Text("You use pnpm workspaces.")
+        return default(req)
+
+    mock_llm.set_responder(responder)
+    mock_llm.clear()
+    sid = box.driver.create_session("which package manager", directory=box.project_dir)["id"]
+    box.driver.say(sid, "Which package manager does this repo use?", directory=box.project_dir, timeout=120)
+    first = mock_llm.requests[0]
+    assert TOOL in first.tools
+    follow = [r for r in mock_llm.requests if r.messages and r.messages[-1].get("role") == "tool"]
+    assert follow, [r.messages[-1] for r in mock_llm.requests]
+    result = follow[0].messages[-1]["content"]
+    assert "pnpm workspaces" in str(result)
+
+    # memoryd's own tools are not external context: the session is extracted, not marked polluted
+    mock_llm.set_responder(None)
+    out = memoryd(env, "run", "--once")
+    assert out.returncode == 0, out.stderr
+    conn = sqlite3.connect(box.memoryd_home / "memory.db")
+    try:
+        mode = conn.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (sid,)).fetchone()[0]
+        has_output = conn.execute("SELECT COUNT(*) FROM stage1_outputs WHERE session_id = ?", (sid,)).fetchone()[0]
+    finally:
+        conn.close()
+    assert mode == "enabled" and has_output == 1
