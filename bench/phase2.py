@@ -498,12 +498,12 @@ def report_size(r: SizeResult) -> None:
     print(f"\n== {r.n} outputs: {r.files} tracked files, {fmt_kb(r.tree_bytes)} after the first consolidation; "
           f"1 % = {r.changed} re-extracted ==")  # fmt: skip
     print("(a) first sync into an empty folder + first commit")
-    print(f"  ensure_layout            {m['layout'].text()}")
-    print(f"  sync (writes {r.n + 1} files) {m['sync first'].text()}")
-    print(f"  Baseline.ensure (commit) {m['ensure first'].text()}")
-    print(f"  git init + add -A + commit (fresh repo, same tree)  {g['commit scratch first'].text()}"
-          f"  -> memoryd/git {ratio(m['ensure first'].wall, g['commit scratch first'].wall)}")  # fmt: skip
-    print(f"  reset after the simulated first consolidation        {m['reset after consolidation'].text()}")
+    print(f"  {'ensure_layout':<38} {m['layout'].text()}")
+    print(f"  {f'sync (writes {r.n + 1} files)':<38} {m['sync first'].text()}")
+    print(f"  {'Baseline.ensure (first commit)':<38} {m['ensure first'].text()}")
+    print(f"  {'git init + add -A + commit (fresh)':<38} {g['commit scratch first'].text()}")
+    print(f"  -> memoryd/git {ratio(m['ensure first'].wall, g['commit scratch first'].wall)}")
+    print(f"  {'reset after a simulated consolidation':<38} {m['reset after consolidation'].text()}")
     idle_total = m["layout idle"].wall + m["ensure idle"].wall + m["sync idle"].wall + m["diff idle"].wall
     idle_total += m["validate idle"].wall
     print("(b) nothing changed")
@@ -555,8 +555,7 @@ def summary_table(results: list[SizeResult]) -> None:
             (f"{r.n}: 1 %: diff", fmt_s(m["diff 1%"].wall), f"{fmt_s(g['full diff 1%'].wall)} add -N + diff HEAD",
              ratio(m["diff 1%"].wall, g["full diff 1%"].wall)),
             (f"{r.n}: 1 %: render", fmt_s(m["render 1%"].wall), "", ""),
-            (f"{r.n}: 1 %: sync + diff + render", fmt_s(m["sync 1%"].wall + m["diff 1%"].wall + m["render 1%"].wall),
-             f"{fmt_s(g['status 1%'].wall)} status", ""),
+            (f"{r.n}: 1 %: sync + diff + render", fmt_s(m["sync 1%"].wall + m["diff 1%"].wall + m["render 1%"].wall), "", ""),
             (f"{r.n}: reset", fmt_s(m["reset"].wall), f"{fmt_s(g['commit scratch'].wall)} init+add+commit",
              ratio(m["reset"].wall, g["commit scratch"].wall)),
             (f"{r.n}: reset vs incremental commit", fmt_s(m["reset"].wall), f"{fmt_s(g['commit incremental'].wall)} add+commit",

@@ -52,6 +52,7 @@ from memoryd.extensions import (
     ensure_dirs,
     lstat_or_none,
     read_source,
+    real_chain,
     real_dir,
     redacted,
     remove_entry,
@@ -269,9 +270,10 @@ def _replace_copy(resources: Path, key: str, files: dict[str, bytes]) -> None:
             remove_entry(old)
 
 
-def _owned_copies(resources: Path) -> set[str]:
+def _owned_copies(memory_root: Path) -> set[str]:
     """Keys of the copies memoryd made: real folders holding a regular ``scope.json``."""
-    if not real_dir(resources):
+    resources = extension_dir(memory_root) / RESOURCES
+    if not real_chain(memory_root, EXTENSIONS_DIR, EXTENSION, RESOURCES):
         return set()
     owned = set()
     with os.scandir(resources) as it:
@@ -284,9 +286,10 @@ def _owned_copies(resources: Path) -> set[str]:
     return owned
 
 
-def _sweep_staging(resources: Path, clock: Clock) -> None:
+def _sweep_staging(memory_root: Path, clock: Clock) -> None:
     """Remove what an interrupted swap left behind (dot-prefixed, so never in the baseline)."""
-    if not real_dir(resources):
+    resources = extension_dir(memory_root) / RESOURCES
+    if not real_chain(memory_root, EXTENSIONS_DIR, EXTENSION, RESOURCES):
         return
     now = clock.now_ms()
     with os.scandir(resources) as it:
@@ -356,8 +359,8 @@ def sync_claude_import(settings: Settings, memory_root: Path, clock: Clock) -> I
     try:
         if not real_dir(memory_root):
             raise PathError(memory_root, "is not a real directory")
-        _sweep_staging(resources, clock)
-        owned = _owned_copies(resources)
+        _sweep_staging(memory_root, clock)
+        owned = _owned_copies(memory_root)
         allow = set(ext.claude_projects)
         keep: set[str] = set()
         for key, project_dir in projects:
@@ -377,7 +380,7 @@ def sync_claude_import(settings: Settings, memory_root: Path, clock: Clock) -> I
             remove_entry(resources / key)
             result.removed.append(key)
             log.info("claude import: removed the copy of %s (source gone or no longer allowed)", key)
-        if _owned_copies(resources) or lstat_or_none(ext_dir / INSTRUCTIONS) is not None:
+        if _owned_copies(memory_root) or lstat_or_none(ext_dir / INSTRUCTIONS) is not None:
             ensure_dirs(memory_root, EXTENSIONS_DIR, EXTENSION)
             wrote_instructions = sync_instructions(ext_dir, EXTENSION)
     except (OSError, MemorydError) as exc:

@@ -100,6 +100,18 @@ def real_dir(path: Path) -> bool:
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
+def real_chain(root: Path, *parts: str) -> bool:
+    """True when ``root`` and each ``root/parts[:i]`` are real directories (no link on the way)."""
+    current = root
+    if not real_dir(current):
+        return False
+    for part in parts:
+        current = current / part
+        if not real_dir(current):
+            return False
+    return True
+
+
 def ensure_dirs(root: Path, *parts: str) -> Path:
     """``root/parts...`` as real directories, creating missing ones; ``root`` itself must exist.
 
