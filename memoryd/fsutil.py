@@ -63,3 +63,23 @@ def read_regular(path: Path) -> bytes | None:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise PathError(path, "is not a regular file")
         return fh.read()
+
+
+def read_json_object(path: Path, error: type[Exception]) -> dict:
+    """A small JSON state file memoryd owns (e.g. the install manifest); ``{}`` when absent.
+
+    Anything unreadable raises ``error`` with a message that says how to recover, rather than
+    being silently replaced: these files record what memoryd may later remove.
+    """
+    import json
+
+    raw = read_regular(path)
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise error(f"{path}: not valid JSON ({exc}); fix or remove it") from exc
+    if not isinstance(data, dict):
+        raise error(f"{path}: unexpected content; fix or remove it")
+    return data

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from memoryd import __version__
 from memoryd.errors import MemorydError, PathError
-from memoryd.fsutil import atomic_write, read_regular, sha256
+from memoryd.fsutil import atomic_write, read_regular, sha256, read_json_object
 from memoryd.paths import HOME_ENV, Paths
 
 Platform = Literal["systemd", "launchd"]
@@ -337,16 +337,7 @@ class Service:
     # manifest ------------------------------------------------------------------------------
 
     def _load_manifest(self) -> dict:
-        raw = read_regular(self.paths.install_manifest)
-        if raw is None:
-            return {}
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ServiceError(f"{self.paths.install_manifest}: not valid JSON ({exc}); fix or remove it") from exc
-        if not isinstance(data, dict):
-            raise ServiceError(f"{self.paths.install_manifest}: unexpected content; fix or remove it")
-        return data
+        return read_json_object(self.paths.install_manifest, ServiceError)
 
     def _recorded(self) -> str | None:
         entry = self._load_manifest().get(MANIFEST_KEY, {}).get(self.platform, {})

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
-from memoryd.fsutil import atomic_write, read_regular, sha256
+from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.host.mcp_config import McpStep, install_mcp, uninstall_mcp
 from memoryd.paths import Paths
 
@@ -95,16 +95,7 @@ class Installer:
         self.config_dir = (config_dir or (Path(recorded) if recorded else None) or default_config_dir()).absolute()
 
     def _load(self) -> dict:
-        raw = read_regular(self.manifest_path)
-        if raw is None:
-            return {}
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise InstallError(f"{self.manifest_path}: not valid JSON ({exc}); fix or remove it") from exc
-        if not isinstance(data, dict):
-            raise InstallError(f"{self.manifest_path}: unexpected content; fix or remove it")
-        return data
+        return read_json_object(self.manifest_path, InstallError)
 
     def _recorded(self) -> dict[str, str]:
         entry = self._load().get(HOST, {})

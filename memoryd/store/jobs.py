@@ -225,18 +225,6 @@ class JobsMixin:
             )
             return True
 
-    def heartbeat_stage1(self, session_id: str, token: str) -> bool:
-        now = self._clock.now_ms()
-        with write_tx(self._conn) as c:
-            return (
-                c.execute(
-                    """UPDATE jobs SET lease_until = ? WHERE kind = ? AND job_key = ?
-                       AND status = 'running' AND ownership_token = ?""",
-                    (now + STAGE1_LEASE_MS, STAGE1, session_id, token),
-                ).rowcount
-                == 1
-            )
-
     def stage1_job(self, session_id: str) -> sqlite3.Row | None:
         return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)).fetchone()
 

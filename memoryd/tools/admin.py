@@ -151,6 +151,8 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         obj: Any = settings
         for part in key.split("."):
             obj = getattr(obj, part)
+        if hasattr(obj, "model_dump"):
+            obj = obj.model_dump()
         if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
             obj = "********"
         effective[key] = {"value": obj, "source": sources.get(key, "default")}

@@ -23,6 +23,10 @@ SAMPLES: dict[str, dict[str, str]] = {
     "agents/memoryd-consolidate.md": {},
     # Placeholder-free; seeded into the memory folder's extensions/ad_hoc/ by memoryd.
     "extensions/ad_hoc/instructions.md": {},
+    # Placeholder-free; written by memoryd.claude_import / memoryd.codex_exchange.
+    "extensions/external_agent_import/instructions.md": {},
+    "extensions/codex_import/instructions.md": {},
+    "extensions/codex_export/instructions.md": {},
     "consolidation.md": {
         "memory_root": r"/home/dev/.local/share/memoryd/memories $HOME \1",
         "diff_file": "phase2_workspace_diff.md",
