@@ -30,6 +30,7 @@ Not a test: nothing here is collected by pytest.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import dataclasses
 import gc
@@ -46,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memoryd.baseline import Baseline
+from memoryd.baseline import Baseline, _file_patch
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
-from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked, render_raw_memories
 
 NOW_MS = 1_800_000_000_000
 GIT = shutil.which("git")
@@ -249,18 +250,49 @@ def _bullets(rng: random.Random, chars: int) -> list[str]:
     return out
 
 
-def _raw_memory(rng: random.Random, proj: str) -> str:
-    lines = [f"Project {proj}:", *_bullets(rng, rng.randint(400, 1500))]
+GROUPS = ["testing", "build and CI", "database", "dependencies", "deployment", "frontend", "performance",
+          "debugging", "code review", "tooling"]  # fmt: skip
+OUTCOMES = ["success", "success", "success", "partial", "failed"]
+
+
+def _section(rng: random.Random, name: str, chars: int) -> list[str]:
+    return [name, *_bullets(rng, chars)]
+
+
+def _raw_memory(rng: random.Random, proj: str, task: str) -> str:
+    """The stage-1 ``raw_memory`` format (templates/stage_one_system.md): front matter, then tasks."""
+    budget = rng.randint(300, 1200)
+    lines = [
+        "---", f"description: {_sentence(rng, 8, 14)}", f"task: {task}", f"task_group: {rng.choice(GROUPS)}",
+        f"task_outcome: {rng.choice(OUTCOMES)}", f"cwd: /home/dev/src/{proj}",
+        "keywords: " + ", ".join(rng.sample(WORDS, 6)), "---",
+    ]  # fmt: skip
+    tasks = rng.choice([1, 1, 2])
+    for t in range(1, tasks + 1):
+        each = budget // (tasks * 5)
+        lines += ["", f"### Task {t}: {task if t == 1 else rng.choice(TASKS)}", f"outcome: {rng.choice(OUTCOMES)}"]
+        for name in ("preferences:", "steps:", "failures:", "knowledge:"):
+            lines += _section(rng, name, each)
+        lines += ["references:", *(f"- `{c}`" for c in rng.sample(COMMANDS, rng.randint(1, 3)))]
     return "\n".join(lines)
 
 
-def _summary(rng: random.Random, title: str) -> str:
-    target = rng.randint(1000, 3000)
-    parts = [f"# {title}", "", "## Context", "", _para(rng, target * 0.25), "", "## What happened", ""]
-    parts += _bullets(rng, target * 0.35)
-    parts += ["", "## Commands", "", "```sh", *rng.sample(COMMANDS, rng.randint(1, 4)), "```", ""]
-    parts += ["## Outcome", "", _para(rng, target * 0.2)]
-    return "\n".join(parts)
+def _summary(rng: random.Random, proj: str, task: str) -> str:
+    """The stage-1 ``rollout_summary`` format: title, project lines, one section per task."""
+    budget = rng.randint(500, 2000)
+    lines = [
+        f"# {task.capitalize()} in {proj}", "", f"Project: {proj}", f"Working directory: /home/dev/src/{proj}",
+        f"Context: {_sentence(rng)}",
+    ]  # fmt: skip
+    tasks = rng.choice([1, 1, 2])
+    for t in range(1, tasks + 1):
+        each = budget // (tasks * 5)
+        lines += ["", f"## Task {t}: {task if t == 1 else rng.choice(TASKS)}", "",
+                  f"Outcome: {rng.choice(OUTCOMES)} - {_sentence(rng)}"]  # fmt: skip
+        for name in ("Preference signals:", "Key steps:", "Failures and fixes:", "Reusable knowledge:"):
+            lines += ["", *_section(rng, name, each)]
+        lines += ["", "References:", *(f"{i}. `{c}`" for i, c in enumerate(rng.sample(COMMANDS, 3), 1))]
+    return "\n".join(lines)
 
 
 def make_outputs(n: int, seed: int = 1) -> list[Output]:
@@ -277,8 +309,8 @@ def make_outputs(n: int, seed: int = 1) -> list[Output]:
         outs.append(Output(
             session_id="ses_" + "".join(rng.choices(B62, k=26)),
             source_updated_at=updated,
-            raw_memory=_raw_memory(rng, proj),
-            rollout_summary=_summary(rng, title),
+            raw_memory=_raw_memory(rng, proj, task),
+            rollout_summary=_summary(rng, proj, task),
             rollout_slug=slug,
             cwd=f"/home/dev/src/{proj}",
             title=title,
@@ -302,7 +334,9 @@ def reextract(outs: list[Output], fraction: float, seed: int = 2) -> tuple[list[
         j = rng.randrange(len(summary))
         summary[j] = _sentence(rng)  # one line rewritten
         summary += ["", "## Follow-up", "", _para(rng, rng.randint(200, 600))]
-        raw = [*o.raw_memory.splitlines(), "- Correction: " + _sentence(rng)]
+        raw = o.raw_memory.splitlines()
+        at = raw.index("knowledge:") + 1  # a new durable fact from the new turn
+        raw.insert(at, "- Correction: " + _sentence(rng))
         new[i] = dataclasses.replace(
             o, source_updated_at=o.source_updated_at + rng.randint(1, 48) * HOUR,
             rollout_summary="\n".join(summary), raw_memory="\n".join(raw),
@@ -336,6 +370,8 @@ class SizeResult:
     m: dict[str, Timing] = field(default_factory=dict)  # memoryd operations
     g: dict[str, Timing] = field(default_factory=dict)  # git operations
     notes: list[str] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)
+    raw_lines: int = 0
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
@@ -395,7 +431,10 @@ def bench_size(n: int, base: Path, reps: int, profile: bool) -> SizeResult:
 
         # (a) first sync into an empty folder, then the first commit
         _, m["layout"] = timed(ws.ensure_layout)
-        first, m["sync first"] = timed(lambda: ws.sync(outs))
+        fsync_time = Timing()
+        with _timing_fsync(fsync_time):
+            first, m["sync first"] = timed(lambda: ws.sync(outs))
+        m["fsync first"] = fsync_time
         assert len(first.written) == n + 1, len(first.written)
         rebuilt, m["ensure first"] = timed(bl.ensure)
         assert rebuilt
@@ -427,16 +466,19 @@ def bench_size(n: int, base: Path, reps: int, profile: bool) -> SizeResult:
                 out, _ = git.run(*cmd, timing=g.setdefault(key, Timing()))
                 assert out == "", out[:300]
         if profile:
-            _profile(f"{n}: no-change ensure + sync + diff", lambda: (bl.ensure(), ws.sync(outs), bl.diff()))
+            res.profiles.append(_profile("no-change ensure + sync + diff", lambda: (bl.ensure(), ws.sync(outs), bl.diff())))
 
         # (c) ~1 % re-extracted
         changed_outs, res.changed = reextract(outs, 0.01, seed=n + 1)
         synced, m["sync 1%"] = timed(lambda: ws.sync(changed_outs))
         assert len(synced.removed) == res.changed and len(synced.written) == res.changed + 1
         diff, m["diff 1%"] = repeat(bl.diff, reps)
+        old_raw, new_raw = (render_raw_memories(o).encode() for o in (outs, changed_outs))
+        _, m["raw patch 1%"] = repeat(lambda: _file_patch(RAW_MEMORIES_FILE, 0o100644, old_raw, 0o100644, new_raw), reps)
+        res.raw_lines = old_raw.count(b"\n")
         rendered, m["render 1%"] = repeat(diff.render, reps)
         if profile:
-            _profile(f"{n}: 1 % diff", bl.diff)
+            res.profiles.append(_profile("1 % diff", bl.diff))
         for _ in range(reps):
             for key, cmd in (("status 1%", ("status", "--porcelain")), ("stat 1%", ("diff", "HEAD", "--stat")),
                              ("diff 1%", ("diff", "HEAD"))):  # fmt: skip
@@ -478,7 +520,29 @@ def bench_size(n: int, base: Path, reps: int, profile: bool) -> SizeResult:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _profile(label: str, fn: Callable[[], Any]) -> None:
+@contextlib.contextmanager
+def _timing_fsync(acc: Timing) -> Iterator[None]:
+    """Accumulate the wall time spent inside os.fsync (memoryd's atomic_write syncs every file)."""
+    real = os.fsync
+    spent = [0.0, 0]
+
+    def fsync(fd: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            real(fd)
+        finally:
+            spent[0] += time.perf_counter() - t0
+            spent[1] += 1
+
+    os.fsync = fsync  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os.fsync = real
+        acc.add(spent[0], float(spent[1]))  # "cpu" holds the call count here
+
+
+def _profile(label: str, fn: Callable[[], Any]) -> str:
     prof = cProfile.Profile()
     prof.enable()
     fn()
@@ -486,7 +550,7 @@ def _profile(label: str, fn: Callable[[], Any]) -> None:
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(18)
     text = re.sub(r"\n\s*\n+", "\n", buf.getvalue()).strip()
-    print(f"\n-- cProfile: {label} --\n{text}\n")
+    return f"-- cProfile: {label} (profiling inflates everything) --\n{text}"
 
 
 # =============================================================================================
@@ -500,6 +564,8 @@ def report_size(r: SizeResult) -> None:
     print("(a) first sync into an empty folder + first commit")
     print(f"  {'ensure_layout':<38} {m['layout'].text()}")
     print(f"  {f'sync (writes {r.n + 1} files)':<38} {m['sync first'].text()}")
+    print(f"  {'  of which inside fsync':<38} {fmt_s(m['fsync first'].wall)} ({int(m['fsync first'].cpu)} calls, "
+          f"{fmt_s(m['fsync first'].wall / max(1, m['fsync first'].cpu))} each)")
     print(f"  {'Baseline.ensure (first commit)':<38} {m['ensure first'].text()}")
     print(f"  {'git init + add -A + commit (fresh)':<38} {g['commit scratch first'].text()}")
     print(f"  -> memoryd/git {ratio(m['ensure first'].wall, g['commit scratch first'].wall)}")
@@ -520,6 +586,7 @@ def report_size(r: SizeResult) -> None:
     print("(c) ~1 % changed")
     print(f"  sync                                   {m['sync 1%'].text()}")
     print(f"  diff                                   {m['diff 1%'].text()}")
+    print(f"    of which the raw_memories.md patch   {m['raw patch 1%'].text()} (difflib over {r.raw_lines} lines)")
     print(f"  render                                 {m['render 1%'].text()}")
     for key, label in (("status 1%", "git status --porcelain"), ("stat 1%", "git diff HEAD --stat"),
                        ("diff 1%", "git diff HEAD (tracked files only)"),
@@ -535,6 +602,8 @@ def report_size(r: SizeResult) -> None:
     print(f"  git init + add -A + commit (scratch)   {g['commit scratch'].text()}")
     print(f"  -> reset / git from scratch {ratio(m['reset'].wall, g['commit scratch'].wall)}; "
           f"reset / git incremental {ratio(m['reset'].wall, g['commit incremental'].wall)}")
+    for text in r.profiles:
+        print(f"\n{text}")
 
 
 def summary_table(results: list[SizeResult]) -> None:

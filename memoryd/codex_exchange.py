@@ -240,6 +240,6 @@ def export_codex(settings: Settings, memory_root: Path) -> bool:
             log.info("codex export skipped: %s does not exist (memoryd never creates it)", codex_root)
             return False
         return _export(codex_root, memory_root)
-    except Exception as exc:  # the export is a courtesy: it must never fail a finished run
+    except Exception as exc:  # noqa: BLE001 - the export is a courtesy; it must never fail a finished run
         log.warning("codex export failed: %s", exc)
         return False

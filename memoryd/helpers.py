@@ -20,6 +20,10 @@ from memoryd.store import CallUsage
 
 log = logging.getLogger(__name__)
 
+# opencode adds these whenever an MCP server is configured, whatever the agent's permissions say;
+# memoryd's helpers must not browse other servers' resources, so every helper prompt removes them.
+UNGOVERNED_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
+
 
 async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> None:
     """Fail clearly unless opencode knows ``name`` for sessions in ``directory``."""

@@ -37,7 +37,7 @@ from memoryd.errors import (
     MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import ensure_agent, helper_session, model_name, usage_of
+from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, model_name, usage_of
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.paths import Paths
@@ -354,6 +354,7 @@ class Phase1:
                     model=model,
                     system=self._system_prompt,
                     json_schema=prompts.EXTRACTION_SCHEMA,
+                    disable_tools=UNGOVERNED_TOOLS,
                     timeout=self.settings.host.prompt_timeout_s,
                 )
             except ModelCallError:

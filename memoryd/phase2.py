@@ -24,9 +24,11 @@ from pathlib import Path
 from memoryd import prompts
 from memoryd.baseline import Baseline
 from memoryd.budget import Budget, BudgetWait
+from memoryd.claude_import import sync_claude_import
 from memoryd.clock import Clock
+from memoryd.codex_exchange import export_codex, import_codex
 from memoryd.errors import HostError, MemorydError, ModelCallError
-from memoryd.helpers import ensure_agent, helper_session, session_usage
+from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.readpath import summary_token_budget
@@ -157,11 +159,17 @@ class Phase2:
         watermark = max((wm for _, wm in consumed), default=0)
         ws.sync(selected)
         ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        # Imports land before the diff so the consolidator sees them as changes (and removals as D).
+        imported = sync_claude_import(self.settings, self.paths.memories, self.clock)
+        if imported.skipped:
+            log.info("Claude memory import skipped: %s", imported.skipped)
+        import_codex(self.settings, self.paths.memories)
         diff = baseline.diff()
         problems = ws.validate()
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
+            export_codex(self.settings, self.paths.memories)
             return Phase2Result("no_changes", consumed=len(consumed))
         if not selected and not ws.has_user_content():
             # Nothing to consolidate (fresh install, or everything forgotten and no notes): no model call.
@@ -186,6 +194,7 @@ class Phase2:
             raise OwnershipLost()
         baseline.reset()
         self._finish(token, consumed, consolidated=True, watermark=watermark)
+        export_codex(self.settings, self.paths.memories)
         return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
 
     def _finish(self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int) -> None:
@@ -232,6 +241,7 @@ class Phase2:
                     directory=root,
                     text=text,
                     agent=CONSOLIDATE_AGENT,
+                    disable_tools=UNGOVERNED_TOOLS,
                     model=model,
                     timeout=self.settings.host.prompt_timeout_s,
                 )

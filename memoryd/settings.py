@@ -92,11 +92,12 @@ class ExtensionsSettings(BaseModel):
     def _project_keys(cls, v: Any) -> list[str]:
         items = v.split(",") if isinstance(v, str) else v
         if not isinstance(items, list | tuple):
-            raise ValueError("must be a list of project keys (or a comma-separated string)")
+            # ValueError, not TypeError: pydantic turns only the former into a validation error.
+            raise ValueError("must be a list of project keys (or a comma-separated string)")  # noqa: TRY004
         keys: list[str] = []
         for item in items:
             if not isinstance(item, str):
-                raise ValueError(f"project keys must be strings (got {item!r})")
+                raise ValueError(f"project keys must be strings (got {item!r})")  # noqa: TRY004
             key = item.strip()
             if not key:
                 continue

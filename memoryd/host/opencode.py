@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Sequence
 from urllib.parse import quote
 
 import anyio
@@ -375,6 +375,7 @@ class OpencodeClient:
         model: str | None = None,
         system: str | None = None,
         json_schema: dict[str, Any] | None = None,
+        disable_tools: Sequence[str] = (),
         timeout: float = 900.0,
     ) -> PromptResult:
         """Run one synchronous turn (``POST /session/{id}/message``) and return its last message.
@@ -391,6 +392,10 @@ class OpencodeClient:
             body["system"] = system
         if json_schema is not None:
             body["format"] = {"type": "json_schema", "schema": json_schema}
+        if disable_tools:
+            # Some tools (MCP resource browsing) are not governed by agent permissions in
+            # opencode 1.18; the per-prompt tools map still removes them.
+            body["tools"] = {name: False for name in disable_tools}
         path = f"/session/{_sid(session_id)}/message"
         what = f"prompt in session {session_id}"
         try:

@@ -50,6 +50,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
     assert body["format"]["type"] == "json_schema"
     assert set(body["format"]["schema"]["required"]) == {"raw_memory", "rollout_summary", "rollout_slug"}
     assert "BEGIN SESSION TRANSCRIPT" in body["parts"][0]["text"] and body["system"]
+    assert body["tools"] == {"list_mcp_resources": False, "list_mcp_resource_templates": False, "read_mcp_resource": False}
     out = store.output("ses_old0aaaaaa")
     assert out.rollout_slug == "fixed_the_build" and out.cwd == "/work/proj" and out.title == "session 0"
     totals = store.token_totals()["phase1"]
