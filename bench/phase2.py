@@ -42,6 +42,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -128,11 +129,17 @@ def timed(fn: Callable[[], Any], timing: Timing | None = None) -> tuple[Any, Tim
     return result, timing
 
 
-def repeat(fn: Callable[[], Any], reps: int) -> tuple[Any, Timing]:
+REPEAT_BUDGET_S = 10.0
+
+
+def repeat(fn: Callable[[], Any], reps: int, budget_s: float = REPEAT_BUDGET_S) -> tuple[Any, Timing]:
+    """Up to ``reps`` runs (fewer once ``budget_s`` is spent, so a slow step is not run five times)."""
     timing = Timing()
     result = None
     for _ in range(reps):
         result, _ = timed(fn, timing)
+        if sum(timing.walls) > budget_s:
+            break
     return result, timing
 
 
@@ -651,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=None, help="parent of the temp folders (default: the system temp dir)")
     ap.add_argument("--profile", action="store_true", help="also print cProfile of the no-change and 1 %% diffs")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on kill, too
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     base = args.dir or Path(tempfile.gettempdir())
     git_version = subprocess.run([GIT or "git", "--version"], capture_output=True, text=True).stdout.strip()

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 30.0
-IDLE_TIMEOUT_S = 45.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
+IDLE_TIMEOUT_S = 45.0
+PROBE_TIMEOUT_S = 3.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
 
 
 @dataclass
@@ -93,6 +94,11 @@ class EventFollower:
     async def _follow(self) -> None:
         timeout = httpx.Timeout(10.0, read=IDLE_TIMEOUT_S)
         async with httpx.AsyncClient(auth=self.auth, timeout=timeout, transport=self.transport) as client:
+            # A server that is still starting accepts connections but never answers them; a short
+            # health probe finds that out in seconds instead of a whole stream read timeout.
+            probe = await client.get(f"{self.url}/global/health", timeout=PROBE_TIMEOUT_S)
+            if probe.status_code != 200:
+                raise httpx.HTTPStatusError(f"HTTP {probe.status_code}", request=probe.request, response=probe)
             async with client.stream("GET", f"{self.url}/global/event") as resp:
                 if resp.status_code != 200:
                     raise httpx.HTTPStatusError(f"HTTP {resp.status_code}", request=resp.request, response=resp)

@@ -34,6 +34,7 @@ from memoryd.errors import (
     ExtractionInvalid,
     HostError,
     HostNotFound,
+    HostUnreachable,
     MemorydError,
     ModelCallError,
 )
@@ -314,6 +315,11 @@ class Phase1:
         except HostNotFound:
             self.store.delete_session_memory(sid)
             report.forgotten += 1
+        except HostUnreachable as exc:
+            # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
+            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+            report.released += 1
+            report.waiting = str(exc)
         except MemorydError as exc:
             self._fail(sid, claim.token, exc, report)
         except Exception as exc:  # a bug must fail the job, not the pass

@@ -35,6 +35,7 @@ def phase2_line(result: Phase2Result) -> str:
         "skipped_backoff": "backing off after a failed consolidation",
         "skipped_disabled": "generate_memories is off",
         "skipped_budget": f"waiting: {result.detail}",
+        "skipped_host": f"opencode went away; will retry: {result.detail}",
         "failed": f"failed: {result.detail}",
         "heartbeat_lost": f"aborted: {result.detail}",
     }.get(result.status, result.status)

@@ -37,14 +37,14 @@ def start_daemon(env: dict[str, str], *extra: str) -> Daemon:
     return proc
 
 
-def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_for(pred: Callable[[], Any], timeout: float, what: str, log: Callable[[], str] = lambda: "") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log()[-3000:]}")
 
 
 def output_ids(home: Path) -> set[str]:
@@ -99,16 +99,16 @@ def test_event_stream_extracts_within_seconds_and_survives_restart(sandbox: Open
         sid = d.create_session("event driven", directory=sandbox.project_dir)["id"]
         t0 = time.monotonic()
         d.say(sid, "We agreed to pin Node 20 LTS in .nvmrc for every service.", directory=sandbox.project_dir)
-        wait_for(lambda: sid in output_ids(sandbox.memoryd_home), 20, "extraction through the event stream")
+        wait_for(lambda: sid in output_ids(sandbox.memoryd_home), 20, "extraction through the event stream", daemon.output)
         assert time.monotonic() - t0 < 20
 
         sandbox.restart()  # kill and restart opencode: the daemon must reconnect and carry on
         wait_for(lambda: status(env)["daemon"]["events"]["reconnects"] >= 1
-                 and status(env)["daemon"]["events"]["state"] == "connected", 45, "the event stream to reconnect")
+                 and status(env)["daemon"]["events"]["state"] == "connected", 45, "the event stream to reconnect", daemon.output)
         d = sandbox.driver  # the old driver's connection died with the old server
         sid2 = d.create_session("after restart", directory=sandbox.project_dir)["id"]
         d.say(sid2, "The staging database moved to port 5433 after the migration.", directory=sandbox.project_dir)
-        wait_for(lambda: sid2 in output_ids(sandbox.memoryd_home), 30, "extraction after the restart")
+        wait_for(lambda: sid2 in output_ids(sandbox.memoryd_home), 30, "extraction after the restart", daemon.output)
         assert daemon.poll() is None
     finally:
         daemon.send_signal(signal.SIGTERM)

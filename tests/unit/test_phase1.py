@@ -261,3 +261,16 @@ async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) 
     again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
     assert host.prompts == [] and again.claimed == 0 and "daily token budget" in again.waiting
     assert store.stage1_counts()["failed"] == 0
+
+
+async def test_host_going_away_releases_without_burning_retries(store, host, paths, clock) -> None:
+    import httpx
+
+    def gone(body):
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    host.reply = gone
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
+    job = store.stage1_job("ses_old0aaaaaa")
+    assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
