@@ -57,6 +57,11 @@ from memoryd.status import DAEMON, LAST_PASS
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SLEEP_SRC = "import time; time.sleep({seconds})"
 ASYNCIO_SRC = "import asyncio\nasync def main():\n    await asyncio.Event().wait()\nasyncio.run(main())\n"
+# Context, not a baseline: the daemon's imports (and the tokenizer table a pass loads), then idle.
+IMPORTS_SRC = (
+    "import memoryd.cli, memoryd.daemon, memoryd.passes, memoryd.phase1, memoryd.phase2, memoryd.tokens, time\n"
+    "memoryd.tokens.encoding()\ntime.sleep({seconds})\n"
+)
 
 SESSIONS = [
     ("package manager for billing-api", [
@@ -243,6 +248,7 @@ class Sample:
     main_ctx: int  # voluntary + involuntary switches of the main thread (/proc/<pid>/status)
     per_thread: dict[int, tuple[str, int]]  # tid -> (comm, voluntary + involuntary switches)
     io: dict[str, int]
+    sched_ns: dict[int, int]  # tid -> nanoseconds on a CPU (/proc/<pid>/task/<tid>/schedstat)
 
 
 def _status_fields(path: str) -> dict[str, str]:
@@ -260,9 +266,12 @@ def sample(pid: int) -> Sample | None:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         per_thread: dict[int, tuple[str, int]] = {}
+        sched_ns: dict[int, int] = {}
         for tid in os.listdir(f"/proc/{pid}/task"):
             try:
                 ts = _status_fields(f"/proc/{pid}/task/{tid}/status")
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    sched_ns[int(tid)] = int(fh.read().split()[0])
             except FileNotFoundError:
                 continue  # the thread ended between listdir and open
             per_thread[int(tid)] = (ts["Name"], int(ts["voluntary_ctxt_switches"]) + int(ts["nonvoluntary_ctxt_switches"]))
@@ -284,6 +293,7 @@ def sample(pid: int) -> Sample | None:
         main_ctx=int(st["voluntary_ctxt_switches"]) + int(st["nonvoluntary_ctxt_switches"]),
         per_thread=per_thread,
         io=io,
+        sched_ns=sched_ns,
     )
 
 
@@ -293,7 +303,8 @@ class Figures:
     seconds: float
     rss_kb: list[int]
     threads: list[int]
-    cpu_s: float
+    cpu_s: float  # utime + stime, in clock ticks
+    sched_s: float  # the same from schedstat, nanosecond resolution
     wakeups: int  # all threads
     main_wakeups: int
     per_thread: list[tuple[int, str, int]]  # (tid, comm, switches in the window)
@@ -311,7 +322,7 @@ class Figures:
 
     @property
     def cpu_pct(self) -> float:
-        return 100 * self.cpu_s / self.seconds
+        return 100 * self.sched_s / self.seconds
 
     def per_min(self, key: str) -> float:
         return self.io.get(key, 0) * 60 / self.seconds
@@ -323,17 +334,22 @@ def figures(name: str, samples: list[Sample]) -> Figures:
     # Per thread: count from its first sighting (0 if it appeared during the window) to its last.
     seen_first: dict[int, int] = {}
     seen_last: dict[int, tuple[str, int]] = {}
+    ns_first: dict[int, int] = {}
+    ns_last: dict[int, int] = {}
     for i, s in enumerate(samples):
         for tid, (comm, n) in s.per_thread.items():
             if tid not in seen_first:
                 seen_first[tid] = n if i == 0 else 0
+                ns_first[tid] = s.sched_ns.get(tid, 0) if i == 0 else 0
             seen_last[tid] = (comm, n)
+            ns_last[tid] = s.sched_ns.get(tid, ns_last.get(tid, 0))
     per_thread = sorted(((tid, comm, n - seen_first[tid]) for tid, (comm, n) in seen_last.items()),
                         key=lambda x: -x[2])  # fmt: skip
     io = {k: last.io.get(k, 0) - first.io.get(k, 0) for k in last.io}
     return Figures(
         name=name, seconds=seconds, rss_kb=[s.rss_kb for s in samples], threads=[s.threads for s in samples],
-        cpu_s=last.cpu_s - first.cpu_s, wakeups=sum(n for _, _, n in per_thread),
+        cpu_s=last.cpu_s - first.cpu_s, sched_s=sum(ns_last[t] - ns_first[t] for t in ns_last) / 1e9,
+        wakeups=sum(n for _, _, n in per_thread),
         main_wakeups=last.main_ctx - first.main_ctx, per_thread=per_thread, io=io,
     )  # fmt: skip
 
@@ -452,22 +468,23 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         procs.append(sleeper)
         looper = subprocess.Popen([sys.executable, "-c", ASYNCIO_SRC], start_new_session=True)
         procs.append(looper)
+        importer = subprocess.Popen([sys.executable, "-c", IMPORTS_SRC.format(seconds=total)], cwd=REPO,
+                                    start_new_session=True)  # fmt: skip
+        procs.append(importer)
 
         def ready() -> bool:
-            last, d = kv(db, LAST_PASS), kv(db, DAEMON)
-            return bool(
-                last and last.get("at", 0) >= launch_ms and d and d.get("running")
-                and (d.get("events") or {}).get("state") == "connected"
-            )  # fmt: skip
+            # The start-up pass has recorded its result and the event stream has been opened.
+            last = kv(db, LAST_PASS)
+            streaming = any(p == "/global/event" for _, _, p in proxy.requests_between(t_launch, time.monotonic()))
+            return bool(last and last.get("at", 0) >= launch_ms and streaming)
 
         wait_for(ready, 120, "the start-up pass and the event stream", daemon)
         out.setup["ready_s"] = time.monotonic() - t_launch
-        out.setup["daemon_state"] = kv(db, DAEMON)
         out.setup["last_pass"] = kv(db, LAST_PASS)
         time.sleep(warmup)
 
-        pids = {"memoryd daemon": daemon.pid, "python time.sleep": sleeper.pid,
-                "python asyncio Event": looper.pid, "opencode serve": box.pid}  # fmt: skip
+        pids = {"memoryd daemon": daemon.pid, "python time.sleep": sleeper.pid, "python asyncio Event": looper.pid,
+                "python importing memoryd (context)": importer.pid, "opencode serve (context)": box.pid}  # fmt: skip
         series: dict[str, list[Sample]] = {k: [] for k in pids}
         t0 = time.monotonic()
         mock_at_window = len(mock.requests)
@@ -487,8 +504,10 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         out.window_bytes_back = proxy.bytes_between(t0, t1)
         out.proxy_connections = proxy.connections
         out.figs = [figures(name, s) for name, s in series.items()]
+        out.setup["daemon_state"] = kv(db, DAEMON)
 
-        stoppable = {"memoryd daemon": daemon, "python time.sleep": sleeper, "python asyncio Event": looper}
+        stoppable = {"memoryd daemon": daemon, "python time.sleep": sleeper, "python asyncio Event": looper,
+                     "python importing memoryd (context)": importer}  # fmt: skip
         for fig in out.figs:
             if fig.name in stoppable:
                 fig.exit_s, fig.exit_code = stop_process(stoppable[fig.name])
@@ -530,6 +549,10 @@ def report(r: Run) -> None:
           f"launch; start-up pass: {p1.get('discovered', '?')} sessions seen, {p1.get('claimed', '?')} claimed, "
           f"phase 2 {((last.get('phase2') or {}).get('status'))}; {r.startup_model} model requests, "
           f"{len(r.startup_requests)} HTTP requests to opencode: {dict(Counter(r.startup_requests))}")  # fmt: skip
+    ds = s.get("daemon_state") or {}
+    ev = ds.get("events") or {}
+    print(f"daemon's own record after the window: event stream {ev.get('state')}, {ev.get('events_seen')} events "
+          f"seen, {ev.get('reconnects')} reconnects, next pass {ds.get('next_pass')}")  # fmt: skip
     d = next(f for f in r.figs if f.name == "memoryd daemon")
     print(f"\n== idle window: {d.seconds:.0f} s, sampled every second ==")
     for f in r.figs:
@@ -540,8 +563,8 @@ def report(r: Run) -> None:
         print(f"  RSS {fmt_mb(statistics.median(f.rss_kb))} median (min {fmt_mb(min(f.rss_kb))}, "
               f"max {fmt_mb(max(f.rss_kb))}, end - start {f.rss_kb[-1] - f.rss_kb[0]:+d} KB)")  # fmt: skip
         print(f"  wake-ups {f.wakeups_per_s:.2f}/s over all threads ({f.wakeups} context switches; "
-              f"main thread {f.main_per_s:.2f}/s); CPU {fmt_s(f.cpu_s)} = {f.cpu_pct:.3f} % of one core "
-              f"(tick = {fmt_s(1 / CLK_TCK)})")  # fmt: skip
+              f"main thread {f.main_per_s:.2f}/s); CPU {fmt_s(f.sched_s)} (schedstat) = {f.cpu_pct:.3f} % of one "
+              f"core; /proc/<pid>/stat utime+stime {fmt_s(f.cpu_s)} ({fmt_s(1 / CLK_TCK)} ticks)")  # fmt: skip
         if f.io:
             print(f"  I/O per minute: {f.per_min('syscw'):.0f} write calls, {f.per_min('wchar') / 1024:.1f} KB written "
                   f"({f.per_min('write_bytes') / 1024:.1f} KB to disk), {f.per_min('syscr'):.0f} read calls")  # fmt: skip
@@ -557,26 +580,30 @@ def report(r: Run) -> None:
 def summary_table(r: Run) -> None:
     by = {f.name: f for f in r.figs}
     d, sl, aio = by["memoryd daemon"], by["python time.sleep"], by["python asyncio Event"]
+    imp = by["python importing memoryd (context)"]
     rows: list[tuple[str, ...]] = []
 
     def row(label: str, fn: Any, fmt: Any, *, ratios: bool = True) -> None:
         a, b, c = fn(d), fn(sl), fn(aio)
-        rows.append((label, fmt(a), fmt(b), fmt(c), ratio(a, b) if ratios else "", ratio(a, c) if ratios else ""))
+        rows.append((label, fmt(a), fmt(b), fmt(c), ratio(a, b) if ratios else "", ratio(a, c) if ratios else "",
+                     fmt(fn(imp))))  # fmt: skip
 
     row("RSS (median)", lambda f: statistics.median(f.rss_kb), fmt_mb)
     row("RSS growth over the window", lambda f: f.rss_kb[-1] - f.rss_kb[0], lambda v: f"{v:+d} KB", ratios=False)
     row("threads", lambda f: f.threads[-1], str)
     row("wake-ups/s (all threads)", lambda f: f.wakeups_per_s, lambda v: f"{v:.2f}")
     row("wake-ups/s (main thread)", lambda f: f.main_per_s, lambda v: f"{v:.2f}")
-    row("CPU time in the window", lambda f: f.cpu_s, fmt_s)
+    row("CPU time in the window (schedstat)", lambda f: f.sched_s, fmt_s)
+    row("CPU time (stat utime+stime)", lambda f: f.cpu_s, fmt_s)
     row("CPU % of one core", lambda f: f.cpu_pct, lambda v: f"{v:.3f} %")
     row("write syscalls/min", lambda f: f.per_min("syscw"), lambda v: f"{v:.0f}")
     row("KB written to disk/min", lambda f: f.per_min("write_bytes") / 1024, lambda v: f"{v:.1f}")
     row("SIGTERM -> exit", lambda f: f.exit_s or 0.0, fmt_s)
-    rows.append(("exit code", str(d.exit_code), str(sl.exit_code), str(aio.exit_code), "", ""))
-    rows.append(("model requests in the window", str(r.window_model), "", "", "", ""))
-    rows.append(("HTTP requests to opencode in the window", str(len(r.window_requests)), "", "", "", ""))
-    header = ("measure", "memoryd daemon", "time.sleep", "asyncio Event", "vs sleep", "vs asyncio")
+    rows.append(("exit code", str(d.exit_code), str(sl.exit_code), str(aio.exit_code), "", "", str(imp.exit_code)))
+    rows.append(("model requests in the window", str(r.window_model), "", "", "", "", ""))
+    rows.append(("HTTP requests to opencode in the window", str(len(r.window_requests)), "", "", "", "", ""))
+    header = ("measure", "memoryd daemon", "time.sleep", "asyncio Event", "vs sleep", "vs asyncio",
+              "imports only (context)")
     w = [max(len(x[i]) for x in [*rows, header]) for i in range(len(header))]
     print(f"\n== Summary ({d.seconds:.0f} s idle) ==")
     print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
@@ -584,7 +611,8 @@ def summary_table(r: Run) -> None:
     for x in rows:
         print(" " + " | ".join(c.ljust(w[i]) for i, c in enumerate(x)).rstrip())
     print("baselines: the same interpreter idling in time.sleep / an asyncio loop awaiting an Event, same window; "
-          "their exit code -15 = killed by SIGTERM (no handler)")  # fmt: skip
+          "their exit code -15 = killed by SIGTERM (no handler); imports only = memoryd's modules and tokenizer "
+          "table loaded, then time.sleep")  # fmt: skip
 
 
 def machine() -> str:

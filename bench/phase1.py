@@ -72,7 +72,7 @@ FAKE_URL = "http://opencode.test"
 PAGE_SIZE = 500  # OpencodeClient.list_sessions default
 MSG_PAGE = 200  # OpencodeClient.messages default
 
-# The plugin's figures (/work/shared/reference/ts-plugin-measured.md, 20 sessions, 74 turns).
+# The plugin's figures (shared reference notes ts-plugin-measured.md, 20 sessions, 74 turns).
 PLUGIN_BYTES_PER_EXTRACTION = 34.6e3
 PLUGIN_TOKENS_PER_EXTRACTION = 8.6e3
 PLUGIN_TRIGGER_TO_OUTPUTS = (14.1, 14.6)

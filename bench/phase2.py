@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +58,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memoryd.baseline import Baseline, _file_patch
+import memoryd.baseline as baseline_mod
+from memoryd.baseline import Baseline
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
-from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked, render_raw_memories
+from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
 
 NOW_MS = 1_800_000_000_000
 GIT = shutil.which("git")
@@ -379,6 +381,7 @@ class SizeResult:
     notes: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)
     raw_lines: int = 0
+    patch_split: tuple[float, float] = (0.0, 0.0)  # seconds per diff in _file_patch: raw_memories.md, the rest
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
@@ -479,10 +482,13 @@ def bench_size(n: int, base: Path, reps: int, profile: bool) -> SizeResult:
         changed_outs, res.changed = reextract(outs, 0.01, seed=n + 1)
         synced, m["sync 1%"] = timed(lambda: ws.sync(changed_outs))
         assert len(synced.removed) == res.changed and len(synced.written) == res.changed + 1
-        diff, m["diff 1%"] = repeat(bl.diff, reps)
-        old_raw, new_raw = (render_raw_memories(o).encode() for o in (outs, changed_outs))
-        _, m["raw patch 1%"] = repeat(lambda: _file_patch(RAW_MEMORIES_FILE, 0o100644, old_raw, 0o100644, new_raw), reps)
-        res.raw_lines = old_raw.count(b"\n")
+        per_path: dict[str, float] = defaultdict(float)
+        with _timing_patches(per_path):
+            diff, m["diff 1%"] = repeat(bl.diff, reps)
+        runs = len(m["diff 1%"].walls)
+        res.patch_split = (per_path[RAW_MEMORIES_FILE] / runs,
+                           sum(v for k, v in per_path.items() if k != RAW_MEMORIES_FILE) / runs)  # fmt: skip
+        res.raw_lines = (root / RAW_MEMORIES_FILE).read_bytes().count(b"\n")
         rendered, m["render 1%"] = repeat(diff.render, reps)
         if profile:
             res.profiles.append(_profile("1 % diff", bl.diff))
@@ -549,6 +555,25 @@ def _timing_fsync(acc: Timing) -> Iterator[None]:
         acc.add(spent[0], float(spent[1]))  # "cpu" holds the call count here
 
 
+@contextlib.contextmanager
+def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
+    """Accumulate the time memoryd.baseline spends rendering each file's patch (difflib), by path."""
+    real = baseline_mod._file_patch
+
+    def file_patch(path: str, *args: Any) -> str:
+        t0 = time.perf_counter()
+        try:
+            return real(path, *args)
+        finally:
+            acc[path] += time.perf_counter() - t0
+
+    baseline_mod._file_patch = file_patch  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        baseline_mod._file_patch = real
+
+
 def _profile(label: str, fn: Callable[[], Any]) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -593,7 +618,9 @@ def report_size(r: SizeResult) -> None:
     print("(c) ~1 % changed")
     print(f"  sync                                   {m['sync 1%'].text()}")
     print(f"  diff                                   {m['diff 1%'].text()}")
-    print(f"    of which the raw_memories.md patch   {m['raw patch 1%'].text()} (difflib over {r.raw_lines} lines)")
+    raw_s, rest_s = r.patch_split
+    print(f"    of which patch text: raw_memories.md {fmt_s(raw_s)} (difflib over {r.raw_lines} lines), "
+          f"the other {2 * r.changed} files {fmt_s(rest_s)}; walk + read + hash the rest")
     print(f"  render                                 {m['render 1%'].text()}")
     for key, label in (("status 1%", "git status --porcelain"), ("stat 1%", "git diff HEAD --stat"),
                        ("diff 1%", "git diff HEAD (tracked files only)"),

@@ -60,7 +60,7 @@ class FakeOpencode:
     # -- building state ---------------------------------------------------------------------
 
     def add_session(
-        self, sid: str, *, updated: int, title: str = "a session", directory: str = "/work/proj",
+        self, sid: str, *, updated: int, title: str = "a session", directory: str = "/srv/proj",
         parent: str | None = None, turns: list[tuple[str, str]] | None = None, metadata: dict | None = None,
     ) -> dict[str, Any]:
         s = {

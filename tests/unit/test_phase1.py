@@ -52,7 +52,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
     assert "BEGIN SESSION TRANSCRIPT" in body["parts"][0]["text"] and body["system"]
     assert body["tools"] == {"list_mcp_resources": False, "list_mcp_resource_templates": False, "read_mcp_resource": False}
     out = store.output("ses_old0aaaaaa")
-    assert out.rollout_slug == "fixed_the_build" and out.cwd == "/work/proj" and out.title == "session 0"
+    assert out.rollout_slug == "fixed_the_build" and out.cwd == "/srv/proj" and out.title == "session 0"
     totals = store.token_totals()["phase1"]
     assert totals["calls"] == 3 and totals["input"] == 3 * 1200 and totals["output"] == 3 * 150
 

@@ -146,7 +146,7 @@ CLEAN = [
     "f(token=token, password=self.password)",
     "def login(password: str, token: Optional[str] = None) -> None:",
     "interface Creds { password: string; token?: string }",
-    "PWD=/work/main",
+    "PWD=/srv/app",
     "private_key: ~/.ssh/id_ed25519",
     "if token == expected:",
     "for token in tokens:",

@@ -232,7 +232,7 @@ def golden_pair() -> list[Output]:
             raw="  ---\ntask: migrate the build\n---\n- uses `uv` for installs\n\n",
             summary="Moved the build to uv.",
             slug="Migrate build",
-            cwd="/work/zulu",
+            cwd="/srv/zulu",
             title="Migrate\nthe build",
             usage=4,
             last_usage=T0,
