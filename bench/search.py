@@ -18,7 +18,7 @@ Run from the repo root::
 
     .venv/bin/python bench/search.py [--sizes 5,50] [--runs N] [--seed N] [--keep]
 
-The defaults (5 and 50 MB, 20 runs) take ~5–6 minutes on 2 CPUs, nearly all of it plain search
+The defaults (5 and 50 MB, 20 runs) take ~5 minutes on 2 CPUs, nearly all of it plain search
 at 50 MB (~9 s per round of ten queries); ``--runs 8`` takes ~2¼ minutes.
 
 Not a test: nothing here is collected by pytest. (It replaces the opt-in
