@@ -574,7 +574,7 @@ def report(r: Run) -> None:
     print(f"model requests during the window: {r.window_model} (must be 0); HTTP requests to opencode during the "
           f"window: {len(r.window_requests)} {dict(Counter(r.window_requests)) or ''}; bytes from opencode: "
           f"{r.window_bytes_back} (event-stream heartbeats); proxy connections opened in total: {r.proxy_connections}")  # fmt: skip
-    print(f"daemon log (last lines):\n  " + "\n  ".join(r.daemon_log_tail.splitlines()))
+    print("daemon log (last lines):\n  " + "\n  ".join(r.daemon_log_tail.splitlines()))
 
 
 def summary_table(r: Run) -> None:

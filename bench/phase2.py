@@ -282,7 +282,8 @@ def _raw_memory(rng: random.Random, proj: str, task: str) -> str:
         lines += ["", f"### Task {t}: {task if t == 1 else rng.choice(TASKS)}", f"outcome: {rng.choice(OUTCOMES)}"]
         for name in ("preferences:", "steps:", "failures:", "knowledge:"):
             lines += _section(rng, name, each)
-        lines += ["references:", *(f"- `{c}`" for c in rng.sample(COMMANDS, rng.randint(1, 3)))]
+        lines += ["references:", *(f"- `{c}` ({rng.choice(FILES)}:{rng.randint(1, 400)})"
+                                   for c in rng.sample(COMMANDS, rng.randint(1, 3)))]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -300,7 +301,8 @@ def _summary(rng: random.Random, proj: str, task: str) -> str:
                   f"Outcome: {rng.choice(OUTCOMES)} - {_sentence(rng)}"]  # fmt: skip
         for name in ("Preference signals:", "Key steps:", "Failures and fixes:", "Reusable knowledge:"):
             lines += ["", *_section(rng, name, each)]
-        lines += ["", "References:", *(f"{i}. `{c}`" for i, c in enumerate(rng.sample(COMMANDS, 3), 1))]
+        lines += ["", "References:", *(f"{i}. `{c}` ({rng.choice(FILES)}:{rng.randint(1, 400)})"
+                                       for i, c in enumerate(rng.sample(COMMANDS, 3), 1))]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -688,8 +690,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on kill, too
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     base = args.dir or Path(tempfile.gettempdir())
-    git_version = subprocess.run([GIT or "git", "--version"], capture_output=True, text=True).stdout.strip()
-    fs = subprocess.run(["df", "-T", str(base)], capture_output=True, text=True).stdout.splitlines()[-1].split()
+    git_version = subprocess.run([GIT or "git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    fs = subprocess.run(["df", "-T", str(base)], capture_output=True, text=True, check=False).stdout.splitlines()[-1].split()
     print(f"memoryd phase-2 bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {git_version}, "
           f"temp dir {base} ({fs[1] if len(fs) > 1 else '?'})")  # fmt: skip
     results = []

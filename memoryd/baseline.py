@@ -21,6 +21,7 @@ Rules the rest of phase 2 relies on:
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import glob
 import hashlib
@@ -514,11 +515,90 @@ def _emit(out: list[str], prefix: str, line: str) -> None:
         out.append("\n\\ No newline at end of file\n")
 
 
+Opcode = tuple[str, int, int, int, int]
+
+
+def _unique_anchors(a: list[str], b: list[str], a0: int, b0: int) -> list[tuple[int, int]]:
+    """Lines that occur exactly once on each side, kept in an order both sides agree on.
+
+    This is the patience-diff idea: unique lines (session headers in ``raw_memories.md``) are
+    safe anchors, and the longest increasing run of their positions splits a large file into
+    small gaps that difflib handles quickly. Without it, difflib rescans every often-repeated
+    template line for each change: 42 s for a 150,000-line file with 1 % changed.
+    """
+    count_a: dict[str, int] = {}
+    for line in a:
+        count_a[line] = count_a.get(line, 0) + 1
+    count_b: dict[str, int] = {}
+    for line in b:
+        count_b[line] = count_b.get(line, 0) + 1
+    where_b = {line: j for j, line in enumerate(b) if count_b[line] == 1}
+    pairs = [(i, where_b[line]) for i, line in enumerate(a) if count_a[line] == 1 and line in where_b]
+    # longest increasing subsequence of the b positions (pairs are already sorted by a position)
+    tails: list[int] = []
+    tail_idx: list[int] = []
+    prev = [-1] * len(pairs)
+    for k, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(tails, j)
+        if pos == len(tails):
+            tails.append(j)
+            tail_idx.append(k)
+        else:
+            tails[pos] = j
+            tail_idx[pos] = k
+        prev[k] = tail_idx[pos - 1] if pos else -1
+    chain: list[tuple[int, int]] = []
+    k = tail_idx[-1] if tail_idx else -1
+    while k >= 0:
+        chain.append((pairs[k][0] + a0, pairs[k][1] + b0))
+        k = prev[k]
+    return chain[::-1]
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
+    lo = 0
+    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
+        lo += 1
+    hi_a, hi_b = len(a), len(b)
+    while hi_a > lo and hi_b > lo and a[hi_a - 1] == b[hi_b - 1]:
+        hi_a -= 1
+        hi_b -= 1
+    ops: list[Opcode] = []
+
+    def add(tag: str, i1: int, i2: int, j1: int, j2: int) -> None:
+        if i1 == i2 and j1 == j2:
+            return
+        if ops and ops[-1][0] == tag == "equal":
+            ops[-1] = ("equal", ops[-1][1], i2, ops[-1][3], j2)
+        else:
+            ops.append((tag, i1, i2, j1, j2))
+
+    add("equal", 0, lo, 0, lo)
+    i, j = lo, lo
+    for ai, bj in [*_unique_anchors(a[lo:hi_a], b[lo:hi_b], lo, lo), (hi_a, hi_b)]:
+        # the gap before this anchor: small enough for difflib
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a[i:ai], b[j:bj]).get_opcodes():
+            add(tag, i + i1, i + i2, j + j1, j + j2)
+        if ai < hi_a:
+            add("equal", ai, ai + 1, bj, bj + 1)
+        i, j = ai + 1, bj + 1
+    add("equal", hi_a, len(a), hi_b, len(b))
+    return ops
+
+
+class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
+    """difflib's hunk grouping over our anchored opcodes."""
+
+    def __init__(self, a: list[str], b: list[str]) -> None:
+        super().__init__(None, a, b)
+        self._ops = _opcodes(a, b)
+
+    def get_opcodes(self) -> list[Opcode]:  # type: ignore[override]
+        return list(self._ops)
+
+
 def _hunks(a: list[str], b: list[str]) -> Iterator[str]:
-    # autojunk (on by default) keeps very common lines such as blank ones from being used as
-    # anchors; without it a 2,000-line file with scattered edits takes ~0.5 s instead of ~3 ms.
-    matcher = difflib.SequenceMatcher(None, a, b)
-    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+    for group in _AnchoredMatcher(a, b).get_grouped_opcodes(CONTEXT_LINES):
         first, last = group[0], group[-1]
         out = [f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"]
         for tag, i1, i2, j1, j2 in group:

@@ -62,6 +62,7 @@ class Daemon:
         self._follower: EventFollower | None = None
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
+        self._recorded: dict[str, Any] | None = None
 
     # -- signals: flags only ----------------------------------------------------------------
 
@@ -201,8 +202,10 @@ class Daemon:
         self._record()
 
     async def _tick_job(self) -> None:
+        # On the loop thread on purpose: the store connection is shared with the pass, and a tick
+        # is a few stats unless the summary changed.
         if not self.should_exit:
-            await self._tracked(asyncio.to_thread(tick, self.app))
+            tick(self.app)
             self._record()
 
     def _bring_forward(self, delay_s: float) -> None:
@@ -224,10 +227,9 @@ class Daemon:
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         f = self._follower.state if self._follower else None
-        self.app.store.put_state(DAEMON, {
+        state = {
             "pid": os.getpid(),
             "running": not stopped,
-            "at": self.app.clock.now_ms(),
             "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,
             "events": {
                 "state": f.state if f else "unavailable",
@@ -236,4 +238,10 @@ class Daemon:
                 "events_seen": f.events_seen if f else 0,
                 "reconnects": f.reconnects if f else 0,
             },
-        })
+        }
+        # Heartbeats bump events_seen every 10 s; that alone is not worth a disk write.
+        key = {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
+        if key == self._recorded:
+            return
+        self._recorded = key
+        self.app.store.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd import prompts
-from memoryd.baseline import Baseline
+from memoryd.baseline import Baseline, WorkspaceDiff
 from memoryd.budget import Budget, BudgetWait
 from memoryd.claude_import import sync_claude_import
 from memoryd.clock import Clock
@@ -33,7 +33,7 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.readpath import summary_token_budget
 from memoryd.settings import Settings
-from memoryd.store import GLOBAL, CallUsage, Store
+from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 
@@ -147,20 +147,13 @@ class Phase2:
             return Phase2Result("failed", f"internal error: {exc!r}")
         return result
 
-    async def _run_claimed(self, token: str) -> Phase2Result:
-        self.paths.ensure_dir(self.paths.data_dir)
-        ws = self.workspace()
+    def _prepare(self, ws: Workspace, baseline: Baseline, selected: list[Output]) -> tuple[WorkspaceDiff, list[str]]:
+        """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread)."""
         removed = ws.ensure_layout()
         if removed:
             log.warning("removed symlinks from the memory folder before phase 2: %s", ", ".join(removed))
         ws.remove_diff_file()
-        baseline = self.baseline()
         baseline.ensure()
-        selected = self.store.phase2_selection(
-            self.settings.max_raw_memories_for_consolidation, self.settings.max_unused_days
-        )
-        consumed = [(o.session_id, o.source_updated_at) for o in selected]
-        watermark = max((wm for _, wm in consumed), default=0)
         ws.sync(selected)
         ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
         # Imports land before the diff so the consolidator sees them as changes (and removals as D).
@@ -168,8 +161,19 @@ class Phase2:
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        diff = baseline.diff()
-        problems = ws.validate()
+        return baseline.diff(), ws.validate()
+
+    async def _run_claimed(self, token: str) -> Phase2Result:
+        self.paths.ensure_dir(self.paths.data_dir)
+        ws = self.workspace()
+        baseline = self.baseline()
+        selected = self.store.phase2_selection(
+            self.settings.max_raw_memories_for_consolidation, self.settings.max_unused_days
+        )
+        consumed = [(o.session_id, o.source_updated_at) for o in selected]
+        watermark = max((wm for _, wm in consumed), default=0)
+        # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
+        diff, problems = await asyncio.to_thread(self._prepare, ws, baseline, selected)
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
@@ -196,7 +200,7 @@ class Phase2:
             raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
-        baseline.reset()
+        await asyncio.to_thread(baseline.reset)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result("succeeded", consumed=len(consumed), changes=changes)

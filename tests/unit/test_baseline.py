@@ -700,3 +700,25 @@ def test_symlinked_worktree_root_is_refused(gd: Path, wt: Path, tmp_path: Path) 
     link.symlink_to(wt, target_is_directory=True)
     with pytest.raises(BaselineError, match="symlink"):
         Baseline(gd, link).ensure()
+
+
+def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(bl: Baseline, wt: Path) -> None:
+    """raw_memories.md at 4,096 sessions: ~150k lines of repeated template lines and unique headers."""
+    def render(version: dict[int, str]) -> str:
+        parts = []
+        for n in range(4096):
+            parts.append(f"## Session `ses_{n:06d}`\nupdated_at: 2026-11-{n % 28 + 1:02d}\ncwd: /srv/p{n % 12}\n\n"
+                         f"---\ndescription: {version.get(n, 'stable')} memory {n}\ntask_outcome: partial\n"
+                         "keywords: build, tests\n---\n\n### Task 1\n- outcome: partial\n- reusable: yes\n\n")
+        return "".join(parts)
+    (wt / "raw_memories.md").write_text(render({}))
+    bl.ensure()
+    changed = {n: "changed" for n in range(0, 4096, 100)}
+    (wt / "raw_memories.md").write_text(render(changed))
+    t0 = time.monotonic()
+    diff = bl.diff()
+    assert time.monotonic() - t0 < 5.0
+    removed = [l for l in diff.patch.splitlines() if l.startswith("-description")]
+    added = [l for l in diff.patch.splitlines() if l.startswith("+description")]
+    assert len(removed) == len(added) == len(changed)
+    assert all("changed memory" in l for l in added) and all("stable memory" in l for l in removed)
