@@ -52,6 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench._common import fmt_s  # noqa: E402
 from memoryd.status import DAEMON, LAST_PASS
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -91,12 +92,6 @@ SESSIONS = [
 # Small helpers
 
 
-def fmt_s(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 def fmt_mb(kb: float) -> str:

@@ -55,6 +55,7 @@ if str(REPO) not in sys.path:
 
 import httpx
 
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s  # noqa: E402
 import memoryd.phase1 as phase1_mod
 import memoryd.prompts as prompts_mod
 import memoryd.tokens as tokens_mod
@@ -85,12 +86,6 @@ log = logging.getLogger("bench.phase1")
 # Small helpers
 
 
-def fmt_s(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 def fmt_kb(n: float) -> str:
@@ -188,23 +183,6 @@ def instrument(acc: Acc, store: Store) -> Iterator[None]:
 # Realistic synthetic transcripts
 
 
-WORDS = """the a to of and in for with on that this it is was we should use run test build config file
-function module import error fails passes fix refactor cache database query index schema migration api
-endpoint request response handler client server async await timeout retry logger level debug trace
-release version package dependency lockfile install script command flag option default value type check
-lint format commit branch merge rebase diff patch review deploy staging production container image
-volume network port host token session user auth permission role admin dashboard metric alert queue
-worker job scheduler cron batch stream buffer parser serializer json yaml toml env variable path folder
-directory repository monorepo workspace service component hook state store reducer selector router page
-template render style layout css theme color font icon button form input validation field model""".split()  # noqa: SIM905
-PROJECTS = ["billing-api", "web-console", "ingest-pipeline", "mobile-app", "infra", "docs-site",
-            "search-svc", "auth-gateway", "ml-training", "cli-tools", "data-warehouse", "chat-bot"]  # fmt: skip
-FILES = ["src/app.py", "src/db/models.py", "src/api/routes.py", "tests/test_api.py", "package.json",
-         "src/components/Table.tsx", "src/hooks/useSession.ts", "Makefile", "docker-compose.yml",
-         "pyproject.toml", "src/worker/queue.go", "README.md", "src/lib/cache.rs", ".github/workflows/ci.yml"]  # fmt: skip
-TASKS = ["fix the flaky test", "add pagination", "migrate to the new schema", "speed up the build",
-         "upgrade dependencies", "debug the timeout", "refactor the handler", "add retry logic",
-         "wire up the dashboard", "set up CI caching", "write the migration", "review the PR"]  # fmt: skip
 
 
 def _sentence(rng: random.Random) -> str:

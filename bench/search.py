@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench._common import PROJECTS  # noqa: E402
 from memoryd.clock import DAY, HOUR, ManualClock
 from memoryd.store import Output, Store
 from memoryd.tools import SearchIndex, default_index_path, memory_search
@@ -125,8 +126,6 @@ vault rotate certificate tls proxy gateway ratelimit pagination cursor offset so
 ranking embedding vector tokenizer prompt model inference gpu batchsize checkpoint dataset loader
 """.split()  # noqa: SIM905
 DOMAIN = list(dict.fromkeys(DOMAIN))
-PROJECTS = ["billing-api", "web-console", "ingest-pipeline", "mobile-app", "infra", "docs-site",
-            "search-svc", "auth-gateway", "ml-training", "cli-tools", "data-warehouse", "chat-bot"]  # fmt: skip
 FILES = ["src/app.py", "src/db/models.py", "src/api/routes.py", "tests/test_api.py", "package.json",
          "src/components/Table.tsx", "src/hooks/useSession.ts", "Makefile", "docker-compose.yml",
          "pyproject.toml", "src/worker/queue.go", "README.md", "src/lib/cache.rs", ".github/workflows/ci.yml",
