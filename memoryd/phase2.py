@@ -27,7 +27,9 @@ from memoryd.budget import Budget, BudgetWait
 from memoryd.claude_import import sync_claude_import
 from memoryd.clock import Clock
 from memoryd.codex_exchange import export_codex, import_codex
-from memoryd.errors import HostError, HostUnreachable, MemorydError, ModelCallError
+from memoryd.errors import HostError, HostUnreachable, MemorydError, ModelCallError, PathError
+from memoryd.fsutil import atomic_write, read_regular
+from memoryd.redact import contains_secret, redact
 from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -81,6 +83,33 @@ def extensions_block(root: Path) -> str:
         "extension file as deleted (D), remove the memory that only that file supported.",
     ]
     return "\n".join(lines)
+
+
+def redact_agent_files(root: Path) -> list[str]:
+    """Last line of defence: scrub secrets from what the consolidator wrote before it is committed.
+
+    Its inputs are already redacted, but a model can still copy or invent a credential; nothing
+    that looks like one may reach the summary every session sees, or the baseline history.
+    """
+    touched = []
+    candidates = [root / "MEMORY.md", root / "memory_summary.md"]
+    skills = root / "skills"
+    if skills.is_dir() and not skills.is_symlink():
+        candidates += sorted(p for p in skills.rglob("*") if p.is_file() and not p.is_symlink())
+    for path in candidates:
+        try:
+            raw = read_regular(path)
+        except PathError:
+            continue
+        if raw is None:
+            continue
+        text = raw.decode("utf-8", errors="replace")
+        if contains_secret(text):
+            atomic_write(path, redact(text))
+            touched.append(str(path.relative_to(root)))
+    if touched:
+        log.warning("redacted secrets the consolidator wrote into: %s", ", ".join(touched))
+    return touched
 
 
 class Phase2:
@@ -191,6 +220,7 @@ class Phase2:
         finally:
             restored = ws.restore_protected(snapshot)
             ws.remove_diff_file()
+        redact_agent_files(self.paths.memories)
         problems = ws.validate()
         if restored:
             raise MemorydError(

@@ -51,11 +51,11 @@ HEALTH_TIMEOUT_S = 5.0
 _MAX_PAGES = 10_000
 _DETAIL_CHARS = 200
 
-_SESSIONS = TypeAdapter(list[Session])
 _MESSAGES = TypeAdapter(list[Message])
 _SESSION = TypeAdapter(Session)
 _PROMPT = TypeAdapter(PromptResult)
 _DICT_LIST = TypeAdapter(list[dict[str, Any]])
+_ANY_LIST = TypeAdapter(list[Any])
 _STATUS = TypeAdapter(dict[str, dict[str, Any]])
 _DICT = TypeAdapter(dict[str, Any])
 
@@ -277,7 +277,13 @@ class OpencodeClient:
                 params["cursor"] = cursor
             what = f"GET {path}"
             resp = await self._request("GET", path, params=params, what=what)
-            for s in self._parse(resp, _SESSIONS, what):
+            for item in self._parse(resp, _ANY_LIST, what):
+                # One odd session must not hide every other one from discovery: skip it, say so.
+                try:
+                    s = _SESSION.validate_python(item)
+                except ValidationError as exc:
+                    log.warning("%s: skipping a session opencode described oddly (%s)", what, _validation_detail(exc))
+                    continue
                 if s.id not in seen_ids:
                     seen_ids.add(s.id)
                     out.append(s)

@@ -269,6 +269,17 @@ async def test_session_missing_a_relied_on_field_is_protocol_error(host: FakeHos
 
 
 @pytest.mark.anyio
+async def test_one_odd_session_in_a_listing_is_skipped_not_fatal(host: FakeHost) -> None:
+    broken = session_json("ses_bad", 2000)
+    del broken["directory"]
+    host.on("GET", "/experimental/session", lambda r: [session_json("ses_ok1", 3000), broken, "junk",
+                                                       session_json("ses_ok2", 1000)])
+    async with host.client() as client:
+        sessions = await client.list_sessions()
+    assert [s.id for s in sessions] == ["ses_ok1", "ses_ok2"]
+
+
+@pytest.mark.anyio
 async def test_500_unknown_error_is_http_error_with_name(host: FakeHost) -> None:
     body = {
         "name": "UnknownError",

@@ -141,3 +141,17 @@ def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
     assert store.output_count() == 0 and store.stage1_job("s1") is None
     assert store.memory_mode("s9") == "disabled"
     assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
+
+
+def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
+    from memoryd.phase2 import redact_agent_files
+
+    secret = "ghp_" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1xy"
+    (tmp_path / "skills" / "deploy").mkdir(parents=True)
+    (tmp_path / "MEMORY.md").write_text(f"# Memory\n- token {secret}\n")
+    (tmp_path / "memory_summary.md").write_text("v1\n- clean\n")
+    (tmp_path / "skills" / "deploy" / "SKILL.md").write_text(f"export GITHUB_TOKEN={secret}\n")
+    assert redact_agent_files(tmp_path) == ["MEMORY.md", "skills/deploy/SKILL.md"]
+    for p in ("MEMORY.md", "skills/deploy/SKILL.md"):
+        assert secret not in (tmp_path / p).read_text()
+    assert (tmp_path / "memory_summary.md").read_text() == "v1\n- clean\n"
