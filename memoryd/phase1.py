@@ -32,6 +32,7 @@ from memoryd.budget import Budget, BudgetWait
 from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import (
     ExtractionInvalid,
+    HostAuthError,
     HostError,
     HostNotFound,
     HostUnreachable,
@@ -315,7 +316,7 @@ class Phase1:
         except HostNotFound:
             self.store.delete_session_memory(sid)
             report.forgotten += 1
-        except HostUnreachable as exc:
+        except (HostUnreachable, HostAuthError) as exc:
             # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
             self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
             report.released += 1

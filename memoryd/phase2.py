@@ -27,7 +27,7 @@ from memoryd.budget import Budget, BudgetWait
 from memoryd.claude_import import sync_claude_import
 from memoryd.clock import Clock
 from memoryd.codex_exchange import export_codex, import_codex
-from memoryd.errors import HostError, HostUnreachable, MemorydError, ModelCallError, PathError
+from memoryd.errors import HostAuthError, HostError, HostUnreachable, MemorydError, ModelCallError, PathError
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.redact import contains_secret, redact
 from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
@@ -155,7 +155,7 @@ class Phase2:
         except BudgetWait as exc:
             self.store.release_phase2(token, f"waiting: {exc}")
             return Phase2Result("skipped_budget", str(exc))
-        except HostUnreachable as exc:
+        except (HostUnreachable, HostAuthError) as exc:
             # opencode went away mid-run; the baseline is untouched, so simply try again next pass
             self.store.release_phase2(token, f"waiting: {exc}")
             return Phase2Result("skipped_host", str(exc))
