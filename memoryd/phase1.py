@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
 from memoryd.budget import Budget, BudgetWait
-from memoryd.clock import DAY, HOUR, Clock
+from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
     ExtractionInvalid,
     HostAuthError,
@@ -41,7 +41,7 @@ from memoryd.errors import (
 )
 from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, model_name, usage_of
 from memoryd.host.models import PromptResult, Session
-from memoryd.host.opencode import OpencodeClient, is_helper_session
+from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 EXTRACT_AGENT = "memoryd-extract"
 EXTRACTION_CONCURRENCY = 8
+STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
+_HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
 SLUG_MAX = 60
 
 
@@ -85,6 +87,7 @@ class Phase1Report:
     waiting: str | None = None
     next_eligible_at: int | None = None  # when the next not-yet-idle session becomes eligible
     forgotten: int = 0
+    stale_helpers: int = 0
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
@@ -171,6 +174,7 @@ class Phase1:
         roots = [s for s in sessions if s.is_root and not is_helper_session(s)]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
+        report.stale_helpers = await self._remove_stale_helpers(sessions)
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -235,6 +239,26 @@ class Phase1:
             else:
                 eligible.append(s)
         return eligible
+
+    async def _remove_stale_helpers(self, sessions: list[Session]) -> int:
+        """Helper sessions left by a memoryd that was killed mid-prompt are deleted once clearly dead.
+
+        Both marks must be ours (the exact title form and the metadata tag): a user's fork of a
+        helper copies the metadata but not the title, and must never be deleted.
+        """
+        cutoff = self.clock.now_ms() - STALE_HELPER_MS
+        removed = 0
+        for s in sessions:
+            meta = s.metadata or {}
+            ours = meta.get(HELPER_METADATA_KEY) in ("extract", "consolidate") and _HELPER_TITLE.fullmatch(s.title)
+            if ours and s.time.updated < cutoff:
+                try:
+                    if await self.client.delete_session(s.id):
+                        removed += 1
+                        log.info("removed helper session %s left behind by an interrupted memoryd", s.id)
+                except HostError as exc:
+                    log.warning("could not remove stale helper session %s: %s", s.id, exc)
+        return removed
 
     async def _forget_deleted(self, listed: set[str]) -> int:
         """Sessions we hold memory for that the host no longer has are forgotten."""

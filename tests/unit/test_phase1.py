@@ -44,7 +44,8 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
     assert report.succeeded == 3 and report.failed == 0
     assert report.skipped["not_idle"] == 1
     assert {o.session_id for o in store.outputs()} == {f"ses_old{i}aaaaaa" for i in range(3)}
-    assert host.helper_sessions == ["ses_helperold"]  # ours were deleted; the old one was never a candidate
+    assert host.helper_sessions == []  # ours were deleted, the stale leftover too; neither was a candidate
+    assert report.stale_helpers == 1
     body = host.prompts[0]
     assert body["agent"] == EXTRACT_AGENT
     assert body["format"]["type"] == "json_schema"
@@ -274,3 +275,17 @@ async def test_host_going_away_releases_without_burning_retries(store, host, pat
     assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
     job = store.stage1_job("ses_old0aaaaaa")
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
+
+
+async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, paths, clock) -> None:
+    now = clock.now_ms()
+    host.add_session("ses_stalehelp1", updated=now - 2 * HOUR, title="memoryd-extract-ses_abc123",
+                     metadata={"memoryd": "extract"}, turns=[])
+    host.add_session("ses_freshhelp", updated=now - 10 * MINUTE, title="memoryd-consolidate",
+                     metadata={"memoryd": "consolidate"}, turns=[])
+    host.add_session("ses_userfork0", updated=now - 2 * HOUR, title="Fork of my work",
+                     metadata={"memoryd": "extract"}, turns=[])
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.stale_helpers == 1
+    assert "ses_stalehelp1" in host.deleted
+    assert "ses_freshhelp" in host.sessions and "ses_userfork0" in host.sessions
