@@ -43,7 +43,9 @@ class HostSettings(BaseModel):
     )
     start_server: bool = Field(default=True, description="Start a private `opencode serve` when none is configured.")
     opencode_bin: str = Field(default="opencode", description="The opencode executable memoryd may start.")
-    request_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    # The first request for a new directory boots an opencode instance, which waits for its npm
+    # install of plugin types (about 9 s online, over 70 s offline): leave room for that.
+    request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     prompt_timeout_s: float = Field(default=900.0, gt=0, le=7200)
 
     @field_validator("url")
