@@ -22,11 +22,15 @@ def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool 
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(stderr)
-    if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
-        fh.setFormatter(logging.Formatter(FORMAT))
-        root.addHandler(fh)
     root.setLevel(level)
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        except OSError as exc:  # an unwritable state folder must not stop the daemon; stderr still works
+            logging.getLogger(__name__).warning("not writing a log file at %s: %s", log_file, exc)
+        else:
+            fh.setFormatter(logging.Formatter(FORMAT))
+            root.addHandler(fh)
     for noisy in ("httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
