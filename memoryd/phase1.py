@@ -169,9 +169,10 @@ class Phase1:
     async def run_pass(self) -> Phase1Report:
         report = Phase1Report()
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
-        sessions = await self.client.list_sessions(roots=True)
+        # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
+        sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
-        roots = [s for s in sessions if s.is_root and not is_helper_session(s)]
+        roots = [s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
         report.stale_helpers = await self._remove_stale_helpers(sessions)

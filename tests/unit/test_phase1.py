@@ -289,3 +289,14 @@ async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, path
     assert report.stale_helpers == 1
     assert "ses_stalehelp1" in host.deleted
     assert "ses_freshhelp" in host.sessions and "ses_userfork0" in host.sessions
+
+
+async def test_archived_sessions_are_neither_extracted_nor_forgotten(store, host, paths, clock) -> None:
+    await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    host.sessions["ses_old1aaaaaa"]["time"]["archived"] = clock.now_ms()
+    host.touch("ses_old1aaaaaa", clock.now_ms() - 7 * HOUR + 1)
+    host.calls.clear()
+    report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    assert report.forgotten == 0 and report.claimed == 0
+    assert store.output("ses_old1aaaaaa") is not None
+    assert not [c for c in host.calls if c.startswith("GET /session/ses_")]  # no per-session probes
