@@ -52,7 +52,10 @@ class Step:
 
 
 def default_config_dir(environ: dict[str, str] | None = None) -> Path:
+    """``$OPENCODE_CONFIG_DIR`` when set (opencode loads agents and plugins from it), else the XDG one."""
     env = os.environ if environ is None else environ
+    if env.get("OPENCODE_CONFIG_DIR"):
+        return Path(env["OPENCODE_CONFIG_DIR"]).expanduser()
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
     return Path(base) / "opencode"
 

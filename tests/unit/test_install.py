@@ -137,3 +137,11 @@ def test_print_snippets() -> None:
 
     assert "claude mcp add" in snippet("claude-code") and '"mcpServers"' in snippet("claude-code")
     assert "[mcp_servers.memoryd]" in snippet("codex") and 'args = ["-m", "memoryd", "mcp"]' in snippet("codex")
+
+
+def test_default_config_dir() -> None:
+    from memoryd.host.install import default_config_dir
+
+    assert default_config_dir({"OPENCODE_CONFIG_DIR": "/x/oc", "XDG_CONFIG_HOME": "/y"}) == Path("/x/oc")
+    assert default_config_dir({"XDG_CONFIG_HOME": "/y"}) == Path("/y/opencode")
+    assert default_config_dir({"HOME": "/h"}) == Path("/h/.config/opencode")
