@@ -19,7 +19,6 @@ import fcntl
 import logging
 import os
 import signal
-from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any
@@ -146,8 +145,7 @@ class Daemon:
             self.scheduler.shutdown(wait=False)
         if self._follower_task is not None:
             self._follower_task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._follower_task
+            await asyncio.gather(self._follower_task, return_exceptions=True)
         for task in list(self._active):
             task.cancel()
         if self._active:
@@ -218,7 +216,10 @@ class Daemon:
 
     async def _on_event(self, kind: str, session_id: str) -> None:
         if kind == "deleted":
-            if self.app.store.delete_session_memory(session_id):
+            store = self.app.store
+            if store.output(session_id) is None and store.stage1_job(session_id) is None:
+                return  # not ours to forget (memoryd's own helper sessions end up here too)
+            if store.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:

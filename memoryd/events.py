@@ -120,4 +120,7 @@ class EventFollower:
                     self.state.events_seen += 1
                     hit = session_event(payload)
                     if hit is not None:
-                        await self.on_event(*hit)
+                        try:
+                            await self.on_event(*hit)
+                        except Exception:  # e.g. the DB is busy: the timed pass catches up later
+                            log.exception("handling %s for %s failed", *hit)

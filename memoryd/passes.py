@@ -29,6 +29,9 @@ def tick(app: App) -> IngestResult:
     result = ingest_spool(app.store, app.paths.citation_spool)
     if result.new_parts:
         log.info("counted %d citing replies (%d memories used)", result.new_parts, result.outputs_updated)
+    job = app.store.phase2_job()
+    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > app.clock.now_ms():
+        return result  # the consolidator is editing the summary: inject only what a run validated
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     return result

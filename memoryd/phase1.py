@@ -205,11 +205,7 @@ class Phase1:
         if claims:
             gate = asyncio.Semaphore(EXTRACTION_CONCURRENCY)
 
-            async def run(session: Session, claim: Claim) -> None:
-                async with gate:
-                    await self._run_job(session, claim, report)
-
-            await asyncio.gather(*(run(s, c) for s, c in claims))
+            await asyncio.gather(*(self._run_job(s, c, report, gate) for s, c in claims))
         return report
 
     def _eligible(self, roots: list[Session], report: Phase1Report) -> list[Session]:
@@ -282,11 +278,30 @@ class Phase1:
 
     # -- one job --------------------------------------------------------------------------
 
-    async def _run_job(self, session: Session, claim: Claim, report: Phase1Report) -> None:
+    async def _run_job(
+        self, session: Session, claim: Claim, report: Phase1Report, gate: asyncio.Semaphore
+    ) -> None:
         sid = session.id
         assert claim.token is not None
         try:
-            messages = await self.client.messages(sid)
+            async with gate:  # inside the try: a claim still waiting here is released on cancel too
+                await self._extract_job(session, claim, report)
+        except asyncio.CancelledError:
+            self.store.release_stage1(sid, claim.token)
+            report.released += 1
+            raise
+
+    async def _extract_job(self, session: Session, claim: Claim, report: Phase1Report) -> None:
+        sid = session.id
+        assert claim.token is not None
+        try:
+            try:
+                messages = await self.client.messages(sid)
+            except HostNotFound:
+                # the session itself is gone (a 404 from a helper session must not forget anything)
+                self.store.delete_session_memory(sid)
+                report.forgotten += 1
+                return
             transcript = build_transcript(messages)
             if transcript.citations:
                 # Fallback for hosts without the shim: count blocks left in stored replies, once per part.
@@ -322,10 +337,6 @@ class Phase1:
                 report.succeeded += 1
             else:
                 log.warning("lost ownership of session %s before finalizing; result dropped", sid)
-        except asyncio.CancelledError:
-            self.store.release_stage1(sid, claim.token)
-            report.released += 1
-            raise
         except BudgetWait as exc:
             self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
             report.released += 1
@@ -338,9 +349,6 @@ class Phase1:
                 self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
                 report.released += 1
                 report.waiting = str(exc)
-        except HostNotFound:
-            self.store.delete_session_memory(sid)
-            report.forgotten += 1
         except (HostUnreachable, HostAuthError) as exc:
             # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
             self.store.release_stage1(sid, claim.token, f"waiting: {exc}")

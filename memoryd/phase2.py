@@ -130,6 +130,7 @@ class Phase2:
         self.clock = clock
         self.worker_id = worker_id
         self.budget = Budget(store, settings, clock)
+        self._claimed_input: int | None = None
 
     def workspace(self) -> Workspace:
         return Workspace(self.paths.memories, clock=self.clock)
@@ -145,6 +146,7 @@ class Phase2:
             return Phase2Result(claim.status)
         assert claim.token is not None
         token = claim.token
+        self._claimed_input = claim.watermark
         try:
             result = await self._run_claimed(token)
         except asyncio.CancelledError:
@@ -220,7 +222,7 @@ class Phase2:
         finally:
             restored = ws.restore_protected(snapshot)
             ws.remove_diff_file()
-        redact_agent_files(self.paths.memories)
+            redact_agent_files(self.paths.memories)  # also after a failed run: the read path may show it
         problems = ws.validate()
         if restored:
             raise MemorydError(
@@ -236,7 +238,9 @@ class Phase2:
         return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
 
     def _finish(self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int) -> None:
-        if not self.store.mark_phase2_succeeded(token, consumed, consolidated=consolidated, watermark=watermark):
+        if not self.store.mark_phase2_succeeded(
+            token, consumed, consolidated=consolidated, watermark=watermark, claimed_input=self._claimed_input
+        ):
             raise OwnershipLost()
 
     async def _consolidate_with_heartbeat(self, token: str) -> None:

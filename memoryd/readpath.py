@@ -53,6 +53,7 @@ from typing import Any
 from memoryd import prompts, tokens
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, read_regular
+from memoryd.redact import redact
 from memoryd.paths import Paths, templates_dir
 from memoryd.settings import Settings
 
@@ -118,7 +119,7 @@ def _summary_text(root: Path) -> str | None:
     first, sep, rest = text.partition("\n")
     if first.rstrip("\r") == VERSION_LINE:
         text = rest if sep else ""
-    text = text.strip()
+    text = redact(text).strip()  # hand edits and model output alike: nothing secret is injected
     return text or None
 
 

@@ -46,7 +46,8 @@ class HostSettings(BaseModel):
     # The first request for a new directory boots an opencode instance, which waits for its npm
     # install of plugin types (about 9 s online, over 70 s offline): leave room for that.
     request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    prompt_timeout_s: float = Field(default=900.0, gt=0, le=7200)
+    # Below the 1 h job lease and the 90 min after which a helper session counts as abandoned.
+    prompt_timeout_s: float = Field(default=900.0, gt=0, le=3000)
 
     @field_validator("url")
     @classmethod

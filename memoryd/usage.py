@@ -30,8 +30,27 @@ class IngestResult:
     bad_lines: int = 0
 
 
+def _owner_alive(path: Path) -> bool:
+    """Claimed files are named ``<spool>.<pid>.<ns>.claimed``; a live other owner is still reading."""
+    parts = path.name.split(".")
+    try:
+        pid = int(parts[-3])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _claim(spool: Path) -> list[Path]:
-    claimed = sorted(spool.parent.glob(spool.name + ".*" + CLAIM_SUFFIX))  # leftovers from a crash first
+    # leftovers of a crashed ingester first; those of a live one (daemon beside `run --once`) are its own
+    claimed = [p for p in sorted(spool.parent.glob(spool.name + ".*" + CLAIM_SUFFIX)) if not _owner_alive(p)]
     if spool.exists():
         target = spool.with_name(f"{spool.name}.{os.getpid()}.{time.time_ns()}{CLAIM_SUFFIX}")
         try:
@@ -71,22 +90,29 @@ def ingest_spool(store: Store, spool: Path) -> IngestResult:
     if not spool.parent.is_dir():
         return result
     for path in _claim(spool):
-        offset, quiet_checks = 0, 0
-        while quiet_checks < 2:
-            # A writer that opened the spool just before the rename may still append to the
-            # claimed file; keep reading until it has been quiet twice in a row.
-            lines, offset, partial = _read_from(path, offset)
-            if lines:
-                quiet_checks = 0
-                _count(store, path, lines, result)
-            else:
-                quiet_checks += 1
-            time.sleep(SETTLE_SECONDS)
-        if partial:
-            result.bad_lines += 1
-            log.warning("%s: partial last line ignored", path.name)
-        path.unlink()
+        try:
+            _ingest_file(store, path, result)
+        except FileNotFoundError:
+            log.info("%s was taken by another ingester", path.name)
     return result
+
+
+def _ingest_file(store: Store, path: Path, result: IngestResult) -> None:
+    offset, quiet_checks = 0, 0
+    while quiet_checks < 2:
+        # A writer that opened the spool just before the rename may still append to the
+        # claimed file; keep reading until it has been quiet twice in a row.
+        lines, offset, partial = _read_from(path, offset)
+        if lines:
+            quiet_checks = 0
+            _count(store, path, lines, result)
+        else:
+            quiet_checks += 1
+        time.sleep(SETTLE_SECONDS)
+    if partial:
+        result.bad_lines += 1
+        log.warning("%s: partial last line ignored", path.name)
+    path.unlink()
 
 
 def _count(store: Store, path: Path, lines: list[str], result: IngestResult) -> None:

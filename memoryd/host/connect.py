@@ -11,6 +11,7 @@ clear message instead of surfacing later as a failed job.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from memoryd.paths import Paths
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
+STOP_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -109,4 +111,5 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
             yield HostConnection(client=client, url=url, version=version, private=server is not None)
     finally:
         if server is not None:
-            await server.__aexit__(None, None, None)
+            # bounded so a daemon shutdown stays within its budget (opencode stops in well under 1 s)
+            await asyncio.to_thread(server.stop, STOP_TIMEOUT_S)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memoryd.clock import HOUR, Clock
+from memoryd.redact import redact
 from memoryd.store.db import write_tx
 
 STAGE1 = "memory_stage1"
@@ -60,11 +61,19 @@ class Claim:
 
 
 def _cut(error: str) -> str:
+    """Error text is stored and shown: redact it (provider errors can echo request content), bound it."""
+    error = redact(error)
     return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 
 
-def _enqueue_global(conn: sqlite3.Connection, watermark: int) -> None:
-    """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff."""
+def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = False) -> None:
+    """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff.
+
+    ``urgent`` (something must be forgotten) also lifts the cost cooldown: a user who asks to
+    forget should not see that memory injected for another six hours.
+    """
+    if urgent:
+        conn.execute("UPDATE jobs SET cooldown_until = NULL WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY))
     conn.execute(
         """
         INSERT INTO jobs (kind, job_key, status, retry_remaining, input_watermark, last_success_watermark)
@@ -256,9 +265,9 @@ class JobsMixin:
 
     # -- phase 2 (global) -----------------------------------------------------------------
 
-    def enqueue_phase2(self, watermark: int | None = None) -> None:
+    def enqueue_phase2(self, watermark: int | None = None, *, urgent: bool = False) -> None:
         with write_tx(self._conn) as c:
-            _enqueue_global(c, self._clock.now_ms() if watermark is None else watermark)
+            _enqueue_global(c, self._clock.now_ms() if watermark is None else watermark, urgent=urgent)
 
     def phase2_job(self) -> sqlite3.Row | None:
         return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()
@@ -310,7 +319,13 @@ class JobsMixin:
             )
 
     def mark_phase2_succeeded(
-        self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
+        self,
+        token: str,
+        consumed: list[tuple[str, int]],
+        *,
+        consolidated: bool,
+        watermark: int,
+        claimed_input: int | None = None,
     ) -> bool:
         """Finish a run; ``consumed`` (session id, source_updated_at) pairs become the selection snapshot.
 
@@ -319,15 +334,18 @@ class JobsMixin:
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
-            if self._owned(c, GLOBAL, GLOBAL_KEY, token) is None:
+            job = self._owned(c, GLOBAL, GLOBAL_KEY, token)
+            if job is None:
                 return False
+            # Input enqueued while this run worked is not in what it consumed: stay pending for it.
+            status = "pending" if claimed_input is not None and (job["input_watermark"] or 0) > claimed_input else "done"
             c.execute(
-                """UPDATE jobs SET status = 'done', finished_at = ?, lease_until = NULL, ownership_token = NULL,
+                """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
                    last_success_watermark = MAX(COALESCE(last_success_watermark, 0), ?),
                    cooldown_until = CASE WHEN ? THEN ? ELSE cooldown_until END
                    WHERE kind = ? AND job_key = ?""",
-                (now, DEFAULT_RETRIES, watermark, int(consolidated), now + PHASE2_COOLDOWN_MS, GLOBAL, GLOBAL_KEY),
+                (status, now, DEFAULT_RETRIES, watermark, int(consolidated), now + PHASE2_COOLDOWN_MS, GLOBAL, GLOBAL_KEY),
             )
             c.execute(
                 """UPDATE stage1_outputs SET selected_for_phase2 = 0, selected_for_phase2_source_updated_at = NULL

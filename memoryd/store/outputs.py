@@ -133,7 +133,7 @@ class OutputsMixin:
             c.execute("DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id))
             if row is not None and row["selected_for_phase2"]:
-                _enqueue_global(c, now)
+                _enqueue_global(c, now, urgent=True)
                 return True
             return False
 
@@ -231,7 +231,7 @@ class OutputsMixin:
                     "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?", (session_id,)
                 ).fetchone()
                 if row is not None and row["selected_for_phase2"]:
-                    _enqueue_global(c, now)
+                    _enqueue_global(c, now, urgent=True)
 
     # -- small named state (last pass, host seen) ------------------------------------------
 

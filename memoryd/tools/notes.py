@@ -222,7 +222,7 @@ def _forget_session(store: Store, session_id: str) -> ForgetResult:
     store.delete_session_memory(session_id)
     store.set_mode(session_id, "disabled", reason="forgotten on request")
     if had_output:
-        store.enqueue_phase2()
+        store.enqueue_phase2(urgent=True)
     return ForgetResult(
         target="session",
         session_id=session_id,
@@ -243,7 +243,7 @@ def _forget_note(store: Store, root: Path, note: str) -> ForgetResult:
         if node.kind != "file":
             raise InvalidArgument(f"{full}: is a directory, not a note")
         remove_file(node)
-    store.enqueue_phase2()
+    store.enqueue_phase2(urgent=True)
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
 

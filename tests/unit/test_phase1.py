@@ -300,3 +300,31 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(store, host
     assert report.forgotten == 0 and report.claimed == 0
     assert store.output("ses_old1aaaaaa") is not None
     assert not [c for c in host.calls if c.startswith("GET /session/ses_")]  # no per-session probes
+
+
+async def test_cancel_releases_claims_still_waiting_for_a_slot(store, host, paths, clock, monkeypatch) -> None:
+    import memoryd.phase1 as phase1
+
+    monkeypatch.setattr(phase1, "EXTRACTION_CONCURRENCY", 1)
+    host.prompt_delay = 30
+    task = asyncio.ensure_future(make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass())
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if host.prompts:
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for i in range(3):
+        job = store.stage1_job(f"ses_old{i}aaaaaa")
+        assert job["status"] == "pending" and job["retry_remaining"] == 3, (i, dict(job))
+
+
+async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, paths, clock) -> None:
+    await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    clock.advance(MINUTE)
+    host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR)
+    host.reply = lambda b: {"http_status": 404, "json": {"name": "NotFoundError", "data": {"message": "Session not found"}}}
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.forgotten == 0 and report.failed == 1
+    assert store.output("ses_old0aaaaaa") is not None

@@ -155,3 +155,25 @@ def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
     for p in ("MEMORY.md", "skills/deploy/SKILL.md"):
         assert secret not in (tmp_path / p).read_text()
     assert (tmp_path / "memory_summary.md").read_text() == "v1\n- clean\n"
+
+
+def test_forgetting_lifts_the_cooldown(store: Store) -> None:
+    add_output(store, "s1", 10)
+    c = store.claim_phase2(worker_id="a")
+    store.mark_phase2_succeeded(c.token, [("s1", 10)], consolidated=True, watermark=10)
+    assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
+    store.enqueue_phase2(11)  # ordinary new input waits for the cooldown
+    assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
+    assert store.delete_session_memory("s1") is True  # forgetting does not
+    assert store.claim_phase2(worker_id="a").claimed
+
+
+def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None:
+    store.enqueue_phase2(5)
+    c = store.claim_phase2(worker_id="a")
+    store.enqueue_phase2(9)  # a session finished extracting while the consolidator worked
+    store.mark_phase2_succeeded(c.token, [], consolidated=False, watermark=5, claimed_input=c.watermark)
+    assert store.phase2_job()["status"] == "pending"
+    c2 = store.claim_phase2(worker_id="a")
+    store.mark_phase2_succeeded(c2.token, [], consolidated=False, watermark=9, claimed_input=c2.watermark)
+    assert store.phase2_job()["status"] == "done"

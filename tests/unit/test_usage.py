@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -46,7 +48,9 @@ def test_replay_is_safe(store: Store, tmp_path: Path) -> None:
     spool.write_text(line("s", "p", ["ses_aaa"]))
     ingest_spool(store, spool)
     # a crash after the DB commit but before the unlink leaves a claimed file behind
-    (spool.parent / "citations.jsonl.1.2.claimed").write_text(line("s", "p", ["ses_aaa"]))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (spool.parent / f"citations.jsonl.{dead.pid}.2.claimed").write_text(line("s", "p", ["ses_aaa"]))
     r = ingest_spool(store, spool)
     assert r.lines == 1 and r.new_parts == 0
     assert store.output("ses_aaa").usage_count == 1
@@ -86,3 +90,19 @@ def test_concurrent_appends_are_never_lost(store: Store, tmp_path: Path) -> None
     total += ingest_spool(store, spool).new_parts
     assert total == writers * per_writer
     assert store.output("ses_aaa").usage_count == writers * per_writer
+
+
+def test_a_live_ingesters_claimed_file_is_left_to_it(store: Store, tmp_path: Path) -> None:
+    add(store, "ses_aaa")
+    spool = spool_at(tmp_path)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        mine = spool.parent / f"citations.jsonl.{other.pid}.1.claimed"
+        mine.write_text(line("s", "p9", ["ses_aaa"]))
+        assert ingest_spool(store, spool).lines == 0
+        assert mine.exists()
+    finally:
+        other.kill()
+        other.wait()
+    assert ingest_spool(store, spool).new_parts == 1  # once its owner is gone it is recovered
+    assert os.listdir(spool.parent) == []
