@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -52,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import fmt_s  # noqa: E402
+from bench._common import fmt_s, machine, table  # noqa: E402
 from memoryd.status import DAEMON, LAST_PASS
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -599,19 +598,11 @@ def summary_table(r: Run) -> None:
     rows.append(("HTTP requests to opencode in the window", str(len(r.window_requests)), "", "", "", "", ""))
     header = ("measure", "memoryd daemon", "time.sleep", "asyncio Event", "vs sleep", "vs asyncio",
               "imports only (context)")
-    w = [max(len(x[i]) for x in [*rows, header]) for i in range(len(header))]
     print(f"\n== Summary ({d.seconds:.0f} s idle) ==")
-    print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
-    print("-" + "-+-".join("-" * x for x in w) + "-")
-    for x in rows:
-        print(" " + " | ".join(c.ljust(w[i]) for i, c in enumerate(x)).rstrip())
+    table(rows, header)
     print("baselines: the same interpreter idling in time.sleep / an asyncio loop awaiting an Event, same window; "
           "their exit code -15 = killed by SIGTERM (no handler); imports only = memoryd's modules and tokenizer "
           "table loaded, then time.sleep")  # fmt: skip
-
-
-def machine() -> str:
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,8 +32,6 @@ import gc
 import io
 import json
 import logging
-import os
-import platform
 import pstats
 import random
 import shutil
@@ -55,7 +53,7 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s  # noqa: E402
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, table  # noqa: E402
 import memoryd.phase1 as phase1_mod
 import memoryd.prompts as prompts_mod
 import memoryd.tokens as tokens_mod
@@ -1108,17 +1106,9 @@ def summary_table(fake: dict[str, Any] | None, real: dict[str, Any] | None) -> N
             ("real: one-changed pass", f"{fmt_s(real['one'])}, {real['one_llm']} model call", "", ""),
         ]  # fmt: skip
     header = ("measure", "memoryd", "baseline", "ratio")
-    w = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
     print("\n== Summary ==")
-    print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
-    print("-" + "-+-".join("-" * x for x in w) + "-")
-    for r in rows:
-        print(" " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
+    table(rows, header)
     print("baseline: fake-host rows = the same HTTP round trips with no memoryd logic; real rows = the TS plugin")
-
-
-def machine() -> str:
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

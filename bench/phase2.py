@@ -36,7 +36,6 @@ import dataclasses
 import gc
 import io
 import os
-import platform
 import pstats
 import random
 import re
@@ -58,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s  # noqa: E402
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, table  # noqa: E402
 import memoryd.baseline as baseline_mod
 from memoryd.baseline import Baseline
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
@@ -645,17 +644,9 @@ def summary_table(results: list[SizeResult]) -> None:
              ratio(m["reset"].wall, g["commit incremental"].wall)),
         ]  # fmt: skip
     header = ("measure (wall, median)", "memoryd", "git binary", "memoryd/git")
-    w = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
     print("\n== Summary ==")
-    print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
-    print("-" + "-+-".join("-" * x for x in w) + "-")
-    for r in rows:
-        print(" " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
+    table(rows, header)
     print("git rows include fork+exec of the binary (~1–2 ms per command); memoryd rows run in this process")
-
-
-def machine() -> str:
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import PROJECTS  # noqa: E402
+from bench._common import PROJECTS, table  # noqa: E402
 from memoryd.clock import DAY, HOUR, ManualClock
 from memoryd.store import Output, Store
 from memoryd.tools import SearchIndex, default_index_path, memory_search
@@ -603,14 +603,6 @@ def _run_size(base: Path, target_mb: float, runs: int, seed: int) -> SizeResult:
 # Report
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
-    w = [max(len(r[i]) for r in [*rows, header]) for i in range(len(header))]
-    print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
-    print("-" + "-+-".join("-" * x for x in w) + "-")
-    for r in rows:
-        print(" " + " | ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)).rstrip())
-
-
 def pair(xs: list[float]) -> str:
     return f"{fmt_ms(pct(xs, 50))} / {fmt_ms(pct(xs, 95))}"
 
@@ -638,7 +630,7 @@ def summary(results: list[SizeResult], runs: int) -> None:
             ("ranked: query after deleting 1 note", "", fmt_ms(f.delete_s), "", "", "", ""),
         ]  # fmt: skip
         table(rows, ("query", "plain p50/p95", "ranked p50/p95", "grep p50/p95", "plain/grep", "ranked/grep",
-                     "lines/chunks"))  # fmt: skip
+                     "lines/chunks"), right_align=True)  # fmt: skip
         faster = sum(pct(row.ranked, 50) < pct(row.plain, 50) for row in r.rows)
         print(f" ranked p50 below plain p50 on {faster} of {len(r.rows)} queries; search.db after close "
               f"{f.index_bytes / MB:.0f} MB")  # fmt: skip

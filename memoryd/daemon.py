@@ -66,7 +66,7 @@ class Daemon:
     # -- signals: flags only ----------------------------------------------------------------
 
     def handle_exit(self, sig: int, frame: FrameType | None = None) -> None:
-        if self.should_exit and sig == signal.SIGINT or self.should_exit and sig == signal.SIGTERM:
+        if self.should_exit:  # a second SIGINT or SIGTERM forces
             self.force_exit = True
         self.should_exit = True
         self._exit.set()

@@ -83,3 +83,14 @@ def read_json_object(path: Path, error: type[Exception]) -> dict:
     if not isinstance(data, dict):
         raise error(f"{path}: unexpected content; fix or remove it")
     return data
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (state files such as the server record name their owner)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it just is not ours
+    return True

@@ -13,10 +13,14 @@ import logging
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
+from memoryd.budget import Budget
+from memoryd.clock import Clock
 from memoryd.errors import HostError, MemorydError
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
-from memoryd.store import CallUsage
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import CallUsage, Store
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +86,18 @@ def session_usage(session: Session) -> CallUsage:
 def model_name(configured: str | None, result: PromptResult) -> str | None:
     info = result.info
     return configured or (f"{info.providerID}/{info.modelID}" if info.modelID else None)
+
+
+class PhaseBase:
+    """What both phases work with: the store, the host, settings, paths, the clock and the budget."""
+
+    def __init__(
+        self, *, store: Store, client: OpencodeClient, settings: Settings, paths: Paths, clock: Clock, worker_id: str
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.paths = paths
+        self.clock = clock
+        self.worker_id = worker_id
+        self.budget = Budget(store, settings, clock)

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.budget import Budget, BudgetWait
+from memoryd.budget import BudgetWait
 from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
     ExtractionInvalid,
@@ -39,7 +39,7 @@ from memoryd.errors import (
     MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, model_name, usage_of
+from memoryd.helpers import PhaseBase, UNGOVERNED_TOOLS, ensure_agent, helper_session, model_name, usage_of
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
@@ -143,7 +143,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Phase1:
+class Phase1(PhaseBase):
     def __init__(
         self,
         *,
@@ -154,14 +154,9 @@ class Phase1:
         clock: Clock,
         worker_id: str | None = None,
     ) -> None:
-        self.store = store
-        self.client = client
-        self.settings = settings
-        self.paths = paths
-        self.clock = clock
-        self.worker_id = worker_id or default_worker_id()
+        super().__init__(store=store, client=client, settings=settings, paths=paths, clock=clock,
+                         worker_id=worker_id or default_worker_id())
         self._agent_checked = False
-        self.budget = Budget(store, settings, clock)
         self._system_prompt = prompts.render("stage_one_system.md")
 
     # -- the pass -------------------------------------------------------------------------

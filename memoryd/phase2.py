@@ -23,19 +23,15 @@ from pathlib import Path
 
 from memoryd import prompts
 from memoryd.baseline import Baseline, WorkspaceDiff
-from memoryd.budget import Budget, BudgetWait
+from memoryd.budget import BudgetWait
 from memoryd.claude_import import sync_claude_import
-from memoryd.clock import Clock
 from memoryd.codex_exchange import export_codex, import_codex
 from memoryd.errors import HostAuthError, HostError, HostUnreachable, MemorydError, ModelCallError, PathError
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.redact import contains_secret, redact
-from memoryd.helpers import UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
-from memoryd.host.opencode import OpencodeClient
-from memoryd.paths import Paths
+from memoryd.helpers import PhaseBase, UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
 from memoryd.readpath import summary_token_budget
-from memoryd.settings import Settings
-from memoryd.store import GLOBAL, CallUsage, Output, Store
+from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 
@@ -112,25 +108,8 @@ def redact_agent_files(root: Path) -> list[str]:
     return touched
 
 
-class Phase2:
-    def __init__(
-        self,
-        *,
-        store: Store,
-        client: OpencodeClient,
-        settings: Settings,
-        paths: Paths,
-        clock: Clock,
-        worker_id: str,
-    ) -> None:
-        self.store = store
-        self.client = client
-        self.settings = settings
-        self.paths = paths
-        self.clock = clock
-        self.worker_id = worker_id
-        self.budget = Budget(store, settings, clock)
-        self._claimed_input: int | None = None
+class Phase2(PhaseBase):
+    _claimed_input: int | None = None
 
     def workspace(self) -> Workspace:
         return Workspace(self.paths.memories, clock=self.clock)

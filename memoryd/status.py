@@ -1,4 +1,4 @@
-"""One snapshot of memoryd's state, shared by ``memoryd status`` and (later) the MCP tools."""
+"""One snapshot of memoryd's state, shared by ``memoryd status`` and ``memory_inspect``."""
 
 from __future__ import annotations
 

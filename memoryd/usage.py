@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd.fsutil import pid_alive
 from memoryd.store import Store
 
 log = logging.getLogger(__name__)
@@ -37,15 +38,7 @@ def _owner_alive(path: Path) -> bool:
         pid = int(parts[-3])
     except (IndexError, ValueError):
         return False
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _claim(spool: Path) -> list[Path]:

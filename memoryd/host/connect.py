@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
 from memoryd.errors import HostError, HostUnreachable, PathError
-from memoryd.fsutil import read_regular
+from memoryd.fsutil import pid_alive, read_regular
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.server import PrivateServer
 from memoryd.paths import Paths
@@ -50,20 +49,10 @@ def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
     except (ValueError, KeyError, TypeError):
         log.warning("%s is not readable; ignoring it", paths.server_state)
         return None
-    if not url.startswith(("http://", "https://")) or not _alive(pid):
+    if not url.startswith(("http://", "https://")) or not pid_alive(pid):
         return None
     password = data.get("password")
     return url, str(data.get("username") or "opencode"), password if isinstance(password, str) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_regular_quiet(path: Path) -> bytes | None:

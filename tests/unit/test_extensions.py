@@ -24,21 +24,11 @@ from memoryd.errors import ConfigError, PathError
 from memoryd.extensions import extensions_enabled
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
-from memoryd.settings import ExtensionsSettings, Settings, load_settings
+from memoryd.settings import Settings, load_settings
+from tests.unit.extension_helpers import age_everything, mtimes, settings_with, write
 from tests.conftest import T0
 
 SECRET = "sk-proj-AbCdEf0123456789AbCdEf0123456789xyz"
-OLD_NS = 1_600_000_000 * 10**9  # a fixed past mtime, to prove a run rewrote nothing
-
-
-def settings_with(**ext: object) -> Settings:
-    return Settings(extensions=ExtensionsSettings(**ext))
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def session_lines(cwd: object) -> str:
@@ -104,21 +94,6 @@ def tree(path: Path) -> dict[str, str]:
         for p in sorted(path.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
-
-
-def mtimes(root: Path) -> dict[str, int]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            out[p.relative_to(root).as_posix()] = os.lstat(p).st_mtime_ns
-    return out
-
-
-def age_everything(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.utime(Path(dirpath) / name, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
 
 
 def run(home: Path, root: Path, clock: ManualClock, **ext: object):

@@ -19,20 +19,10 @@ from memoryd.codex_exchange import (
     roots_overlap,
 )
 from memoryd.paths import templates_dir
-from memoryd.settings import ExtensionsSettings, Settings
+from memoryd.settings import Settings
+from tests.unit.extension_helpers import age_everything, mtimes, settings_with, write
 
 SECRET = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
-OLD_NS = 1_600_000_000 * 10**9
-
-
-def settings_with(**ext: object) -> Settings:
-    return Settings(extensions=ExtensionsSettings(**ext))
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def template(name: str) -> bytes:
@@ -45,21 +35,6 @@ def files(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.is_symlink()
     }
-
-
-def mtimes(root: Path) -> dict[str, int]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            out[p.relative_to(root).as_posix()] = os.lstat(p).st_mtime_ns
-    return out
-
-
-def age_everything(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.utime(Path(dirpath) / name, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
 
 
 @pytest.fixture
