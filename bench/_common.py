@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+import random
+from typing import Callable
 
 WORDS = """the a to of and in for with on that this it is was we should use run test build config file
 function module import error fails passes fix refactor cache database query index schema migration api
@@ -44,3 +46,14 @@ def table(rows: list[tuple[str, ...]], header: tuple[str, ...], *, right_align: 
     for r in rows:
         cells = (c.ljust(w[i]) if i == 0 or not right_align else c.rjust(w[i]) for i, c in enumerate(r))
         print(" " + " | ".join(cells).rstrip())
+
+
+def paragraph(rng: random.Random, chars: int, sentence: Callable[[random.Random], str]) -> str:
+    """Sentences from ``sentence`` until about ``chars`` characters."""
+    out: list[str] = []
+    n = 0
+    while n < chars:
+        s = sentence(rng)
+        out.append(s)
+        n += len(s) + 1
+    return " ".join(out)

@@ -53,7 +53,7 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, table  # noqa: E402
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table  # noqa: E402
 import memoryd.phase1 as phase1_mod
 import memoryd.prompts as prompts_mod
 import memoryd.tokens as tokens_mod
@@ -189,13 +189,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _para(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    n = 0
-    while n < chars:
-        s = _sentence(rng)
-        out.append(s)
-        n += len(s) + 1
-    return " ".join(out)
+    return paragraph(rng, chars, _sentence)
 
 
 def _code(rng: random.Random, lines: int) -> str:

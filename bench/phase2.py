@@ -57,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, table  # noqa: E402
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table  # noqa: E402
 import memoryd.baseline as baseline_mod
 from memoryd.baseline import Baseline
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
@@ -217,13 +217,7 @@ def _sentence(rng: random.Random, lo: int = 8, hi: int = 20) -> str:
 
 
 def _para(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    n = 0
-    while n < chars:
-        s = _sentence(rng)
-        out.append(s)
-        n += len(s) + 1
-    return " ".join(out)
+    return paragraph(rng, chars, _sentence)
 
 
 def _bullets(rng: random.Random, chars: int) -> list[str]:
