@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import random
-from typing import Callable
+from collections.abc import Callable
 
 WORDS = """the a to of and in for with on that this it is was we should use run test build config file
 function module import error fails passes fix refactor cache database query index schema migration api
@@ -38,13 +38,17 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...], *, right_align: bool = False) -> None:
+def table(
+    rows: list[tuple[str, ...]], header: tuple[str, ...], *, right_align: bool = False
+) -> None:
     """A plain-text table: first column left-aligned, the others too unless ``right_align``."""
     w = [max(len(r[i]) for r in [*rows, header]) for i in range(len(header))]
     print(" " + " | ".join(h.ljust(w[i]) for i, h in enumerate(header)).rstrip())
     print("-" + "-+-".join("-" * x for x in w) + "-")
     for r in rows:
-        cells = (c.ljust(w[i]) if i == 0 or not right_align else c.rjust(w[i]) for i, c in enumerate(r))
+        cells = (
+            c.ljust(w[i]) if i == 0 or not right_align else c.rjust(w[i]) for i, c in enumerate(r)
+        )
         print(" " + " | ".join(cells).rstrip())
 
 

@@ -51,12 +51,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import fmt_s, machine, table  # noqa: E402
+from bench._common import fmt_s, machine, table
 from memoryd.status import DAEMON, LAST_PASS
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SLEEP_SRC = "import time; time.sleep({seconds})"
-ASYNCIO_SRC = "import asyncio\nasync def main():\n    await asyncio.Event().wait()\nasyncio.run(main())\n"
+ASYNCIO_SRC = (
+    "import asyncio\nasync def main():\n    await asyncio.Event().wait()\nasyncio.run(main())\n"
+)
 # Context, not a baseline: the daemon's imports (and the tokenizer table a pass loads), then idle.
 IMPORTS_SRC = (
     "import memoryd.cli, memoryd.daemon, memoryd.passes, memoryd.phase1, memoryd.phase2, memoryd.tokens, time\n"
@@ -89,8 +91,6 @@ SESSIONS = [
 
 # =============================================================================================
 # Small helpers
-
-
 
 
 def fmt_mb(kb: float) -> str:
@@ -164,8 +164,12 @@ class CountingProxy:
             with self.lock:
                 self.connections += 1
                 self._socks += [client, upstream]
-            threading.Thread(target=self._client_to_upstream, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._upstream_to_client, args=(upstream, client), daemon=True).start()
+            threading.Thread(
+                target=self._client_to_upstream, args=(client, upstream), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._upstream_to_client, args=(upstream, client), daemon=True
+            ).start()
 
     def _upstream_to_client(self, upstream: socket.socket, client: socket.socket) -> None:
         try:
@@ -268,7 +272,10 @@ def sample(pid: int) -> Sample | None:
                     sched_ns[int(tid)] = int(fh.read().split()[0])
             except FileNotFoundError:
                 continue  # the thread ended between listdir and open
-            per_thread[int(tid)] = (ts["Name"], int(ts["voluntary_ctxt_switches"]) + int(ts["nonvoluntary_ctxt_switches"]))
+            per_thread[int(tid)] = (
+                ts["Name"],
+                int(ts["voluntary_ctxt_switches"]) + int(ts["nonvoluntary_ctxt_switches"]),
+            )
         io: dict[str, int] = {}
         try:
             with open(f"/proc/{pid}/io") as fh:
@@ -352,7 +359,9 @@ def figures(name: str, samples: list[Sample]) -> Figures:
 # Setup
 
 
-def memoryd(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def memoryd(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "memoryd", *args], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
@@ -371,7 +380,9 @@ def kv(db: Path, key: str) -> Any:
         conn.close()
 
 
-def wait_for(pred: Any, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None) -> Any:
+def wait_for(
+    pred: Any, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
@@ -439,7 +450,9 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         before = len(mock.requests)
         once = memoryd(env, "run", "--once")
         if once.returncode != 0:
-            raise RuntimeError(f"memoryd run --once failed ({once.returncode}): {once.stderr}{once.stdout}")
+            raise RuntimeError(
+                f"memoryd run --once failed ({once.returncode}): {once.stderr}{once.stdout}"
+            )
         out.setup = {
             "seconds": time.monotonic() - t, "sessions": n_sessions, "once": once.stdout.strip(),
             "once_model": len(mock.requests) - before, "server_start": box.startup_seconds,
@@ -453,12 +466,16 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         mock_at_launch = len(mock.requests)
         launch_ms = time.time_ns() // 1_000_000
         t_launch = time.monotonic()
-        total = warmup + seconds + 120  # the baselines outlive the window; they are stopped by SIGTERM
+        total = (
+            warmup + seconds + 120
+        )  # the baselines outlive the window; they are stopped by SIGTERM
         with log.open("wb") as fh:
             daemon = subprocess.Popen([sys.executable, "-m", "memoryd", "run"], env=denv, cwd=REPO, stdout=fh,
                                       stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         procs.append(daemon)
-        sleeper = subprocess.Popen([sys.executable, "-c", SLEEP_SRC.format(seconds=total)], start_new_session=True)
+        sleeper = subprocess.Popen(
+            [sys.executable, "-c", SLEEP_SRC.format(seconds=total)], start_new_session=True
+        )
         procs.append(sleeper)
         looper = subprocess.Popen([sys.executable, "-c", ASYNCIO_SRC], start_new_session=True)
         procs.append(looper)
@@ -469,7 +486,10 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         def ready() -> bool:
             # The start-up pass has recorded its result and the event stream has been opened.
             last = kv(db, LAST_PASS)
-            streaming = any(p == "/global/event" for _, _, p in proxy.requests_between(t_launch, time.monotonic()))
+            streaming = any(
+                p == "/global/event"
+                for _, _, p in proxy.requests_between(t_launch, time.monotonic())
+            )
             return bool(last and last.get("at", 0) >= launch_ms and streaming)
 
         wait_for(ready, 120, "the start-up pass and the event stream", daemon)
@@ -583,7 +603,12 @@ def summary_table(r: Run) -> None:
                      fmt(fn(imp))))  # fmt: skip
 
     row("RSS (median)", lambda f: statistics.median(f.rss_kb), fmt_mb)
-    row("RSS growth over the window", lambda f: f.rss_kb[-1] - f.rss_kb[0], lambda v: f"{v:+d} KB", ratios=False)
+    row(
+        "RSS growth over the window",
+        lambda f: f.rss_kb[-1] - f.rss_kb[0],
+        lambda v: f"{v:+d} KB",
+        ratios=False,
+    )
     row("threads", lambda f: f.threads[-1], str)
     row("wake-ups/s (all threads)", lambda f: f.wakeups_per_s, lambda v: f"{v:.2f}")
     row("wake-ups/s (main thread)", lambda f: f.main_per_s, lambda v: f"{v:.2f}")
@@ -593,11 +618,30 @@ def summary_table(r: Run) -> None:
     row("write syscalls/min", lambda f: f.per_min("syscw"), lambda v: f"{v:.0f}")
     row("KB written to disk/min", lambda f: f.per_min("write_bytes") / 1024, lambda v: f"{v:.1f}")
     row("SIGTERM -> exit", lambda f: f.exit_s or 0.0, fmt_s)
-    rows.append(("exit code", str(d.exit_code), str(sl.exit_code), str(aio.exit_code), "", "", str(imp.exit_code)))
+    rows.append(
+        (
+            "exit code",
+            str(d.exit_code),
+            str(sl.exit_code),
+            str(aio.exit_code),
+            "",
+            "",
+            str(imp.exit_code),
+        )
+    )
     rows.append(("model requests in the window", str(r.window_model), "", "", "", "", ""))
-    rows.append(("HTTP requests to opencode in the window", str(len(r.window_requests)), "", "", "", "", ""))
-    header = ("measure", "memoryd daemon", "time.sleep", "asyncio Event", "vs sleep", "vs asyncio",
-              "imports only (context)")
+    rows.append(
+        ("HTTP requests to opencode in the window", str(len(r.window_requests)), "", "", "", "", "")
+    )
+    header = (
+        "measure",
+        "memoryd daemon",
+        "time.sleep",
+        "asyncio Event",
+        "vs sleep",
+        "vs asyncio",
+        "imports only (context)",
+    )
     print(f"\n== Summary ({d.seconds:.0f} s idle) ==")
     table(rows, header)
     print("baselines: the same interpreter idling in time.sleep / an asyncio loop awaiting an Event, same window; "
@@ -606,15 +650,36 @@ def summary_table(r: Run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=60.0, help="length of the idle window (default 60)")
-    ap.add_argument("--warmup", type=float, default=5.0, help="seconds after the start-up pass before sampling (5)")
-    ap.add_argument("--sessions", type=int, default=4, help=f"sessions in the sandbox (1–{len(SESSIONS)}, default 4)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp tree (sandbox, memoryd home, daemon log)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--seconds", type=float, default=60.0, help="length of the idle window (default 60)"
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=5.0,
+        help="seconds after the start-up pass before sampling (5)",
+    )
+    ap.add_argument(
+        "--sessions",
+        type=int,
+        default=4,
+        help=f"sessions in the sandbox (1–{len(SESSIONS)}, default 4)",
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the temp tree (sandbox, memoryd home, daemon log)"
+    )
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on kill, too
     print(f"memoryd idle bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
-    r = run(max(2.0, args.seconds), max(0.0, args.warmup), max(1, min(len(SESSIONS), args.sessions)), args.keep)
+    r = run(
+        max(2.0, args.seconds),
+        max(0.0, args.warmup),
+        max(1, min(len(SESSIONS), args.sessions)),
+        args.keep,
+    )
     report(r)
     summary_table(r)
     return 0

@@ -53,11 +53,11 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table  # noqa: E402
 import memoryd.phase1 as phase1_mod
 import memoryd.prompts as prompts_mod
 import memoryd.tokens as tokens_mod
 import memoryd.transcript as transcript_mod
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -82,8 +82,6 @@ log = logging.getLogger("bench.phase1")
 
 # =============================================================================================
 # Small helpers
-
-
 
 
 def fmt_kb(n: float) -> str:
@@ -163,13 +161,29 @@ def instrument(acc: Acc, store: Store) -> Iterator[None]:
     """Time memoryd's synchronous building blocks (exact: none of them awaits)."""
     parse_orig = OpencodeClient.__dict__["_parse"].__func__
     patches: list[tuple[Any, str, Any]] = [
-        (phase1_mod, "build_transcript", acc.wrap("transcript build (total)", phase1_mod.build_transcript)),
+        (
+            phase1_mod,
+            "build_transcript",
+            acc.wrap("transcript build (total)", phase1_mod.build_transcript),
+        ),
         (transcript_mod, "redact", acc.wrap("  of which: redaction", transcript_mod.redact)),
-        (tokens_mod, "truncate_middle", acc.wrap("  of which: tokenizing", tokens_mod.truncate_middle)),
+        (
+            tokens_mod,
+            "truncate_middle",
+            acc.wrap("  of which: tokenizing", tokens_mod.truncate_middle),
+        ),
         (prompts_mod, "render", acc.wrap("prompt render", prompts_mod.render)),
         (phase1_mod, "redact", acc.wrap("output/title redaction", phase1_mod.redact)),
-        (phase1_mod, "validate_extraction", acc.wrap("answer validation", phase1_mod.validate_extraction)),
-        (OpencodeClient, "_parse", classmethod(acc.wrap("response parsing (json + pydantic)", parse_orig))),
+        (
+            phase1_mod,
+            "validate_extraction",
+            acc.wrap("answer validation", phase1_mod.validate_extraction),
+        ),
+        (
+            OpencodeClient,
+            "_parse",
+            classmethod(acc.wrap("response parsing (json + pydantic)", parse_orig)),
+        ),
         (Paths, "ensure_dir", acc.wrap("helper dir checks (ensure_dir)", Paths.ensure_dir)),
     ]
     patches += [(store, m, acc.wrap(f"store.{m}", getattr(store, m))) for m in STORE_METHODS]
@@ -179,8 +193,6 @@ def instrument(acc: Acc, store: Store) -> Iterator[None]:
 
 # =============================================================================================
 # Realistic synthetic transcripts
-
-
 
 
 def _sentence(rng: random.Random) -> str:
@@ -194,7 +206,7 @@ def _para(rng: random.Random, chars: int) -> str:
 
 def _code(rng: random.Random, lines: int) -> str:
     out = []
-    for i in range(lines):
+    for _i in range(lines):
         name = "_".join(rng.choices(WORDS, k=2))
         kind = rng.random()
         if kind < 0.2:
@@ -248,7 +260,9 @@ def _tool_part(rng: random.Random, i: int, turn: int, secret: str | None) -> dic
     kind = rng.random()
     path = rng.choice(FILES)
     if kind < 0.35:
-        cmd = rng.choice(["pytest -q", "npm test", "make build", "cargo check", "go test ./...", "ruff check ."])
+        cmd = rng.choice(
+            ["pytest -q", "npm test", "make build", "cargo check", "go test ./...", "ruff check ."]
+        )
         if secret is not None:
             cmd = "cat .env"
             out = secret
@@ -322,7 +336,9 @@ def make_session(i: int, rng: random.Random, updated: int) -> SessionData:
         if tool_secret is not None:
             parts.append(_tool_part(rng, i, t, tool_secret))
         parts.append({"type": "text", "text": _para(rng, rng.randint(50, 280))})
-        parts.append({"type": "step-finish", "reason": "stop", "tokens": {"input": 100, "output": 50}})
+        parts.append(
+            {"type": "step-finish", "reason": "stop", "tokens": {"input": 100, "output": 50}}
+        )
         msgs.append(("assistant", parts, created))
         created += 40_000
     visible: list[str] = []
@@ -332,7 +348,9 @@ def make_session(i: int, rng: random.Random, updated: int) -> SessionData:
                 visible.append(f"[{role}] {p['text']}")
             elif p["type"] == "tool":
                 st = p["state"]
-                visible.append(f"[tool {p['tool']}] {json.dumps(st['input'])}\n{st.get('output') or st.get('error')}")
+                visible.append(
+                    f"[tool {p['tool']}] {json.dumps(st['input'])}\n{st.get('output') or st.get('error')}"
+                )
     raw = "\n\n".join(visible)
     return SessionData(sid, title, f"/home/dev/{project}", updated, msgs, secrets, len(raw), raw)
 
@@ -347,7 +365,9 @@ def build_fake(data: list[SessionData]) -> FakeOpencode:
     host = FakeOpencode()
     for s in data:
         host.add_session(s.sid, updated=s.updated, title=s.title, directory=s.directory, turns=[])
-        host.messages[s.sid] = [host.message(s.sid, role, parts, created=c) for role, parts, c in s.messages]
+        host.messages[s.sid] = [
+            host.message(s.sid, role, parts, created=c) for role, parts, c in s.messages
+        ]
     return host
 
 
@@ -362,7 +382,9 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def timed_handler(handle: Callable[[httpx.Request], Any], acc: Acc) -> Callable[[httpx.Request], Any]:
+def timed_handler(
+    handle: Callable[[httpx.Request], Any], acc: Acc
+) -> Callable[[httpx.Request], Any]:
     async def timed(request: httpx.Request) -> httpx.Response:
         t0 = time.perf_counter()
         try:
@@ -411,9 +433,20 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
         store = Store(paths.db, clock=clock)
         host = build_fake(data)
         acc = Acc()
-        client = OpencodeClient(FAKE_URL, transport=httpx.MockTransport(timed_handler(host.handle, acc)))
-        settings = Settings(max_rollouts_per_startup=128)  # the max; default idle 6 h, sessions are 7 h+ old
-        p1 = Phase1(store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="bench")
+        client = OpencodeClient(
+            FAKE_URL, transport=httpx.MockTransport(timed_handler(host.handle, acc))
+        )
+        settings = Settings(
+            max_rollouts_per_startup=128
+        )  # the max; default idle 6 h, sessions are 7 h+ old
+        p1 = Phase1(
+            store=store,
+            client=client,
+            settings=settings,
+            paths=paths,
+            clock=clock,
+            worker_id="bench",
+        )
         settle_heap()
 
         t = time.perf_counter()
@@ -426,8 +459,12 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
             t0 = time.perf_counter()
             report = await p1.run_pass()
             dt = time.perf_counter() - t0
-            spent = {k: v - before.get(k, 0.0) for k, v in acc.t.items() if v - before.get(k, 0.0) > 0}
-            return PassFigures(dt, len(host.calls) - calls0, len(host.prompts) - prompts0, report, spent)
+            spent = {
+                k: v - before.get(k, 0.0) for k, v in acc.t.items() if v - before.get(k, 0.0) > 0
+            }
+            return PassFigures(
+                dt, len(host.calls) - calls0, len(host.prompts) - prompts0, report, spent
+            )
 
         prof = cProfile.Profile() if profile else None
         passes: list[PassFigures] = []
@@ -455,7 +492,9 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
             host.touch(victim, T0 - 1, ("user", "Correction: we use bun, not pnpm, from now on."))
             changed = await one_pass()
 
-        prompt_chars = [len(b["parts"][0]["text"]) + len(b.get("system") or "") for b in host.prompts]
+        prompt_chars = [
+            len(b["parts"][0]["text"]) + len(b.get("system") or "") for b in host.prompts
+        ]
         everything = "\n".join(json.dumps(b) for b in host.prompts)
         leaked = sum(1 for s in data for secret in s.secrets if secret in everything)
         outputs = len(store.outputs())
@@ -512,9 +551,15 @@ async def run_bare(data: list[SessionData], passes: int, per_pass: int = 128) ->
 
         async def job(sid: str) -> None:
             await http.get(f"/session/{sid}/message", params={"limit": MSG_PAGE})
-            r = await http.post("/session", params={"directory": helper_dir}, json={"title": f"memoryd-extract-{sid}"})
+            r = await http.post(
+                "/session",
+                params={"directory": helper_dir},
+                json={"title": f"memoryd-extract-{sid}"},
+            )
             hid = r.json()["id"]
-            await http.post(f"/session/{hid}/message", params={"directory": helper_dir}, json=bodies[sid])
+            await http.post(
+                f"/session/{hid}/message", params={"directory": helper_dir}, json=bodies[sid]
+            )
             await http.delete(f"/session/{hid}")
             await http.get(f"/session/{hid}")  # memoryd confirms the delete (404)
 
@@ -552,7 +597,9 @@ def report_fake(res: FakeResult, bare: BareResult, data: list[SessionData]) -> d
     avg_vis = sum(s.visible_chars for s in data) / n
     avg_json = sum(len(json.dumps(s.messages)) for s in data[:200]) / min(200, n)
     turns = sum(len(s.messages) // 2 for s in data) / n
-    tools = sum(sum(1 for _, ps, _ in s.messages for p in ps if p["type"] == "tool") for s in data) / n
+    tools = (
+        sum(sum(1 for _, ps, _ in s.messages for p in ps if p["type"] == "tool") for s in data) / n
+    )
     with_secret = sum(1 for s in data if s.secrets)
     ok = sum(p.report.succeeded for p in res.extract_passes)
     calls = sum(p.http_calls for p in res.extract_passes)
@@ -570,7 +617,9 @@ def report_fake(res: FakeResult, bare: BareResult, data: list[SessionData]) -> d
         f"prompt sent per session: {fmt_kb(sum(res.prompt_chars) / max(1, len(res.prompt_chars)))} "
         f"(transcript + stage_one_system.md)"
     )
-    print(f"tiktoken table load (once per daemon lifetime, not counted): {fmt_s(res.tiktoken_load_s)}")
+    print(
+        f"tiktoken table load (once per daemon lifetime, not counted): {fmt_s(res.tiktoken_load_s)}"
+    )
     print(
         f"memoryd: {fmt_s(res.extract_seconds)} wall, {n / res.extract_seconds:.0f} sessions/s, "
         f"{fmt_s(res.extract_seconds / n)} per session, {calls} HTTP calls"
@@ -588,7 +637,9 @@ def report_fake(res: FakeResult, bare: BareResult, data: list[SessionData]) -> d
         f"({100 * own / res.extract_seconds:.0f} % of its wall)"
     )
 
-    print("\nwhere the time goes (synchronous pieces timed exactly; the rest is httpx, asyncio, glue):")
+    print(
+        "\nwhere the time goes (synchronous pieces timed exactly; the rest is httpx, asyncio, glue):"
+    )
     top = {k: v for k, v in res.buckets.items() if not k.startswith("  ")}
     accounted = sum(top.values())
     # "of which" rows go right under their parent
@@ -597,9 +648,13 @@ def report_fake(res: FakeResult, bare: BareResult, data: list[SessionData]) -> d
         ordered.append((k, v))
         if k == "transcript build (total)":
             ordered += [
-                (c, res.buckets[c]) for c in ("  of which: redaction", "  of which: tokenizing") if c in res.buckets
+                (c, res.buckets[c])
+                for c in ("  of which: redaction", "  of which: tokenizing")
+                if c in res.buckets
             ]
-    ordered.append(("httpx client + asyncio + phase-1 glue (rest)", res.extract_seconds - accounted))
+    ordered.append(
+        ("httpx client + asyncio + phase-1 glue (rest)", res.extract_seconds - accounted)
+    )
     print(f"  {'bucket':<46} {'total':>9} {'/session':>9} {'share':>6} {'calls':>7}")
     for k, v in ordered:
         print(
@@ -610,7 +665,10 @@ def report_fake(res: FakeResult, bare: BareResult, data: list[SessionData]) -> d
     idle, one = res.idle_pass, res.one_changed_pass
 
     def top3(p: PassFigures) -> str:
-        items = sorted(((k.strip(), v) for k, v in p.buckets.items() if not k.startswith("  ")), key=lambda kv: -kv[1])
+        items = sorted(
+            ((k.strip(), v) for k, v in p.buckets.items() if not k.startswith("  ")),
+            key=lambda kv: -kv[1],
+        )
         return ", ".join(f"{k} {fmt_s(v)}" for k, v in items[:3])
 
     print(
@@ -841,7 +899,9 @@ def _stamp_finals(store: Store, finals: list[float]) -> None:
         setattr(store, m, stamped)
 
 
-async def _timed_pass(p1: Phase1, transport: TimingTransport, tap: LLMTap, finals: list[float]) -> RealPass:
+async def _timed_pass(
+    p1: Phase1, transport: TimingTransport, tap: LLMTap, finals: list[float]
+) -> RealPass:
     tap.clear()
     finals.clear()
     transport.intervals.clear()
@@ -862,7 +922,9 @@ async def _timed_pass(p1: Phase1, transport: TimingTransport, tap: LLMTap, final
     )  # fmt: skip
 
 
-async def real_phase1(box: Any, n: int, tap: LLMTap, mock: Any, one_sid: str, reps: int) -> dict[str, Any]:
+async def real_phase1(
+    box: Any, n: int, tap: LLMTap, mock: Any, one_sid: str, reps: int
+) -> dict[str, Any]:
     """Cold pass (first after install), no-change pass, one-change pass, then warm repeats.
 
     Each warm repeat uses a fresh, empty store so all sessions are extracted again by the
@@ -880,12 +942,21 @@ async def real_phase1(box: Any, n: int, tap: LLMTap, mock: Any, one_sid: str, re
         store = Store(paths.db)
         stores.append(store)
         _stamp_finals(store, finals)
-        p1 = Phase1(store=store, client=client, settings=settings, paths=paths, clock=store.clock, worker_id="bench")
+        p1 = Phase1(
+            store=store,
+            client=client,
+            settings=settings,
+            paths=paths,
+            clock=store.clock,
+            worker_id="bench",
+        )
         mock.clear()
         cold = await _timed_pass(p1, transport, tap, finals)
         bodies = [r.body for r in mock.extraction_requests]
 
-        idle = await _timed_pass(p1, transport, tap, finals)  # nothing changed: no model call at all
+        idle = await _timed_pass(
+            p1, transport, tap, finals
+        )  # nothing changed: no model call at all
 
         # one new turn in one session: exactly one re-extraction
         await asyncio.to_thread(box.driver.say, one_sid, "Correction: use bun, not pnpm, from now on.",
@@ -894,7 +965,9 @@ async def real_phase1(box: Any, n: int, tap: LLMTap, mock: Any, one_sid: str, re
 
         warm: list[RealPass] = []
         for r in range(reps - 1):
-            fresh = Store(Path(tempfile.mkdtemp(prefix="memoryd-bench-rep-", dir=box.root)) / "memory.db")
+            fresh = Store(
+                Path(tempfile.mkdtemp(prefix="memoryd-bench-rep-", dir=box.root)) / "memory.db"
+            )
             stores.append(fresh)
             _stamp_finals(fresh, finals)
             again = Phase1(store=fresh, client=client, settings=settings, paths=paths, clock=fresh.clock,
@@ -993,7 +1066,9 @@ def _describe_pass(label: str, p: RealPass, *, routes: bool = True) -> None:
         f"(event-loop thread CPU {fmt_s(p.cpu)} = {100 * p.cpu / p.wall:.1f} % of wall)"
     )
     if routes:
-        means = ", ".join(f"{k} {fmt_s(p.by_kind[k][1] / p.by_kind[k][0])}" for k in ROUTE_KINDS if k in p.by_kind)
+        means = ", ".join(
+            f"{k} {fmt_s(p.by_kind[k][1] / p.by_kind[k][0])}" for k in ROUTE_KINDS if k in p.by_kind
+        )
         print(f"  mean time per call: {means}")
 
 
@@ -1021,7 +1096,9 @@ def report_real(res: RealResult) -> dict[str, Any]:
             print(f"    {k:<9} {c:4d} calls  {fmt_s(tot):>9} total  {fmt_s(tot / c):>9} each")
     ext = [c for c in cold.llm if c.extraction]
     model_s = sum(c.end - c.start for c in cold.llm)
-    print(f"  model (MockLLM): {len(cold.llm)} requests, {len(ext)} extraction, {fmt_s(model_s)} inside the mock")
+    print(
+        f"  model (MockLLM): {len(cold.llm)} requests, {len(ext)} extraction, {fmt_s(model_s)} inside the mock"
+    )
     avg_bytes = sum(c.nbytes for c in ext) / max(1, len(ext))
     bd = _body_breakdown(res.extraction_bodies)
     tok = [tokens_mod.count(json.dumps(b, ensure_ascii=False)) for b in res.extraction_bodies]
@@ -1094,7 +1171,14 @@ def summary_table(fake: dict[str, Any] | None, real: dict[str, Any] | None) -> N
             rows.append(("real: trigger -> all outputs (warm)", f"{fmt_s(real['warm_last'])} (median; {fmt_s(lo)}–{fmt_s(hi)})",
                          f"{PLUGIN_TRIGGER_TO_OUTPUTS[0]}–{PLUGIN_TRIGGER_TO_OUTPUTS[1]} s",
                          f"{real['warm_last'] / PLUGIN_TRIGGER_TO_OUTPUTS[0]:.2f}x plugin"))  # fmt: skip
-            rows.append(("real: memoryd share of wall (warm)", f"{real['warm_share']:.1f} % (median)", "", ""))
+            rows.append(
+                (
+                    "real: memoryd share of wall (warm)",
+                    f"{real['warm_share']:.1f} % (median)",
+                    "",
+                    "",
+                )
+            )
         rows += [
             ("real: nothing-changed pass", f"{fmt_s(real['idle'])}, {real['idle_llm']} model calls", "0 model calls", ""),
             ("real: one-changed pass", f"{fmt_s(real['one'])}, {real['one_llm']} model call", "", ""),
@@ -1102,19 +1186,39 @@ def summary_table(fake: dict[str, Any] | None, real: dict[str, Any] | None) -> N
     header = ("measure", "memoryd", "baseline", "ratio")
     print("\n== Summary ==")
     table(rows, header)
-    print("baseline: fake-host rows = the same HTTP round trips with no memoryd logic; real rows = the TS plugin")
+    print(
+        "baseline: fake-host rows = the same HTTP round trips with no memoryd logic; real rows = the TS plugin"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--sessions", type=int, default=1000, help="sessions for the fake-host part (default 1000; 0 skips it)"
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--real", type=int, default=20, help="sessions for the real-server part (default 20)")
+    ap.add_argument(
+        "--sessions",
+        type=int,
+        default=1000,
+        help="sessions for the fake-host part (default 1000; 0 skips it)",
+    )
+    ap.add_argument(
+        "--real", type=int, default=20, help="sessions for the real-server part (default 20)"
+    )
     ap.add_argument("--skip-real", action="store_true", help="only the in-process part")
-    ap.add_argument("--reps", type=int, default=3, help="real part: full passes (1 cold + warm repeats; default 3)")
-    ap.add_argument("--concurrency", type=int, help="override memoryd.phase1.EXTRACTION_CONCURRENCY (real part)")
-    ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries of the extraction passes")
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=3,
+        help="real part: full passes (1 cold + warm repeats; default 3)",
+    )
+    ap.add_argument(
+        "--concurrency", type=int, help="override memoryd.phase1.EXTRACTION_CONCURRENCY (real part)"
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print cProfile's top entries of the extraction passes",
+    )
     ap.add_argument("--seed", type=int, default=1, help="seed of the synthetic transcripts")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -1130,7 +1234,9 @@ def main(argv: list[str] | None = None) -> int:
         fake_fig = report_fake(res, bare, data)
         if args.profile:
             prof = asyncio.run(run_memoryd_fake(data, profile=True))
-            print("\ncProfile of the extraction passes (a second run; profiling inflates everything):")
+            print(
+                "\ncProfile of the extraction passes (a second run; profiling inflates everything):"
+            )
             print(prof.profile)
         del data, res, bare
     if not args.skip_real and args.real > 0:

@@ -57,8 +57,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table  # noqa: E402
 import memoryd.baseline as baseline_mod
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
 from memoryd.baseline import Baseline
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
@@ -75,8 +75,6 @@ GIT_CONFIG = [
 
 # =============================================================================================
 # Small helpers
-
-
 
 
 def fmt_kb(n: float) -> str:
@@ -128,7 +126,9 @@ def timed(fn: Callable[[], Any], timing: Timing | None = None) -> tuple[Any, Tim
 REPEAT_BUDGET_S = 10.0
 
 
-def repeat(fn: Callable[[], Any], reps: int, budget_s: float = REPEAT_BUDGET_S) -> tuple[Any, Timing]:
+def repeat(
+    fn: Callable[[], Any], reps: int, budget_s: float = REPEAT_BUDGET_S
+) -> tuple[Any, Timing]:
     """Up to ``reps`` runs (fewer once ``budget_s`` is spent, so a slow step is not run five times)."""
     timing = Timing()
     result = None
@@ -161,18 +161,28 @@ class Git:
             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
         }  # fmt: skip
 
-    def run(self, *args: str, index: Path | None = None, timing: Timing | None = None) -> tuple[str, Timing]:
+    def run(
+        self, *args: str, index: Path | None = None, timing: Timing | None = None
+    ) -> tuple[str, Timing]:
         """Run one git command (cwd = the worktree) and time it: wall, and the child's CPU."""
         env = dict(self.env)
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
-        argv = [GIT, f"--git-dir={self.git_dir}", f"--work-tree={self.worktree}", *GIT_CONFIG, *args]
+        argv = [
+            GIT,
+            f"--git-dir={self.git_dir}",
+            f"--work-tree={self.worktree}",
+            *GIT_CONFIG,
+            *args,
+        ]
         timing = timing or Timing()
         c0, t0 = _children_cpu(), time.perf_counter()
         proc = subprocess.run(argv, cwd=self.worktree, env=env, capture_output=True, check=False)
         timing.add(time.perf_counter() - t0, _children_cpu() - c0)
         if proc.returncode != 0:
-            raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+            raise RuntimeError(
+                f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}"
+            )
         return proc.stdout.decode("utf-8", "replace"), timing
 
     def runs(self, *cmds: tuple[str, ...], index: Path | None = None) -> tuple[str, Timing]:
@@ -250,7 +260,11 @@ def _raw_memory(rng: random.Random, proj: str, task: str) -> str:
     tasks = rng.choice([1, 1, 2])
     for t in range(1, tasks + 1):
         each = budget // (tasks * 5)
-        lines += ["", f"### Task {t}: {task if t == 1 else rng.choice(TASKS)}", f"outcome: {rng.choice(OUTCOMES)}"]
+        lines += [
+            "",
+            f"### Task {t}: {task if t == 1 else rng.choice(TASKS)}",
+            f"outcome: {rng.choice(OUTCOMES)}",
+        ]
         for name in ("preferences:", "steps:", "failures:", "knowledge:"):
             lines += _section(rng, name, each)
         lines += ["references:", *(f"- `{c}` ({rng.choice(FILES)}:{rng.randint(1, 400)})"
@@ -270,7 +284,12 @@ def _summary(rng: random.Random, proj: str, task: str) -> str:
         each = budget // (tasks * 5)
         lines += ["", f"## Task {t}: {task if t == 1 else rng.choice(TASKS)}", "",
                   f"Outcome: {rng.choice(OUTCOMES)} - {_sentence(rng)}"]  # fmt: skip
-        for name in ("Preference signals:", "Key steps:", "Failures and fixes:", "Reusable knowledge:"):
+        for name in (
+            "Preference signals:",
+            "Key steps:",
+            "Failures and fixes:",
+            "Reusable knowledge:",
+        ):
             lines += ["", *_section(rng, name, each)]
         lines += ["", "References:", *(f"{i}. `{c}` ({rng.choice(FILES)}:{rng.randint(1, 400)})"
                                        for i, c in enumerate(rng.sample(COMMANDS, 3), 1))]  # fmt: skip
@@ -280,7 +299,7 @@ def _summary(rng: random.Random, proj: str, task: str) -> str:
 def make_outputs(n: int, seed: int = 1) -> list[Output]:
     rng = random.Random(seed)
     outs: list[Output] = []
-    for i in range(n):
+    for _i in range(n):
         proj = rng.choice(PROJECTS)
         task = rng.choice(TASKS)
         title = f"{task} in {proj}"
@@ -332,11 +351,15 @@ def first_consolidation(root: Path, rng: random.Random) -> None:
     for proj in PROJECTS:
         memory += [f"## {proj}", "", *_bullets(rng, 2000), ""]
     (root / "MEMORY.md").write_text("\n".join(memory))
-    (root / "memory_summary.md").write_text("v1\n## What's in memory\n\n" + "\n".join(_bullets(rng, 3000)) + "\n")
+    (root / "memory_summary.md").write_text(
+        "v1\n## What's in memory\n\n" + "\n".join(_bullets(rng, 3000)) + "\n"
+    )
     for name in ("release-checklist", "db-migrations"):
         d = root / "skills" / name
         d.mkdir(parents=True, exist_ok=True)
-        (d / "SKILL.md").write_text(f"---\nname: {name}\n---\n\n" + "\n".join(_bullets(rng, 1500)) + "\n")
+        (d / "SKILL.md").write_text(
+            f"---\nname: {name}\n---\n\n" + "\n".join(_bullets(rng, 1500)) + "\n"
+        )
 
 
 # =============================================================================================
@@ -354,7 +377,10 @@ class SizeResult:
     notes: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)
     raw_lines: int = 0
-    patch_split: tuple[float, float] = (0.0, 0.0)  # seconds per diff in _file_patch: raw_memories.md, the rest
+    patch_split: tuple[float, float] = (
+        0.0,
+        0.0,
+    )  # seconds per diff in _file_patch: raw_memories.md, the rest
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
@@ -449,7 +475,12 @@ def bench_size(n: int, base: Path, reps: int, profile: bool) -> SizeResult:
                 out, _ = git.run(*cmd, timing=g.setdefault(key, Timing()))
                 assert out == "", out[:300]
         if profile:
-            res.profiles.append(_profile("no-change ensure + sync + diff", lambda: (bl.ensure(), ws.sync(outs), bl.diff())))
+            res.profiles.append(
+                _profile(
+                    "no-change ensure + sync + diff",
+                    lambda: (bl.ensure(), ws.sync(outs), bl.diff()),
+                )
+            )
 
         # (c) ~1 % re-extracted
         changed_outs, res.changed = reextract(outs, 0.01, seed=n + 1)
@@ -569,13 +600,19 @@ def report_size(r: SizeResult) -> None:
     print("(a) first sync into an empty folder + first commit")
     print(f"  {'ensure_layout':<38} {m['layout'].text()}")
     print(f"  {f'sync (writes {r.n + 1} files)':<38} {m['sync first'].text()}")
-    print(f"  {'  of which inside fsync':<38} {fmt_s(m['fsync first'].wall)} ({int(m['fsync first'].cpu)} calls, "
-          f"{fmt_s(m['fsync first'].wall / max(1, m['fsync first'].cpu))} each)")
+    print(
+        f"  {'  of which inside fsync':<38} {fmt_s(m['fsync first'].wall)} ({int(m['fsync first'].cpu)} calls, "
+        f"{fmt_s(m['fsync first'].wall / max(1, m['fsync first'].cpu))} each)"
+    )
     print(f"  {'Baseline.ensure (first commit)':<38} {m['ensure first'].text()}")
     print(f"  {'git init + add -A + commit (fresh)':<38} {g['commit scratch first'].text()}")
     print(f"  -> memoryd/git {ratio(m['ensure first'].wall, g['commit scratch first'].wall)}")
-    print(f"  {'reset after a simulated consolidation':<38} {m['reset after consolidation'].text()}")
-    idle_total = m["layout idle"].wall + m["ensure idle"].wall + m["sync idle"].wall + m["diff idle"].wall
+    print(
+        f"  {'reset after a simulated consolidation':<38} {m['reset after consolidation'].text()}"
+    )
+    idle_total = (
+        m["layout idle"].wall + m["ensure idle"].wall + m["sync idle"].wall + m["diff idle"].wall
+    )
     idle_total += m["validate idle"].wall
     print("(b) nothing changed")
     for key, label in (("layout idle", "ensure_layout"), ("ensure idle", "Baseline.ensure (existing)"),
@@ -586,29 +623,37 @@ def report_size(r: SizeResult) -> None:
     for key, label in (("status idle", "git status --porcelain"), ("stat idle", "git diff HEAD --stat"),
                        ("diff idle", "git diff HEAD")):  # fmt: skip
         print(f"  {label:<38} {g[key].text()}")
-    print(f"  -> memoryd diff / git diff HEAD {ratio(m['diff idle'].wall, g['diff idle'].wall)}; "
-          f"memoryd sync + diff / git status {ratio(m['sync idle'].wall + m['diff idle'].wall, g['status idle'].wall)}")
+    print(
+        f"  -> memoryd diff / git diff HEAD {ratio(m['diff idle'].wall, g['diff idle'].wall)}; "
+        f"memoryd sync + diff / git status {ratio(m['sync idle'].wall + m['diff idle'].wall, g['status idle'].wall)}"
+    )
     print("(c) ~1 % changed")
     print(f"  sync                                   {m['sync 1%'].text()}")
     print(f"  diff                                   {m['diff 1%'].text()}")
     raw_s, rest_s = r.patch_split
-    print(f"    of which patch text: raw_memories.md {fmt_s(raw_s)} (difflib over {r.raw_lines} lines), "
-          f"the other {2 * r.changed} files {fmt_s(rest_s)}; walk + read + hash the rest")
+    print(
+        f"    of which patch text: raw_memories.md {fmt_s(raw_s)} (difflib over {r.raw_lines} lines), "
+        f"the other {2 * r.changed} files {fmt_s(rest_s)}; walk + read + hash the rest"
+    )
     print(f"  render                                 {m['render 1%'].text()}")
     for key, label in (("status 1%", "git status --porcelain"), ("stat 1%", "git diff HEAD --stat"),
                        ("diff 1%", "git diff HEAD (tracked files only)"),
                        ("full diff 1%", "git add -N . && git diff HEAD")):  # fmt: skip
         print(f"  {label:<38} {g[key].text()}")
-    print(f"  -> memoryd diff / (git add -N + diff HEAD) {ratio(m['diff 1%'].wall, g['full diff 1%'].wall)}; "
-          f"memoryd diff + render / same {ratio(m['diff 1%'].wall + m['render 1%'].wall, g['full diff 1%'].wall)}")
+    print(
+        f"  -> memoryd diff / (git add -N + diff HEAD) {ratio(m['diff 1%'].wall, g['full diff 1%'].wall)}; "
+        f"memoryd diff + render / same {ratio(m['diff 1%'].wall + m['render 1%'].wall, g['full diff 1%'].wall)}"
+    )
     for note in r.notes:
         print(f"  {note}")
     print("(d) reset")
     print(f"  Baseline.reset (new one-commit repo)   {m['reset'].text()}")
     print(f"  git add -A && git commit (incremental) {g['commit incremental'].text()}")
     print(f"  git init + add -A + commit (scratch)   {g['commit scratch'].text()}")
-    print(f"  -> reset / git from scratch {ratio(m['reset'].wall, g['commit scratch'].wall)}; "
-          f"reset / git incremental {ratio(m['reset'].wall, g['commit incremental'].wall)}")
+    print(
+        f"  -> reset / git from scratch {ratio(m['reset'].wall, g['commit scratch'].wall)}; "
+        f"reset / git incremental {ratio(m['reset'].wall, g['commit incremental'].wall)}"
+    )
     for text in r.profiles:
         print(f"\n{text}")
 
@@ -640,21 +685,45 @@ def summary_table(results: list[SizeResult]) -> None:
     header = ("measure (wall, median)", "memoryd", "git binary", "memoryd/git")
     print("\n== Summary ==")
     table(rows, header)
-    print("git rows include fork+exec of the binary (~1–2 ms per command); memoryd rows run in this process")
+    print(
+        "git rows include fork+exec of the binary (~1–2 ms per command); memoryd rows run in this process"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="256,4096", help="comma-separated output counts (default 256,4096)")
-    ap.add_argument("--reps", type=int, default=5, help="repeats of each repeatable measurement (median; default 5)")
-    ap.add_argument("--dir", type=Path, default=None, help="parent of the temp folders (default: the system temp dir)")
-    ap.add_argument("--profile", action="store_true", help="also print cProfile of the no-change and 1 %% diffs")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", default="256,4096", help="comma-separated output counts (default 256,4096)"
+    )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=5,
+        help="repeats of each repeatable measurement (median; default 5)",
+    )
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="parent of the temp folders (default: the system temp dir)",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="also print cProfile of the no-change and 1 %% diffs"
+    )
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup on kill, too
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     base = args.dir or Path(tempfile.gettempdir())
-    git_version = subprocess.run([GIT or "git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    fs = subprocess.run(["df", "-T", str(base)], capture_output=True, text=True, check=False).stdout.splitlines()[-1].split()
+    git_version = subprocess.run(
+        [GIT or "git", "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    fs = (
+        subprocess.run(["df", "-T", str(base)], capture_output=True, text=True, check=False)
+        .stdout.splitlines()[-1]
+        .split()
+    )
     print(f"memoryd phase-2 bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}, {git_version}, "
           f"temp dir {base} ({fs[1] if len(fs) > 1 else '?'})")  # fmt: skip
     results = []

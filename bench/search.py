@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import PROJECTS, table  # noqa: E402
+from bench._common import PROJECTS, table
 from memoryd.clock import DAY, HOUR, ManualClock
 from memoryd.store import Output, Store
 from memoryd.tools import SearchIndex, default_index_path, memory_search
@@ -198,7 +198,10 @@ class Vocab:
 
     def code(self, lines: int) -> str:
         rng = self.rng
-        body = [f"$ {rng.choice(COMMANDS)}" if rng.random() < 0.5 else rng.choice(ERRORS) for _ in range(lines)]
+        body = [
+            f"$ {rng.choice(COMMANDS)}" if rng.random() < 0.5 else rng.choice(ERRORS)
+            for _ in range(lines)
+        ]
         return "```bash\n" + "\n".join(body) + "\n```"
 
 
@@ -211,7 +214,9 @@ def _accumulate(xs: list[float]) -> list[float]:
 
 
 def _sid(rng: random.Random) -> str:
-    return "ses_" + "".join(rng.choices("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=26))
+    return "ses_" + "".join(
+        rng.choices("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=26)
+    )
 
 
 def make_output(v: Vocab, i: int, rng: random.Random) -> Output:
@@ -225,7 +230,12 @@ def make_output(v: Vocab, i: int, rng: random.Random) -> Output:
     if rng.random() < 0.7:
         sections += ["## Commands", "", v.code(rng.randint(2, 9)), ""]
     files = rng.sample(FILES, rng.randint(1, 4))
-    sections += ["## Files touched", "", "\n".join(f"- `{f}`: {v.sentence(4, 10)}" for f in files), ""]
+    sections += [
+        "## Files touched",
+        "",
+        "\n".join(f"- `{f}`: {v.sentence(4, 10)}" for f in files),
+        "",
+    ]
     if rng.random() < 0.5:
         sections += ["## Follow-ups", "", v.bullets(rng.randint(1, 4)), ""]
     raw = "\n".join(
@@ -243,7 +253,11 @@ def make_output(v: Vocab, i: int, rng: random.Random) -> Output:
 def _plant(text: str, rng: random.Random, phrase: str) -> str:
     """Put ``phrase`` into one line of ``text`` that is plain prose (not header, heading or code)."""
     lines = text.split("\n")
-    ok = [i for i, line in enumerate(lines) if len(line) > 40 and line[0].isalpha() and ":" not in line[:20]]
+    ok = [
+        i
+        for i, line in enumerate(lines)
+        if len(line) > 40 and line[0].isalpha() and ":" not in line[:20]
+    ]
     i = rng.choice(ok)
     lines[i] = f"{lines[i]} Note: the {phrase} matters here."
     return "\n".join(lines)
@@ -334,9 +348,16 @@ def generate(base: Path, target_mb: float, seed: int) -> Corpus:
     while used < rest:
         out = make_output(v, i, rng)
         if i in (5, 11):
-            out = replace(out, rollout_summary=_plant(out.rollout_summary, rng, RARE_WORD if i == 5 else RARE_PHRASE))
+            out = replace(
+                out,
+                rollout_summary=_plant(
+                    out.rollout_summary, rng, RARE_WORD if i == 5 else RARE_PHRASE
+                ),
+            )
         if i == 17:
-            out = replace(out, raw_memory=out.raw_memory + f"\n- Calibrate the {RARE_PHRASE} before release.")
+            out = replace(
+                out, raw_memory=out.raw_memory + f"\n- Calibrate the {RARE_PHRASE} before release."
+            )
         selected.append(out)
         used += len(render_rollout_summary(out)) + len(out.raw_memory) + 200
         i += 1
@@ -353,7 +374,9 @@ def generate(base: Path, target_mb: float, seed: int) -> Corpus:
     try:
         for out in selected + extra:
             clock.set(out.generated_at)
-            claim = store.claim_stage1(out.session_id, out.source_updated_at, max_running=10**9, worker_id="bench")
+            claim = store.claim_stage1(
+                out.session_id, out.source_updated_at, max_running=10**9, worker_id="bench"
+            )
             assert claim.claimed and claim.token
             assert store.mark_stage1_succeeded(
                 out.session_id, claim.token, raw_memory=out.raw_memory, rollout_summary=out.rollout_summary,
@@ -363,8 +386,12 @@ def generate(base: Path, target_mb: float, seed: int) -> Corpus:
         store.close()
     store_s = time.perf_counter() - t
     total, files = folder_bytes(root)
-    text_bytes = sum(len(o.raw_memory.encode()) + len(o.rollout_summary.encode()) for o in selected + extra)
-    return Corpus(root, data, total, files, len(selected), len(extra), text_bytes, gen_s, store_s, k, notes)
+    text_bytes = sum(
+        len(o.raw_memory.encode()) + len(o.rollout_summary.encode()) for o in selected + extra
+    )
+    return Corpus(
+        root, data, total, files, len(selected), len(extra), text_bytes, gen_s, store_s, k, notes
+    )
 
 
 # =============================================================================================
@@ -493,7 +520,9 @@ def measure_query(q: Query, root: Path, idx: SearchIndex, runs: int) -> Row:
     return row
 
 
-def measure_index_changes(c: Corpus, idx: SearchIndex, fig: IndexFigures, warnings: list[str]) -> None:
+def measure_index_changes(
+    c: Corpus, idx: SearchIndex, fig: IndexFigures, warnings: list[str]
+) -> None:
     """What the first ranked query after a change pays: refresh of that file (+ FTS optimize) + query."""
     root = c.root
 
@@ -505,7 +534,9 @@ def measure_index_changes(c: Corpus, idx: SearchIndex, fig: IndexFigures, warnin
         bump_mtime(root / c.note_paths[(k * 7919) % len(c.note_paths)])  # same bytes, new mtime
         dt, st = next_query()
         if st.get("files_indexed") != 1:
-            warnings.append(f"touch: the refresh indexed {st.get('files_indexed')} files, expected 1")
+            warnings.append(
+                f"touch: the refresh indexed {st.get('files_indexed')} files, expected 1"
+            )
         fig.touch.append(dt)
         fig.touch_refresh.append(st.get("elapsed_ms", 0) / 1e3)
     with (root / MEMORY_FILE).open("a") as fh:
@@ -514,7 +545,9 @@ def measure_index_changes(c: Corpus, idx: SearchIndex, fig: IndexFigures, warnin
     (root / c.note_paths[1]).unlink()
     fig.delete_s, fig.delete = next_query()
     if fig.delete.get("files_removed") != 1:
-        warnings.append(f"delete: the refresh removed {fig.delete.get('files_removed')} files, expected 1")
+        warnings.append(
+            f"delete: the refresh removed {fig.delete.get('files_removed')} files, expected 1"
+        )
 
 
 def run_size(target_mb: float, runs: int, seed: int, keep: bool) -> SizeResult:
@@ -574,7 +607,9 @@ def _run_size(base: Path, target_mb: float, runs: int, seed: int) -> SizeResult:
         for q in QUERIES:
             row = measure_query(q, root, idx, runs)
             if row.plain_total != row.grep_lines:
-                warnings.append(f"{q.label}: plain counted {row.plain_total} lines, grep printed {row.grep_lines}")
+                warnings.append(
+                    f"{q.label}: plain counted {row.plain_total} lines, grep printed {row.grep_lines}"
+                )
             rows.append(row)
             print(
                 f"  {q.label:<36} plain {fmt_ms(pct(row.plain, 50)):>8}  ranked {fmt_ms(pct(row.ranked, 50)):>8}  "
@@ -590,7 +625,9 @@ def _run_size(base: Path, target_mb: float, runs: int, seed: int) -> SizeResult:
         e, d = fig.edit, fig.delete
         print(f"append to MEMORY.md -> next ranked query: {fmt_ms(fig.edit_s)} (refresh {fmt_ms(e['elapsed_ms'] / 1e3)},"
               f" {e['chunks_removed']} chunks out, {e['chunks_added']} in)")  # fmt: skip
-        print(f"delete one note -> next ranked query: {fmt_ms(fig.delete_s)} (refresh {fmt_ms(d['elapsed_ms'] / 1e3)})")
+        print(
+            f"delete one note -> next ranked query: {fmt_ms(fig.delete_s)} (refresh {fmt_ms(d['elapsed_ms'] / 1e3)})"
+        )
     finally:
         if idx is not None:
             idx.close()
@@ -612,7 +649,9 @@ def ratio(a: list[float], b: list[float]) -> str:
 
 
 def summary(results: list[SizeResult], runs: int) -> None:
-    print(f"\n== Summary: p50 / p95 of {runs} runs each; ratios = p50 / grep p50 on the same folder in this run ==")
+    print(
+        f"\n== Summary: p50 / p95 of {runs} runs each; ratios = p50 / grep p50 on the same folder in this run =="
+    )
     for r in results:
         c, f = r.corpus, r.index
         print(f"\n{c.bytes / MB:.1f} MB folder, {c.files} files; store {c.outputs_selected} + {c.outputs_extra} outputs; "
@@ -639,7 +678,9 @@ def summary(results: list[SizeResult], runs: int) -> None:
 
 
 def machine() -> str:
-    grep = subprocess.run(["grep", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
+    grep = subprocess.run(
+        ["grep", "--version"], capture_output=True, text=True, check=False
+    ).stdout.split("\n")[0]
     import sqlite3
 
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -647,21 +688,36 @@ def machine() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="5,50", help="folder sizes in MB, comma-separated (default 5,50)")
-    ap.add_argument("--runs", type=int, default=20, help="timed runs per query and mode (default 20; 8 halves the time)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", default="5,50", help="folder sizes in MB, comma-separated (default 5,50)"
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=20,
+        help="timed runs per query and mode (default 20; 8 halves the time)",
+    )
     ap.add_argument("--seed", type=int, default=7, help="seed of the generated folder")
-    ap.add_argument("--keep", action="store_true", help="keep the temp folders (their paths are printed)")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the temp folders (their paths are printed)"
+    )
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s.strip()]
     runs = max(1, args.runs)
     t0 = time.perf_counter()
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"memoryd search bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}; load average {load}")
+    print(
+        f"memoryd search bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}; load average {load}"
+    )
     results = [run_size(mb, runs, args.seed, args.keep) for mb in sizes]
     summary(results, runs)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s; load average now {load} (1/5/15 min; this bench adds ~1)")
+    print(
+        f"\ntotal {time.perf_counter() - t0:.0f} s; load average now {load} (1/5/15 min; this bench adds ~1)"
+    )
     return 0
 
 

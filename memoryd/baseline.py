@@ -141,7 +141,9 @@ class Baseline:
         self.exclude: Callable[[str], bool] = exclude or (lambda _p: False)
         gd, wt = self.git_dir.resolve(), self.worktree.resolve()
         if gd == wt or wt in gd.parents or gd in wt.parents:
-            raise BaselineError(f"{self.git_dir}: the baseline repository must live outside {self.worktree}")
+            raise BaselineError(
+                f"{self.git_dir}: the baseline repository must live outside {self.worktree}"
+            )
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -166,7 +168,7 @@ class Baseline:
             log.info("baseline %s has no commit yet; committing the memory folder", self.git_dir)
         except _Broken as exc:
             log.warning("baseline %s is unusable (%s); re-initialising it", self.git_dir, exc)
-        except Exception as exc:  # noqa: BLE001 - anything unreadable counts as broken
+        except Exception as exc:
             log.warning("baseline %s is unreadable (%s); re-initialising it", self.git_dir, exc)
         self.reset()
         return True
@@ -185,17 +187,23 @@ class Baseline:
         except _Broken as exc:
             raise BaselineError(f"{self.git_dir}: baseline unreadable ({exc})") from exc
         except Exception as exc:
-            raise BaselineError(f"{self.git_dir}: diff failed ({type(exc).__name__}: {exc})") from exc
+            raise BaselineError(
+                f"{self.git_dir}: diff failed ({type(exc).__name__}: {exc})"
+            ) from exc
         log.debug(
             "baseline diff: %d change(s) over %d tracked file(s) in %.1f ms",
-            len(result.changes), len(head), (time.perf_counter() - started) * 1000,
+            len(result.changes),
+            len(head),
+            (time.perf_counter() - started) * 1000,
         )
         return result
 
     def reset(self) -> None:
         """Replace the baseline with one parentless commit of the worktree; history is dropped."""
         started = time.perf_counter()
-        files = [(rel, *_read_file(abspath)) for rel, abspath in self._walk()]  # before touching git_dir
+        files = [
+            (rel, *_read_file(abspath)) for rel, abspath in self._walk()
+        ]  # before touching git_dir
         parent = self.git_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -211,10 +219,15 @@ class Baseline:
             raise
         except Exception as exc:
             _remove(tmp)
-            raise BaselineError(f"{self.git_dir}: baseline commit failed ({type(exc).__name__}: {exc})") from exc
+            raise BaselineError(
+                f"{self.git_dir}: baseline commit failed ({type(exc).__name__}: {exc})"
+            ) from exc
         log.info(
             "baseline %s reset to %s (%d file(s), %.1f ms)",
-            self.git_dir, commit_id.decode()[:12], len(files), (time.perf_counter() - started) * 1000,
+            self.git_dir,
+            commit_id.decode()[:12],
+            len(files),
+            (time.perf_counter() - started) * 1000,
         )
 
     def head_files(self) -> dict[str, bytes]:
@@ -241,7 +254,9 @@ class Baseline:
         for root, dirs, names in os.walk(gd):
             for name in dirs + names:
                 if os.path.islink(os.path.join(root, name)):
-                    raise _Broken(f"contains a symlink ({os.path.relpath(os.path.join(root, name), gd)})")
+                    raise _Broken(
+                        f"contains a symlink ({os.path.relpath(os.path.join(root, name), gd)})"
+                    )
         # Both would point reads (or writes) at objects outside this directory.
         for indirection in ("commondir", "objects/info/alternates"):
             if (gd / indirection).exists():
@@ -256,7 +271,9 @@ class Baseline:
         """Put the freshly built repository at git_dir; the old one is removed afterwards."""
         old: Path | None = None
         if os.path.lexists(self.git_dir):
-            old = Path(tempfile.mkdtemp(prefix=f".{self.git_dir.name}.old-", dir=self.git_dir.parent))
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{self.git_dir.name}.old-", dir=self.git_dir.parent)
+            )
             old.rmdir()
             os.rename(self.git_dir, old)
         try:
@@ -301,7 +318,9 @@ class Baseline:
                 if self.exclude(rel):
                     continue
                 if entry.is_symlink():
-                    raise BaselineError(f"{entry.path}: symlink in the memory folder; refusing to diff or commit")
+                    raise BaselineError(
+                        f"{entry.path}: symlink in the memory folder; refusing to diff or commit"
+                    )
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file(follow_symlinks=False):
@@ -368,7 +387,9 @@ def _read_file(path: str) -> tuple[int, bytes]:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         if os.path.islink(path):
-            raise BaselineError(f"{path}: symlink in the memory folder; refusing to read it") from exc
+            raise BaselineError(
+                f"{path}: symlink in the memory folder; refusing to read it"
+            ) from exc
         raise BaselineError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     try:
         st = os.fstat(fd)
@@ -434,7 +455,9 @@ class _Dir:
 
 def _commit_files(repo: Repo, files: list[tuple[str, int, bytes]]) -> ObjectID:
     """Write blobs, trees and one parentless commit as a single pack; point the branch at it."""
-    objects: dict[ObjectID, ShaFile] = {}  # identical files share one blob; a pack must not repeat it
+    objects: dict[
+        ObjectID, ShaFile
+    ] = {}  # identical files share one blob; a pack must not repeat it
     root = _Dir()
     for path, mode, data in files:
         blob = Blob.from_string(data)
@@ -533,7 +556,9 @@ def _unique_anchors(a: list[str], b: list[str], a0: int, b0: int) -> list[tuple[
     for line in b:
         count_b[line] = count_b.get(line, 0) + 1
     where_b = {line: j for j, line in enumerate(b) if count_b[line] == 1}
-    pairs = [(i, where_b[line]) for i, line in enumerate(a) if count_a[line] == 1 and line in where_b]
+    pairs = [
+        (i, where_b[line]) for i, line in enumerate(a) if count_a[line] == 1 and line in where_b
+    ]
     # longest increasing subsequence of the b positions (pairs are already sorted by a position)
     tails: list[int] = []
     tail_idx: list[int] = []

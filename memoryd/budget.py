@@ -38,7 +38,11 @@ class Budget:
     def circuits(self) -> dict[str, int]:
         raw = self.store.get_state(_CIRCUIT_KEY)
         now = self.clock.now_ms()
-        return {k: v for k, v in (raw or {}).items() if isinstance(v, int) and v > now} if isinstance(raw, dict) else {}
+        return (
+            {k: v for k, v in (raw or {}).items() if isinstance(v, int) and v > now}
+            if isinstance(raw, dict)
+            else {}
+        )
 
     def blocked(self, model: str | None) -> str | None:
         """Why a prompt to ``model`` must wait now, or ``None``."""
@@ -48,13 +52,17 @@ class Budget:
             return f"circuit open for {model_key(model)} after rate-limit errors, until {iso_ms(until)}"
         limit = self.settings.daily_token_budget
         if limit:
-            spent = sum(int(p["input"]) + int(p["output"]) + int(p["reasoning"])
-                        for p in self.store.token_totals(since_ms=now - now % DAY).values())
+            spent = sum(
+                int(p["input"]) + int(p["output"]) + int(p["reasoning"])
+                for p in self.store.token_totals(since_ms=now - now % DAY).values()
+            )
             if spent >= limit:
                 return f"daily token budget spent ({spent:,} of {limit:,}); resumes at {iso_ms(now - now % DAY + DAY)}"
         per_hour = self.settings.max_model_calls_per_hour
         if per_hour:
-            calls = sum(int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values())
+            calls = sum(
+                int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values()
+            )
             if calls >= per_hour:
                 return f"{calls} model calls in the last hour (limit {per_hour})"
         return None
@@ -72,14 +80,18 @@ class Budget:
 
     def state(self) -> dict[str, object]:
         now = self.clock.now_ms()
-        spent = sum(int(p["input"]) + int(p["output"]) + int(p["reasoning"])
-                    for p in self.store.token_totals(since_ms=now - now % DAY).values())
+        spent = sum(
+            int(p["input"]) + int(p["output"]) + int(p["reasoning"])
+            for p in self.store.token_totals(since_ms=now - now % DAY).values()
+        )
         limit = self.settings.daily_token_budget
         return {
             "daily_token_budget": limit,
             "spent_today": spent,
             "left_today": max(limit - spent, 0) if limit else None,
-            "calls_last_hour": sum(int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values()),
+            "calls_last_hour": sum(
+                int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values()
+            ),
             "max_model_calls_per_hour": self.settings.max_model_calls_per_hour,
             "circuits": {k: iso_ms(v) for k, v in self.circuits().items()},
             "waiting": self.blocked(self.settings.extract_model),

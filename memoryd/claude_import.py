@@ -83,7 +83,9 @@ class ImportResult:
     changed: bool = False
     imported: list[str] = field(default_factory=list)  # project keys whose copy was (re)written
     removed: list[str] = field(default_factory=list)  # project keys whose copy was deleted
-    skipped: dict[str, str] = field(default_factory=dict)  # project key (or "*", or "key/file") -> why
+    skipped: dict[str, str] = field(
+        default_factory=dict
+    )  # project key (or "*", or "key/file") -> why
 
 
 class _Unreadable(Exception):
@@ -111,7 +113,11 @@ def _project_dirs(projects: Path) -> list[tuple[str, Path]]:
     """Real, non-hidden project folders, sorted by key; raises OSError when the folder cannot be listed."""
     with os.scandir(projects) as it:
         entries = sorted(it, key=lambda e: e.name)
-    return [(e.name, Path(e.path)) for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    return [
+        (e.name, Path(e.path))
+        for e in entries
+        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+    ]
 
 
 def _walk_markdown(base: Path, rel: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -157,7 +163,9 @@ def _usable_dir(raw: str) -> str | None:
 def _session_cwd(path: Path) -> str | None:
     """The cwd of one session log: its first record with a string ``"cwd"``, if that is usable."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        )
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
@@ -350,7 +358,9 @@ def sync_claude_import(settings: Settings, memory_root: Path, clock: Clock) -> I
     try:
         projects = _project_dirs(home / "projects")
     except OSError as exc:
-        result.skipped[HOME_KEY] = f"Claude home {home} is unreachable ({exc.strerror or exc}); nothing changed"
+        result.skipped[HOME_KEY] = (
+            f"Claude home {home} is unreachable ({exc.strerror or exc}); nothing changed"
+        )
         log.warning("claude import: %s", result.skipped[HOME_KEY])
         return result
     ext_dir = extension_dir(memory_root)
@@ -379,7 +389,9 @@ def sync_claude_import(settings: Settings, memory_root: Path, clock: Clock) -> I
         for key in sorted(owned - keep):
             remove_entry(resources / key)
             result.removed.append(key)
-            log.info("claude import: removed the copy of %s (source gone or no longer allowed)", key)
+            log.info(
+                "claude import: removed the copy of %s (source gone or no longer allowed)", key
+            )
         if _owned_copies(memory_root) or lstat_or_none(ext_dir / INSTRUCTIONS) is not None:
             ensure_dirs(memory_root, EXTENSIONS_DIR, EXTENSION)
             wrote_instructions = sync_instructions(ext_dir, EXTENSION)

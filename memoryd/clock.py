@@ -8,6 +8,7 @@ a :class:`ManualClock` and move it by hand.
 from __future__ import annotations
 
 import time
+from datetime import UTC
 from typing import Protocol
 
 SECOND = 1_000
@@ -45,6 +46,6 @@ def iso_ms(ms: int | None) -> str | None:
     """Render epoch ms as an ISO-8601 UTC timestamp (seconds precision)."""
     if ms is None:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

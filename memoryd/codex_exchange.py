@@ -112,7 +112,9 @@ def roots_overlap(a: Path, b: Path) -> bool:
     return _inside_by_inode(ra, rb) or _inside_by_inode(rb, ra)
 
 
-def exchange_blocked(settings: Settings, memory_root: Path, environ: dict[str, str] | None = None) -> str | None:
+def exchange_blocked(
+    settings: Settings, memory_root: Path, environ: dict[str, str] | None = None
+) -> str | None:
     """Why the Codex exchange must not run (overlapping folders), ``None`` when it may."""
     codex_root = codex_memory_root(settings, environ)
     if roots_overlap(codex_root, memory_root):
@@ -155,7 +157,9 @@ def _sync_copies(codex_root: Path, memory_root: Path) -> list[str]:
         if write_if_changed(dest / name, redacted(data)):
             changed.append(f"{rel}/{name}")
             log.info("codex import: copied Codex's %s", name)
-    has_copies = real_chain(memory_root, *parts) and any(lstat_or_none(dest / n) is not None for n in ARTIFACTS)
+    has_copies = real_chain(memory_root, *parts) and any(
+        lstat_or_none(dest / n) is not None for n in ARTIFACTS
+    )
     ext_dir = memory_root / EXTENSIONS_DIR / IMPORT_EXTENSION
     if has_copies or lstat_or_none(ext_dir / INSTRUCTIONS) is not None:
         ensure_dirs(memory_root, EXTENSIONS_DIR, IMPORT_EXTENSION)
@@ -206,7 +210,9 @@ def _first_line(data: bytes) -> bytes:
 def _export(codex_root: Path, memory_root: Path) -> bool:
     summary = read_source(memory_root / SUMMARY_FILE, limit=MAX_ARTIFACT_BYTES)
     if summary is None or _first_line(summary) != b"v1":
-        log.info("codex export skipped: our %s is missing or does not start with 'v1'", SUMMARY_FILE)
+        log.info(
+            "codex export skipped: our %s is missing or does not start with 'v1'", SUMMARY_FILE
+        )
         return False
     memory = read_source(memory_root / MEMORY_FILE, limit=MAX_ARTIFACT_BYTES)
     if memory is None:
@@ -218,7 +224,10 @@ def _export(codex_root: Path, memory_root: Path) -> bool:
         if write_if_changed(dest / name, redacted(data)):
             changed = True
             log.info("codex export: wrote %s", dest / name)
-    return sync_instructions(codex_root / EXTENSIONS_DIR / EXPORT_EXTENSION, EXPORT_TEMPLATE) or changed
+    return (
+        sync_instructions(codex_root / EXTENSIONS_DIR / EXPORT_EXTENSION, EXPORT_TEMPLATE)
+        or changed
+    )
 
 
 def export_codex(settings: Settings, memory_root: Path) -> bool:
@@ -237,9 +246,11 @@ def export_codex(settings: Settings, memory_root: Path) -> bool:
             return False
         codex_root = _resolve(codex_memory_root(settings))
         if not real_dir(codex_root):
-            log.info("codex export skipped: %s does not exist (memoryd never creates it)", codex_root)
+            log.info(
+                "codex export skipped: %s does not exist (memoryd never creates it)", codex_root
+            )
             return False
         return _export(codex_root, memory_root)
-    except Exception as exc:  # noqa: BLE001 - the export is a courtesy; it must never fail a finished run
+    except Exception as exc:
         log.warning("codex export failed: %s", exc)
         return False

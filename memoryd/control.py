@@ -30,8 +30,14 @@ def reset_memory(store: Store, paths: Paths) -> None:
     marker is left so the next pass does not immediately rebuild the folder from nothing.
     """
     job = store.phase2_job()
-    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > store.clock.now_ms():
-        raise MemorydError("a consolidation is running (it holds the phase-2 lease); try again when it ends")
+    if (
+        job is not None
+        and job["status"] == "running"
+        and (job["lease_until"] or 0) > store.clock.now_ms()
+    ):
+        raise MemorydError(
+            "a consolidation is running (it holds the phase-2 lease); try again when it ends"
+        )
     store.reset_memory_data()
     _clear_folder(paths.memories)
     if paths.baseline_git.is_symlink():

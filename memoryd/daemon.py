@@ -19,7 +19,7 @@ import fcntl
 import logging
 import os
 import signal
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -45,11 +45,15 @@ BACKLOG_RETRY_S = 15.0
 
 class AlreadyRunning(MemorydError):
     def __init__(self, pid: str) -> None:
-        super().__init__(f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice")
+        super().__init__(
+            f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice"
+        )
 
 
 class Daemon:
-    def __init__(self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0) -> None:
+    def __init__(
+        self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0
+    ) -> None:
         self.app = app
         self.interval_s = interval_s
         self.graceful_timeout_s = graceful_timeout_s
@@ -108,7 +112,9 @@ class Daemon:
             self._start_follower()
             self._record()
             sdnotify.notify("READY=1")
-            log.info("memoryd daemon started (pid %d, pass every %.0f s)", os.getpid(), self.interval_s)
+            log.info(
+                "memoryd daemon started (pid %d, pass every %.0f s)", os.getpid(), self.interval_s
+            )
             await self._exit.wait()
             sdnotify.notify("STOPPING=1")
             await self.shutdown()
@@ -119,28 +125,51 @@ class Daemon:
         return 0
 
     def _start_scheduler(self) -> None:
-        sched = AsyncIOScheduler(timezone=timezone.utc)
-        now = datetime.now(timezone.utc)
-        sched.add_job(self._pass_job, "interval", seconds=self.interval_s, id="pass", next_run_time=now,
-                      max_instances=1, coalesce=True, misfire_grace_time=None)
-        sched.add_job(self._tick_job, "interval", seconds=TICK_SECONDS, id="tick", max_instances=1,
-                      coalesce=True, misfire_grace_time=None)
+        sched = AsyncIOScheduler(timezone=UTC)
+        now = datetime.now(UTC)
+        sched.add_job(
+            self._pass_job,
+            "interval",
+            seconds=self.interval_s,
+            id="pass",
+            next_run_time=now,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+        sched.add_job(
+            self._tick_job,
+            "interval",
+            seconds=TICK_SECONDS,
+            id="tick",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
         sched.start()
         self.scheduler = sched
 
     def _start_follower(self) -> None:
         host = self.app.settings.host
-        target = (host.url, host.username, host.resolved_password()) if host.url else recorded_server(self.app.paths)
+        target = (
+            (host.url, host.username, host.resolved_password())
+            if host.url
+            else recorded_server(self.app.paths)
+        )
         if target is None:
             log.info("no persistent opencode server to follow; relying on timed passes")
             return
         url, username, password = target
-        self._follower = EventFollower(url, username=username, password=password,
-                                       on_event=self._on_event, clock=self.app.clock)
+        self._follower = EventFollower(
+            url, username=username, password=password, on_event=self._on_event, clock=self.app.clock
+        )
         self._follower_task = asyncio.create_task(self._follower.run(), name="memoryd-events")
 
     async def shutdown(self) -> None:
-        log.info("shutting down (waiting up to %.0f s; press Ctrl+C again to force)", self.graceful_timeout_s)
+        log.info(
+            "shutting down (waiting up to %.0f s; press Ctrl+C again to force)",
+            self.graceful_timeout_s,
+        )
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         if self._follower_task is not None:
@@ -151,8 +180,11 @@ class Daemon:
         if self._active:
             done = asyncio.gather(*self._active, return_exceptions=True)
             waiter = asyncio.create_task(self._exit_forced())
-            await asyncio.wait({asyncio.ensure_future(done), waiter}, timeout=self.graceful_timeout_s,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {asyncio.ensure_future(done), waiter},
+                timeout=self.graceful_timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             waiter.cancel()
             if any(not t.done() for t in self._active):
                 log.warning("some work did not stop in time; leases will expire on their own")
@@ -182,19 +214,34 @@ class Daemon:
             result = await self._tracked(run_pass(self.app))
         except HostError as exc:
             log.warning("pass skipped: %s", exc)
-            self.app.store.put_state("last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)})
+            self.app.store.put_state(
+                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
+            )
             return
         except MemorydError as exc:
             log.error("pass failed: %s", exc)
-            self.app.store.put_state("last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)})
+            self.app.store.put_state(
+                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
+            )
             return
         p1 = result.phase1
-        backlog = p1.eligible - p1.claimed - p1.skipped.get("skipped_backoff", 0) - p1.skipped.get("skipped_exhausted", 0)
+        backlog = (
+            p1.eligible
+            - p1.claimed
+            - p1.skipped.get("skipped_backoff", 0)
+            - p1.skipped.get("skipped_exhausted", 0)
+        )
         if backlog > 0 and not p1.waiting and p1.claimed:
-            log.info("backlog: %d more sessions to extract; next pass in %.0f s", backlog, BACKLOG_RETRY_S)
+            log.info(
+                "backlog: %d more sessions to extract; next pass in %.0f s",
+                backlog,
+                BACKLOG_RETRY_S,
+            )
             self._bring_forward(BACKLOG_RETRY_S)
         elif p1.next_eligible_at is not None:
-            delay = max((p1.next_eligible_at - self.app.clock.now_ms()) / 1000 + 1, EVENT_DEBOUNCE_S)
+            delay = max(
+                (p1.next_eligible_at - self.app.clock.now_ms()) / 1000 + 1, EVENT_DEBOUNCE_S
+            )
             if delay < self.interval_s:
                 self._bring_forward(delay)
         self._record()
@@ -210,7 +257,7 @@ class Daemon:
         if self.scheduler is None or self.should_exit:
             return
         job = self.scheduler.get_job("pass")
-        when = datetime.now(timezone.utc) + timedelta(seconds=delay_s)
+        when = datetime.now(UTC) + timedelta(seconds=delay_s)
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
 
@@ -235,7 +282,9 @@ class Daemon:
             "events": {
                 "state": f.state if f else "unavailable",
                 "since": iso_ms(f.since) if f else None,
-                "last_error": f.last_error if f else "no persistent opencode server to follow; polling",
+                "last_error": f.last_error
+                if f
+                else "no persistent opencode server to follow; polling",
                 "events_seen": f.events_seen if f else 0,
                 "reconnects": f.reconnects if f else 0,
             },

@@ -130,7 +130,9 @@ class HelperError(HostError):
 class ModelCallError(HelperError):
     """The host ran the prompt but the model call failed (``info.error`` on an HTTP 200)."""
 
-    def __init__(self, name: str, message: str, *, status: int | None = None, retryable: bool | None = None) -> None:
+    def __init__(
+        self, name: str, message: str, *, status: int | None = None, retryable: bool | None = None
+    ) -> None:
         self.name = name
         self.status = status
         self.retryable = retryable
@@ -140,7 +142,9 @@ class ModelCallError(HelperError):
     @property
     def is_rate_limit(self) -> bool:
         text = str(self).lower()
-        return self.status in (429, 529) or any(w in text for w in ("rate limit", "quota", "overloaded"))
+        return self.status in (429, 529) or any(
+            w in text for w in ("rate limit", "quota", "overloaded")
+        )
 
 
 class ExtractionInvalid(HelperError):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -22,7 +23,9 @@ log = logging.getLogger(__name__)
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 30.0
 IDLE_TIMEOUT_S = 45.0
-PROBE_TIMEOUT_S = 3.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
+PROBE_TIMEOUT_S = (
+    3.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
+)
 
 
 @dataclass
@@ -40,7 +43,9 @@ def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
     kind = payload.get("type")
     props = payload.get("properties") if isinstance(payload.get("properties"), dict) else {}
     if kind == "session.idle" or (
-        kind == "session.status" and isinstance(props.get("status"), dict) and props["status"].get("type") == "idle"
+        kind == "session.status"
+        and isinstance(props.get("status"), dict)
+        and props["status"].get("type") == "idle"
     ):
         sid = props.get("sessionID")
         return ("idle", sid) if isinstance(sid, str) else None
@@ -86,22 +91,30 @@ class EventFollower:
                 raise
             except (httpx.HTTPError, ValueError, OSError) as exc:
                 self._set("down", f"{type(exc).__name__}: {exc}"[:300])
-                log.info("event stream down (%s); retrying in %.0f s, polling meanwhile", exc, backoff)
+                log.info(
+                    "event stream down (%s); retrying in %.0f s, polling meanwhile", exc, backoff
+                )
             self.state.reconnects += 1
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _follow(self) -> None:
         timeout = httpx.Timeout(10.0, read=IDLE_TIMEOUT_S)
-        async with httpx.AsyncClient(auth=self.auth, timeout=timeout, transport=self.transport) as client:
+        async with httpx.AsyncClient(
+            auth=self.auth, timeout=timeout, transport=self.transport
+        ) as client:
             # A server that is still starting accepts connections but never answers them; a short
             # health probe finds that out in seconds instead of a whole stream read timeout.
             probe = await client.get(f"{self.url}/global/health", timeout=PROBE_TIMEOUT_S)
             if probe.status_code != 200:
-                raise httpx.HTTPStatusError(f"HTTP {probe.status_code}", request=probe.request, response=probe)
+                raise httpx.HTTPStatusError(
+                    f"HTTP {probe.status_code}", request=probe.request, response=probe
+                )
             async with client.stream("GET", f"{self.url}/global/event") as resp:
                 if resp.status_code != 200:
-                    raise httpx.HTTPStatusError(f"HTTP {resp.status_code}", request=resp.request, response=resp)
+                    raise httpx.HTTPStatusError(
+                        f"HTTP {resp.status_code}", request=resp.request, response=resp
+                    )
                 self._set("connected")
                 log.info("following opencode events at %s", self.url)
                 async for line in resp.aiter_lines():

@@ -135,7 +135,9 @@ def ensure_dirs(root: Path, *parts: str) -> Path:
             except FileExistsError:
                 pass
             except OSError as exc:
-                raise PathError(current, f"cannot create directory ({exc.strerror or exc})") from exc
+                raise PathError(
+                    current, f"cannot create directory ({exc.strerror or exc})"
+                ) from exc
             st = lstat_or_none(current)
         if st is None or stat.S_ISLNK(st.st_mode):
             raise PathError(current, "is a symlink; refusing to write through it")
@@ -185,7 +187,9 @@ def template_bytes(extension: str) -> bytes:
     try:
         return source.read_bytes()
     except OSError as exc:
-        raise PathError(source, f"cannot read the {extension} instructions template ({exc.strerror or exc})") from exc
+        raise PathError(
+            source, f"cannot read the {extension} instructions template ({exc.strerror or exc})"
+        ) from exc
 
 
 def sync_instructions(ext_dir: Path, extension: str) -> bool:

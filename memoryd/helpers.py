@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from memoryd.budget import Budget
 from memoryd.clock import Clock
@@ -64,7 +65,9 @@ async def _delete(client: OpencodeClient, session_id: str) -> None:
 
 def usage_of(result: PromptResult) -> CallUsage:
     u = result.usage
-    return CallUsage(u.input, u.output, u.reasoning, u.cache_read, u.cache_write, result.info.cost or 0.0)
+    return CallUsage(
+        u.input, u.output, u.reasoning, u.cache_read, u.cache_write, result.info.cost or 0.0
+    )
 
 
 def session_usage(session: Session) -> CallUsage:
@@ -78,8 +81,12 @@ def session_usage(session: Session) -> CallUsage:
 
     cost = extra.get("cost")
     return CallUsage(
-        num(tokens.get("input")), num(tokens.get("output")), num(tokens.get("reasoning")),
-        num(cache.get("read")), num(cache.get("write")), float(cost) if isinstance(cost, (int, float)) else 0.0,
+        num(tokens.get("input")),
+        num(tokens.get("output")),
+        num(tokens.get("reasoning")),
+        num(cache.get("read")),
+        num(cache.get("write")),
+        float(cost) if isinstance(cost, (int, float)) else 0.0,
     )
 
 
@@ -92,7 +99,14 @@ class PhaseBase:
     """What both phases work with: the store, the host, settings, paths, the clock and the budget."""
 
     def __init__(
-        self, *, store: Store, client: OpencodeClient, settings: Settings, paths: Paths, clock: Clock, worker_id: str
+        self,
+        *,
+        store: Store,
+        client: OpencodeClient,
+        settings: Settings,
+        paths: Paths,
+        clock: Clock,
+        worker_id: str,
     ) -> None:
         self.store = store
         self.client = client

@@ -15,7 +15,13 @@ BACKUPS = 3
 
 def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool = False) -> None:
     """-v → INFO, -vv → DEBUG; the daemon logs INFO by default."""
-    level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 or daemon else logging.WARNING
+    level = (
+        logging.DEBUG
+        if verbosity >= 2
+        else logging.INFO
+        if verbosity == 1 or daemon
+        else logging.WARNING
+    )
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -26,8 +32,12 @@ def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool 
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            fh = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
-        except OSError as exc:  # an unwritable state folder must not stop the daemon; stderr still works
+            fh = logging.handlers.RotatingFileHandler(
+                log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+            )
+        except (
+            OSError
+        ) as exc:  # an unwritable state folder must not stop the daemon; stderr still works
             logging.getLogger(__name__).warning("not writing a log file at %s: %s", log_file, exc)
         else:
             fh.setFormatter(logging.Formatter(FORMAT))

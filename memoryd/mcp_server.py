@@ -9,8 +9,9 @@ model deciding when and how to call them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 
@@ -36,7 +37,11 @@ class MemoryTools:
 
     @cached_property
     def index(self) -> tools.SearchIndex:
-        return tools.SearchIndex(tools.default_index_path(self.app.paths.data_dir), self.app.paths.memories, self.app.store)
+        return tools.SearchIndex(
+            tools.default_index_path(self.app.paths.data_dir),
+            self.app.paths.memories,
+            self.app.store,
+        )
 
     def call(self, name: str, fn: Callable[[], Any]) -> str:
         try:
@@ -53,25 +58,34 @@ def build_server(app: App) -> MCPServer:
     root = app.paths.memories
     server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
 
-    @server.tool(description=(
-        "Read a file from the memory folder (paths relative to it, e.g. 'MEMORY.md' or "
-        "'rollout_summaries/<file>.md'). Use line_offset (1-based) and max_lines to page through long "
-        "files; output is capped at 256 KiB with a hint for the next page."))
+    @server.tool(
+        description=(
+            "Read a file from the memory folder (paths relative to it, e.g. 'MEMORY.md' or "
+            "'rollout_summaries/<file>.md'). Use line_offset (1-based) and max_lines to page through long "
+            "files; output is capped at 256 KiB with a hint for the next page."
+        )
+    )
     def memory_read(path: str, line_offset: int | None = None, max_lines: int | None = None) -> str:
         return t.call("memory_read", lambda: tools.memory_read(root, path, line_offset, max_lines))
 
-    @server.tool(description=(
-        "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."))
+    @server.tool(
+        description=(
+            "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."
+        )
+    )
     def memory_list(path: str = "", max_results: int | None = None) -> str:
         return t.call("memory_list", lambda: tools.memory_list(root, path, max_results))
 
-    @server.tool(description=(
-        "Search memory. Give one or more queries. ranked=true uses a full-text index (best matches first, "
-        "covers every session memory) — good for topics; ranked=false scans files line by line — good for "
-        "exact strings, with match_mode any | all_on_same_line | all_within_lines (needs line_count), "
-        "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
-        "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
-        "Page with the returned cursor."))
+    @server.tool(
+        description=(
+            "Search memory. Give one or more queries. ranked=true uses a full-text index (best matches first, "
+            "covers every session memory) — good for topics; ranked=false scans files line by line — good for "
+            "exact strings, with match_mode any | all_on_same_line | all_within_lines (needs line_count), "
+            "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
+            "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
+            "Page with the returned cursor."
+        )
+    )
     def memory_search(
         queries: list[str] | None = None,
         match_mode: Literal["any", "all_on_same_line", "all_within_lines"] = "any",
@@ -86,39 +100,77 @@ def build_server(app: App) -> MCPServer:
         max_results: int | None = None,
         ranked: bool = False,
     ) -> str:
-        return t.call("memory_search", lambda: tools.memory_search(
-            root, queries, match_mode=match_mode, line_count=line_count, path=path, context_lines=context_lines,
-            case_sensitive=case_sensitive, normalized=normalized, since=since, until=until, cursor=cursor,
-            max_results=max_results, ranked=ranked, index=t.index if ranked else None))
+        return t.call(
+            "memory_search",
+            lambda: tools.memory_search(
+                root,
+                queries,
+                match_mode=match_mode,
+                line_count=line_count,
+                path=path,
+                context_lines=context_lines,
+                case_sensitive=case_sensitive,
+                normalized=normalized,
+                since=since,
+                until=until,
+                cursor=cursor,
+                max_results=max_results,
+                ranked=ranked,
+                index=t.index if ranked else None,
+            ),
+        )
 
-    @server.tool(description=(
-        "Save a note the user explicitly asked you to remember (1–4000 characters, optional title). Notes "
-        "are kept verbatim and folded into memory at the next consolidation. Notes containing secrets are "
-        "refused."))
+    @server.tool(
+        description=(
+            "Save a note the user explicitly asked you to remember (1–4000 characters, optional title). Notes "
+            "are kept verbatim and folded into memory at the next consolidation. Notes containing secrets are "
+            "refused."
+        )
+    )
     def memory_add_note(note: str, title: str | None = None) -> str:
-        return t.call("memory_add_note", lambda: tools.memory_add_note(
-            root, note, title, clock=app.clock, store=app.store))
+        return t.call(
+            "memory_add_note",
+            lambda: tools.memory_add_note(root, note, title, clock=app.clock, store=app.store),
+        )
 
-    @server.tool(description=(
-        "Forget: give session_id (ses_…) to drop everything learned from that session, or note (a note file "
-        "name) to delete a note. The next consolidation removes it from MEMORY.md and the summary too."))
+    @server.tool(
+        description=(
+            "Forget: give session_id (ses_…) to drop everything learned from that session, or note (a note file "
+            "name) to delete a note. The next consolidation removes it from MEMORY.md and the summary too."
+        )
+    )
     def memory_forget(session_id: str | None = None, note: str | None = None) -> str:
-        return t.call("memory_forget", lambda: tools.memory_forget(app.store, root, session_id=session_id, note=note))
+        return t.call(
+            "memory_forget",
+            lambda: tools.memory_forget(app.store, root, session_id=session_id, note=note),
+        )
 
-    @server.tool(description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder.")
+    @server.tool(
+        description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder."
+    )
     def memory_inspect() -> str:
-        return t.call("memory_inspect", lambda: tools.memory_inspect(app.store, app.settings, app.paths))
+        return t.call(
+            "memory_inspect", lambda: tools.memory_inspect(app.store, app.settings, app.paths)
+        )
 
-    @server.tool(description=(
-        "Set whether a session is remembered: enabled, disabled (never extracted) or polluted (excluded)."))
+    @server.tool(
+        description=(
+            "Set whether a session is remembered: enabled, disabled (never extracted) or polluted (excluded)."
+        )
+    )
     def memory_mode(mode: Literal["enabled", "disabled", "polluted"], session_id: str) -> str:
         return t.call("memory_mode", lambda: tools.memory_mode(app.store, mode, session_id))
 
-    @server.tool(description=(
-        "Erase ALL memory (every extracted session memory, MEMORY.md, the summary, skills and notes). Only "
-        "when the user clearly asks; requires confirm=true. Refused while a consolidation is running."))
+    @server.tool(
+        description=(
+            "Erase ALL memory (every extracted session memory, MEMORY.md, the summary, skills and notes). Only "
+            "when the user clearly asks; requires confirm=true. Refused while a consolidation is running."
+        )
+    )
     def memory_reset(confirm: bool = False) -> str:
-        return t.call("memory_reset", lambda: tools.memory_reset(app.store, app.paths, confirm, index=t.index))
+        return t.call(
+            "memory_reset", lambda: tools.memory_reset(app.store, app.paths, confirm, index=t.index)
+        )
 
     return server
 

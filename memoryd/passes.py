@@ -28,9 +28,15 @@ def tick(app: App) -> IngestResult:
     """Cheap, local, no host: count citations from the spool, re-render the read-path block."""
     result = ingest_spool(app.store, app.paths.citation_spool)
     if result.new_parts:
-        log.info("counted %d citing replies (%d memories used)", result.new_parts, result.outputs_updated)
+        log.info(
+            "counted %d citing replies (%d memories used)", result.new_parts, result.outputs_updated
+        )
     job = app.store.phase2_job()
-    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > app.clock.now_ms():
+    if (
+        job is not None
+        and job["status"] == "running"
+        and (job["lease_until"] or 0) > app.clock.now_ms()
+    ):
         return result  # the consolidator is editing the summary: inject only what a run validated
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
@@ -44,18 +50,32 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
     worker = default_worker_id()
     async with open_host(settings, paths) as host:
         store.put_state(
-            HOST_SEEN, {"url": host.url, "version": host.version, "private": host.private, "at": app.clock.now_ms()}
+            HOST_SEEN,
+            {
+                "url": host.url,
+                "version": host.version,
+                "private": host.private,
+                "at": app.clock.now_ms(),
+            },
         )
         common: dict[str, Any] = dict(
-            store=store, client=host.client, settings=settings, paths=paths, clock=app.clock, worker_id=worker
+            store=store,
+            client=host.client,
+            settings=settings,
+            paths=paths,
+            clock=app.clock,
+            worker_id=worker,
         )
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
-    store.put_state(LAST_PASS, {
-        "at": app.clock.now_ms(),
-        "phase1": report.as_dict(),
-        "phase2": {"status": p2.status, "detail": p2.detail, "changes": len(p2.changes)},
-        "usage": {"citing_replies": usage.new_parts},
-    })
+    store.put_state(
+        LAST_PASS,
+        {
+            "at": app.clock.now_ms(),
+            "phase1": report.as_dict(),
+            "phase2": {"status": p2.status, "detail": p2.detail, "changes": len(p2.changes)},
+            "usage": {"citing_replies": usage.new_parts},
+        },
+    )
     return PassResult(report, p2, usage)

@@ -81,7 +81,12 @@ class Paths:
         return self.state_dir / "opencode-server.json"
 
     def named(self) -> dict[str, Path]:
-        return {"config": self.config_file, "db": self.db, "memories": self.memories, "logs": self.logs}
+        return {
+            "config": self.config_file,
+            "db": self.db,
+            "memories": self.memories,
+            "logs": self.logs,
+        }
 
     def ensure_dir(self, path: Path) -> Path:
         """Create ``path`` (and parents) as a real, writable directory or raise :class:`PathError`."""

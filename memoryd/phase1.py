@@ -39,7 +39,14 @@ from memoryd.errors import (
     MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import PhaseBase, UNGOVERNED_TOOLS, ensure_agent, helper_session, model_name, usage_of
+from memoryd.helpers import (
+    UNGOVERNED_TOOLS,
+    PhaseBase,
+    ensure_agent,
+    helper_session,
+    model_name,
+    usage_of,
+)
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
@@ -117,14 +124,18 @@ def validate_extraction(result: PromptResult) -> Extracted | None:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "output"
-        raise ExtractionInvalid(f"model output breaks the schema at {where}: {first['msg']}") from exc
+        raise ExtractionInvalid(
+            f"model output breaks the schema at {where}: {first['msg']}"
+        ) from exc
     for text in (out.raw_memory, out.rollout_summary):
         echoed = [m for m in prompts.SKELETON_MARKERS if m in text]
         if echoed:
             raise ExtractionInvalid(f"model output echoes the template skeleton ({echoed[0]!r})")
     if not out.raw_memory.strip() or not out.rollout_summary.strip():
         return None
-    return Extracted(out.raw_memory.strip(), out.rollout_summary.strip(), normalize_slug(out.rollout_slug))
+    return Extracted(
+        out.raw_memory.strip(), out.rollout_summary.strip(), normalize_slug(out.rollout_slug)
+    )
 
 
 def _json_from_text(text: str) -> Any:
@@ -154,8 +165,14 @@ class Phase1(PhaseBase):
         clock: Clock,
         worker_id: str | None = None,
     ) -> None:
-        super().__init__(store=store, client=client, settings=settings, paths=paths, clock=clock,
-                         worker_id=worker_id or default_worker_id())
+        super().__init__(
+            store=store,
+            client=client,
+            settings=settings,
+            paths=paths,
+            clock=clock,
+            worker_id=worker_id or default_worker_id(),
+        )
         self._agent_checked = False
         self._system_prompt = prompts.render("stage_one_system.md")
 
@@ -167,7 +184,9 @@ class Phase1(PhaseBase):
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
-        roots = [s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived]
+        roots = [
+            s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
+        ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
         report.stale_helpers = await self._remove_stale_helpers(sessions)
@@ -212,7 +231,7 @@ class Phase1(PhaseBase):
         new = [s.id for s in roots if s.id not in modes]
         if new:
             self.store.stamp_modes_if_absent(new, default_mode)
-            modes.update({sid: default_mode for sid in new})
+            modes.update(dict.fromkeys(new, default_mode))
         done = self.store.extracted_watermarks()
         eligible = []
         for s in sorted(roots, key=lambda s: (s.time.updated, s.id), reverse=True):
@@ -242,12 +261,17 @@ class Phase1(PhaseBase):
         removed = 0
         for s in sessions:
             meta = s.metadata or {}
-            ours = meta.get(HELPER_METADATA_KEY) in ("extract", "consolidate") and _HELPER_TITLE.fullmatch(s.title)
+            ours = meta.get(HELPER_METADATA_KEY) in (
+                "extract",
+                "consolidate",
+            ) and _HELPER_TITLE.fullmatch(s.title)
             if ours and s.time.updated < cutoff:
                 try:
                     if await self.client.delete_session(s.id):
                         removed += 1
-                        log.info("removed helper session %s left behind by an interrupted memoryd", s.id)
+                        log.info(
+                            "removed helper session %s left behind by an interrupted memoryd", s.id
+                        )
                 except HostError as exc:
                     log.warning("could not remove stale helper session %s: %s", s.id, exc)
         return removed
@@ -268,7 +292,9 @@ class Phase1(PhaseBase):
 
     async def _ensure_agent(self) -> None:
         if not self._agent_checked:
-            await ensure_agent(self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir)))
+            await ensure_agent(
+                self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir))
+            )
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
@@ -300,17 +326,25 @@ class Phase1(PhaseBase):
             transcript = build_transcript(messages)
             if transcript.citations:
                 # Fallback for hosts without the shim: count blocks left in stored replies, once per part.
-                self.store.record_citations([(f"{sid}:{pid}", ids) for pid, ids in transcript.citations])
+                self.store.record_citations(
+                    [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
+                )
             if self.settings.disable_on_external_context and transcript.tool_names:
-                outside = external_tools(transcript.tool_names, (await self.client.mcp_status()).keys())
+                outside = external_tools(
+                    transcript.tool_names, (await self.client.mcp_status()).keys()
+                )
                 if outside:
-                    self.store.set_mode(sid, "polluted", f"external context: {', '.join(outside[:5])}")
+                    self.store.set_mode(
+                        sid, "polluted", f"external context: {', '.join(outside[:5])}"
+                    )
                     self.store.mark_stage1_no_output(sid, claim.token)
                     report.polluted += 1
                     return
             if transcript.empty:
                 if self.store.output(sid) is not None:
-                    raise ExtractionInvalid("the host returned an empty transcript for a session we hold memory for")
+                    raise ExtractionInvalid(
+                        "the host returned an empty transcript for a session we hold memory for"
+                    )
                 self.store.mark_stage1_no_output(sid, claim.token)
                 report.no_output += 1
                 return
@@ -324,7 +358,9 @@ class Phase1(PhaseBase):
                 claim.token,
                 raw_memory=redact(extracted.raw_memory),
                 rollout_summary=redact(extracted.rollout_summary),
-                rollout_slug=normalize_slug(redact(extracted.rollout_slug)) if extracted.rollout_slug else None,
+                rollout_slug=normalize_slug(redact(extracted.rollout_slug))
+                if extracted.rollout_slug
+                else None,
                 cwd=session.directory,
                 title=redact(session.title),
             )

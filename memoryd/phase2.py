@@ -26,11 +26,18 @@ from memoryd.baseline import Baseline, WorkspaceDiff
 from memoryd.budget import BudgetWait
 from memoryd.claude_import import sync_claude_import
 from memoryd.codex_exchange import export_codex, import_codex
-from memoryd.errors import HostAuthError, HostError, HostUnreachable, MemorydError, ModelCallError, PathError
+from memoryd.errors import (
+    HostAuthError,
+    HostError,
+    HostUnreachable,
+    MemorydError,
+    ModelCallError,
+    PathError,
+)
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.redact import contains_secret, redact
-from memoryd.helpers import PhaseBase, UNGOVERNED_TOOLS, ensure_agent, helper_session, session_usage
+from memoryd.helpers import UNGOVERNED_TOOLS, PhaseBase, ensure_agent, helper_session, session_usage
 from memoryd.readpath import summary_token_budget
+from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
@@ -51,8 +58,9 @@ class Phase2Result:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith("skipped")
-
+        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith(
+            "skipped"
+        )
 
 
 class OwnershipLost(MemorydError):
@@ -64,7 +72,9 @@ def extensions_block(root: Path) -> str:
     ext = root / "extensions"
     if not ext.is_dir():
         return ""
-    names = sorted(p.parent.name for p in ext.glob("*/instructions.md") if not p.parent.is_symlink())
+    names = sorted(
+        p.parent.name for p in ext.glob("*/instructions.md") if not p.parent.is_symlink()
+    )
     if not names:
         return ""
     lines = [
@@ -115,7 +125,9 @@ class Phase2(PhaseBase):
         return Workspace(self.paths.memories, clock=self.clock)
 
     def baseline(self) -> Baseline:
-        return Baseline(self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p))
+        return Baseline(
+            self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
+        )
 
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
@@ -157,11 +169,15 @@ class Phase2(PhaseBase):
             return Phase2Result("failed", f"internal error: {exc!r}")
         return result
 
-    def _prepare(self, ws: Workspace, baseline: Baseline, selected: list[Output]) -> tuple[WorkspaceDiff, list[str]]:
+    def _prepare(
+        self, ws: Workspace, baseline: Baseline, selected: list[Output]
+    ) -> tuple[WorkspaceDiff, list[str]]:
         """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread)."""
         removed = ws.ensure_layout()
         if removed:
-            log.warning("removed symlinks from the memory folder before phase 2: %s", ", ".join(removed))
+            log.warning(
+                "removed symlinks from the memory folder before phase 2: %s", ", ".join(removed)
+            )
         ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
@@ -201,11 +217,15 @@ class Phase2(PhaseBase):
         finally:
             restored = ws.restore_protected(snapshot)
             ws.remove_diff_file()
-            redact_agent_files(self.paths.memories)  # also after a failed run: the read path may show it
+            redact_agent_files(
+                self.paths.memories
+            )  # also after a failed run: the read path may show it
         problems = ws.validate()
         if restored:
             raise MemorydError(
-                "the consolidator changed files it may not touch (restored: " + ", ".join(restored[:10]) + ")"
+                "the consolidator changed files it may not touch (restored: "
+                + ", ".join(restored[:10])
+                + ")"
             )
         if problems:
             raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
@@ -216,9 +236,15 @@ class Phase2(PhaseBase):
         export_codex(self.settings, self.paths.memories)
         return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
 
-    def _finish(self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int) -> None:
+    def _finish(
+        self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
+    ) -> None:
         if not self.store.mark_phase2_succeeded(
-            token, consumed, consolidated=consolidated, watermark=watermark, claimed_input=self._claimed_input
+            token,
+            consumed,
+            consolidated=consolidated,
+            watermark=watermark,
+            claimed_input=self._claimed_input,
         ):
             raise OwnershipLost()
 
@@ -253,7 +279,10 @@ class Phase2(PhaseBase):
         )
         model = self.settings.consolidation_model
         async with helper_session(
-            self.client, directory=root, title="memoryd-consolidate", metadata={"memoryd": "consolidate"}
+            self.client,
+            directory=root,
+            title="memoryd-consolidate",
+            metadata={"memoryd": "consolidate"},
         ) as helper:
             outcome = "ok"
             try:
@@ -279,5 +308,10 @@ class Phase2(PhaseBase):
                 except HostError as exc:
                     log.warning("could not read token usage of the consolidation session: %s", exc)
                 self.store.record_model_call(
-                    phase="phase2", job_kind=GLOBAL, job_key=GLOBAL_KEY, model=model, outcome=outcome, usage=usage
+                    phase="phase2",
+                    job_kind=GLOBAL,
+                    job_key=GLOBAL_KEY,
+                    model=model,
+                    outcome=outcome,
+                    usage=usage,
                 )

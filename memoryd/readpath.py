@@ -53,8 +53,8 @@ from typing import Any
 from memoryd import prompts, tokens
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.redact import redact
 from memoryd.paths import Paths, templates_dir
+from memoryd.redact import redact
 from memoryd.settings import Settings
 
 __all__ = [
@@ -143,7 +143,9 @@ def render_block(paths: Paths) -> str | None:
     base = str(root)
     budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, ""))
     if budget <= 0:
-        log.warning("read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET)
+        log.warning(
+            "read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET
+        )
         return None
     block = _render(base, tokens.truncate_middle(summary, budget))
     for _ in range(_MAX_FIT_ROUNDS):
@@ -156,7 +158,9 @@ def render_block(paths: Paths) -> str | None:
         if budget <= 0:
             break
         block = _render(base, tokens.truncate_middle(summary, budget))
-    log.warning("could not fit the memory summary into %d tokens; no memory block", BLOCK_TOKEN_BUDGET)
+    log.warning(
+        "could not fit the memory summary into %d tokens; no memory block", BLOCK_TOKEN_BUDGET
+    )
     return None
 
 

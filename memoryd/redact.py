@@ -126,10 +126,19 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
         rf"\g<1>{REDACTED}@",
     ),
     ("google-api-key", rf"AIza{_B64URL}{{35}}", ""),
-    ("stripe-key", r"[sr]k_(?:live|test)_(?<![A-Za-z0-9][sr]k_live_)(?<![A-Za-z0-9][sr]k_test_)[A-Za-z0-9]{10,}", ""),
+    (
+        "stripe-key",
+        r"[sr]k_(?:live|test)_(?<![A-Za-z0-9][sr]k_live_)(?<![A-Za-z0-9][sr]k_test_)[A-Za-z0-9]{10,}",
+        "",
+    ),
     ("npm-token", r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36,}", ""),
 )
-_HINTS = {"bearer": "bearer", "basic-auth": "authorization", "private-key": "private key", "url-credentials": "://"}
+_HINTS = {
+    "bearer": "bearer",
+    "basic-auth": "authorization",
+    "private-key": "private key",
+    "url-credentials": "://",
+}
 _RULES = tuple(
     _Rule(
         name,
@@ -149,7 +158,9 @@ _AFTER_KEYWORD_RE = re.compile(
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _SEGMENT_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_KEY_QUALIFIERS = frozenset({"api", "private", "secret", "access", "auth", "encryption", "signing", "master"})
+_KEY_QUALIFIERS = frozenset(
+    {"api", "private", "secret", "access", "auth", "encryption", "signing", "master"}
+)
 _SUFFIX_KINDS = (
     *(("password", w) for w in ("password", "passwd", "passphrase", "secret")),
     ("token", "token"),
@@ -169,7 +180,20 @@ _TYPE_ANNOTATION_RE = re.compile(
     rf"(?P<type>{_TYPE_EXPR}(?:[ \t]*\|[ \t]*{_TYPE_EXPR})*\??)(?P<eq>[ \t]+=(?![=>])[ \t]*)?"
 )
 _TYPE_WORDS = frozenset(
-    {"str", "string", "bytes", "int", "integer", "number", "bool", "boolean", "any", "object", "char", "union"}
+    {
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "integer",
+        "number",
+        "bool",
+        "boolean",
+        "any",
+        "object",
+        "char",
+        "union",
+    }
     | {"optional", "option", "list", "dict", "none", "null", "undefined", "unknown"}
     | {"secretstr", "secretstring", "secretbytes"}
 )
@@ -185,19 +209,45 @@ _CODE_LEAD_RE = re.compile(
     r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)|[ \t]+(?:or|and|if|else|\|\||&&|\?\?|\?|\+)[ \t])"
 )
 _CODE_OBJECTS = frozenset(
-    {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx", "context"}
+    {
+        "self",
+        "this",
+        "cls",
+        "process",
+        "os",
+        "env",
+        "config",
+        "settings",
+        "conf",
+        "cfg",
+        "ctx",
+        "context",
+    }
     | {"args", "opts", "options", "req", "request", "params", "props"}
 )
 _VARIABLE_RE = re.compile(r"[a-z_]+(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)+\d*")
 _DOTTED_PART_RE = re.compile(r"[A-Za-z_][a-z_]*(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)*\d*")
 _SQL_PLACEHOLDER_RE = re.compile(r"(?:\?|%s|%\(\w+\)s|:[A-Za-z_]\w*|\$\d+)(?!\w)")
 _PROSE_RE = re.compile(r"[A-Za-z][A-Za-z\s'(),.;:/-]*")
-_PROSE_OPENERS = frozenset({"the", "a", "an", "to", "if", "when", "whether", "optional", "optionally", "used"})
+_PROSE_OPENERS = frozenset(
+    {"the", "a", "an", "to", "if", "when", "whether", "optional", "optionally", "used"}
+)
 _HEX_COLOR_RE = re.compile(r"#[0-9A-Fa-f]{3,8}")
 _PATH_RE = re.compile(r"(?:~|\.{1,2})?/[\w.\-/~]*|[A-Za-z]:\\.*")
 _NOT_SECRET_LITERALS = frozenset(
     {"true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "~"}
-    | {"changeme", "placeholder", "redacted", "example", "dummy", "value", "pass", "password", "passwd", "secret"}
+    | {
+        "changeme",
+        "placeholder",
+        "redacted",
+        "example",
+        "dummy",
+        "value",
+        "pass",
+        "password",
+        "passwd",
+        "secret",
+    }
     | {"token"}
 )
 
@@ -252,7 +302,12 @@ def _find_close(
     period = 2 * (level + 1)
     i = start
     while (j := text.find(quote, i, stop)) >= 0:
-        if doubling and quote == "'" and text.startswith("'", j + 1) and (not escapes or level == 0):
+        if (
+            doubling
+            and quote == "'"
+            and text.startswith("'", j + 1)
+            and (not escapes or level == 0)
+        ):
             i = j + 2
             continue
         if not escapes:
@@ -323,7 +378,12 @@ class _QuoteParity:
 
 @lru_cache(maxsize=64)
 def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pattern[str]:
-    ends = [r"\r", r"\n", r"\\[nr]", {"shell": _SHELL_ENDS, "query": _QUERY_ENDS}.get(style, r"[ \t]#")]
+    ends = [
+        r"\r",
+        r"\n",
+        r"\\[nr]",
+        {"shell": _SHELL_ENDS, "query": _QUERY_ENDS}.get(style, r"[ \t]#"),
+    ]
     if flow:
         ends.append(r"[,}\])]")
     if inside:
@@ -344,7 +404,9 @@ def _looks_like_type(expr: str, *, capitalized: bool = True) -> bool:
     if any(c in expr for c in "[|<"):
         return True
     first = expr.split(".")[0].rstrip("?")
-    return first.lower() in _TYPE_WORDS or (capitalized and re.fullmatch(r"[A-Z][A-Za-z]+", first) is not None)
+    return first.lower() in _TYPE_WORDS or (
+        capitalized and re.fullmatch(r"[A-Z][A-Za-z]+", first) is not None
+    )
 
 
 def _is_code(value: str, *, bare_names: bool) -> bool:
@@ -366,7 +428,11 @@ def _is_code(value: str, *, bare_names: bool) -> bool:
         return True
     if len(parts) > 1:
         return all(_DOTTED_PART_RE.fullmatch(p) for p in parts)
-    return bare_names and _VARIABLE_RE.fullmatch(chain) is not None and ("_" in chain or chain.lower() != chain)
+    return (
+        bare_names
+        and _VARIABLE_RE.fullmatch(chain) is not None
+        and ("_" in chain or chain.lower() != chain)
+    )
 
 
 def _is_prose(value: str) -> bool:
@@ -438,7 +504,9 @@ class _AssignmentScanner:
         m = _AFTER_KEYWORD_RE.match(text, hit.end())
         assert m is not None
         op, rest = m.group("op"), m.group("rest")
-        if op is None and (not m.group("ws") or hit.start() == 0 or text[hit.start() - 1] not in _KEY_CHARS):
+        if op is None and (
+            not m.group("ws") or hit.start() == 0 or text[hit.start() - 1] not in _KEY_CHARS
+        ):
             return None
         if rest and (rest[0].islower() or rest[0].isdigit()):
             return None  # the keyword sits inside a longer word: tokens, keyboard, secretary
@@ -469,7 +537,12 @@ class _AssignmentScanner:
         """The span of the value to replace and its replacement, or None to keep it."""
         text = self.text
         vs = a.value_start
-        if vs >= len(text) or text[vs] in "\r\n" or _MARKER_RE.match(text, vs) or _FORMAT_FIELD_RE.match(text, vs):
+        if (
+            vs >= len(text)
+            or text[vs] in "\r\n"
+            or _MARKER_RE.match(text, vs)
+            or _FORMAT_FIELD_RE.match(text, vs)
+        ):
             return None
         token_start = a.key_start - len(a.quote_token)
         inside = self.parity.at(token_start)
@@ -483,7 +556,9 @@ class _AssignmentScanner:
             if end is None and q == "'" and level == 0:
                 end = _find_close(text, quote.end(), q, level, escapes=False)
             if end is not None:
-                return None if _keep(text[quote.end() : end], a.kind) else (quote.end(), end, REDACTED)
+                return (
+                    None if _keep(text[quote.end() : end], a.kind) else (quote.end(), end, REDACTED)
+                )
 
         query = a.op == "=" and text[a.key_start - 1 : a.key_start] in ("?", "&")
         shell = a.op == " " or (a.op == "=" and not a.op_spaced)
@@ -499,7 +574,11 @@ class _AssignmentScanner:
                 return None if end - vs <= 2 else (vs, end, replacement)
             self.unclosed_until = min(len(text), vs + _MAX_STRUCT_LEN)
 
-        if a.quote_token and a.op == ":" and (prim := _JSON_PRIMITIVE_RE.match(text, vs)) is not None:
+        if (
+            a.quote_token
+            and a.op == ":"
+            and (prim := _JSON_PRIMITIVE_RE.match(text, vs)) is not None
+        ):
             return None if _keep(prim.group(), a.kind) else (vs, prim.end(), replacement)
 
         if a.op == ":" and not a.quote_token:
@@ -509,9 +588,16 @@ class _AssignmentScanner:
             if ann is not None and ann.group("eq") and _looks_like_type(ann.group("type")):
                 return self._value_edit(a._replace(op="=", op_spaced=True, value_start=ann.end()))
 
-        flow = self._previous_significant(token_start, multiline=bool(a.quote_token)) in ("{", "[", ",", "(")
+        flow = self._previous_significant(token_start, multiline=bool(a.quote_token)) in (
+            "{",
+            "[",
+            ",",
+            "(",
+        )
         enclosing = (
-            text[a.key_start - 1] if not a.quote_token and text[a.key_start - 1 : a.key_start] in ("'", "`") else ""
+            text[a.key_start - 1]
+            if not a.quote_token and text[a.key_start - 1 : a.key_start] in ("'", "`")
+            else ""
         )
         style = "query" if query else "shell" if shell else "line"
         end = self._plain_end(_plain_end_re(style, flow, inside, enclosing), vs)
@@ -521,7 +607,9 @@ class _AssignmentScanner:
         if len(value) > _MAX_PLAIN_LEN:
             return vs, end, replacement
         bare_names = style != "shell" or flow or value.endswith(",")
-        if _keep(value, a.kind, plain=True, bare_names=bare_names) or self._is_type_annotation(a, value, after):
+        if _keep(value, a.kind, plain=True, bare_names=bare_names) or self._is_type_annotation(
+            a, value, after
+        ):
             return None
         if after in ("(", "[") and re.fullmatch(r"[\w$.]+", value):
             return None  # a call or an index cut short by a shell terminator
@@ -550,7 +638,9 @@ class _AssignmentScanner:
         rest = value[ann.end() :].lstrip()
         if rest and rest[0] not in ";,)":
             return False
-        return _looks_like_type(ann.group("type"), capitalized=bool(rest) or (after != "" and after in ";,)"))
+        return _looks_like_type(
+            ann.group("type"), capitalized=bool(rest) or (after != "" and after in ";,)")
+        )
 
     def _previous_significant(self, i: int, *, multiline: bool) -> str:
         lo = max(0, i - 256)
@@ -563,7 +653,9 @@ class _AssignmentScanner:
         """A YAML ``key: |`` block: the indicator and every more-indented line after it."""
         text = self.text
         line_end = text.find("\n", vs)
-        if line_end < 0 or not _BLOCK_SCALAR_RE.fullmatch(text, vs, line_end - (text[line_end - 1] == "\r")):
+        if line_end < 0 or not _BLOCK_SCALAR_RE.fullmatch(
+            text, vs, line_end - (text[line_end - 1] == "\r")
+        ):
             return None
         line_start = text.rfind("\n", 0, a.key_start) + 1
         indent = a.key_start - line_start - len(text[line_start : a.key_start].lstrip(" "))

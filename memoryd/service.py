@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from memoryd import __version__
 from memoryd.errors import MemorydError, PathError
-from memoryd.fsutil import atomic_write, read_regular, sha256, read_json_object
+from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.paths import HOME_ENV, Paths
 
 Platform = Literal["systemd", "launchd"]
@@ -93,7 +93,9 @@ def service_environment(environ: Mapping[str, str]) -> dict[str, str]:
         value = environ.get(name)
         if not value:
             continue
-        if name == HOME_ENV:  # pin the folder the installer saw, not one relative to the service's cwd
+        if (
+            name == HOME_ENV
+        ):  # pin the folder the installer saw, not one relative to the service's cwd
             value = str(Paths.from_env({HOME_ENV: value}).data_dir)
         env[name] = value
     return env
@@ -184,7 +186,9 @@ def render_launchd(*, python: str, environ: Mapping[str, str]) -> bytes:
 def render(platform: Platform, *, python: str, environ: Mapping[str, str]) -> tuple[Path, bytes]:
     """Where the service file goes for ``platform`` and its exact bytes. Works on any OS."""
     if platform == "systemd":
-        return service_path(platform, environ), render_systemd(python=python, environ=environ).encode("utf-8")
+        return service_path(platform, environ), render_systemd(
+            python=python, environ=environ
+        ).encode("utf-8")
     if platform == "launchd":
         return service_path(platform, environ), render_launchd(python=python, environ=environ)
     raise ServiceError(f"unknown service platform {platform!r} (systemd or launchd)")
@@ -196,7 +200,9 @@ def detect_platform(sys_platform: str | None = None) -> Platform:
         return "systemd"
     if name == "darwin":
         return "launchd"
-    raise ServiceError(f"no supported service manager on {name}; pass --platform systemd or launchd")
+    raise ServiceError(
+        f"no supported service manager on {name}; pass --platform systemd or launchd"
+    )
 
 
 # -- running the manager -----------------------------------------------------------------------
@@ -221,7 +227,12 @@ def run_command(argv: Sequence[str], timeout: float) -> RunResult:
     """The default runner: never raises, never waits longer than ``timeout``, never reads stdin."""
     try:
         done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
         )
     except FileNotFoundError:
         return RunResult(127, "", f"{argv[0]}: command not found")
@@ -313,7 +324,9 @@ class Service:
         self._uid = uid
         self.path = service_path(self.platform, self.environ)
         try:  # an unrenderable file must not stop uninstall/status, only install
-            self._content: bytes | None = render(self.platform, python=self.python, environ=self.environ)[1]
+            self._content: bytes | None = render(
+                self.platform, python=self.python, environ=self.environ
+            )[1]
             self._render_error: ServiceError | None = None
         except ServiceError as exc:
             self._content, self._render_error = None, exc
@@ -347,7 +360,11 @@ class Service:
         data = self._load_manifest()
         entries = data.setdefault(MANIFEST_KEY, {})
         if digest:
-            entries[self.platform] = {"path": str(self.path), "sha256": digest, "version": __version__}
+            entries[self.platform] = {
+                "path": str(self.path),
+                "sha256": digest,
+                "version": __version__,
+            }
         else:
             entries.pop(self.platform, None)
         if not entries:
@@ -374,11 +391,17 @@ class Service:
         """``None`` when the manager answers, else why not (a short sentence)."""
         if self.platform == "systemd":
             res = self.run(_systemctl("show-environment").argv, TIMEOUT)
-            return None if res.returncode == 0 else f"systemctl --user does not answer ({res.detail})"
+            return (
+                None if res.returncode == 0 else f"systemctl --user does not answer ({res.detail})"
+            )
         if self.sys_platform != "darwin":
             return "launchd exists only on macOS"
         res = self.run(_launchctl("print", f"gui/{self.uid}").argv, TIMEOUT)
-        return None if res.returncode == 0 else f"no launchd GUI session for uid {self.uid} ({res.detail})"
+        return (
+            None
+            if res.returncode == 0
+            else f"no launchd GUI session for uid {self.uid} ({res.detail})"
+        )
 
     def _launchd_loaded(self) -> bool:
         return self.run(_launchctl("print", self._target).argv, TIMEOUT).returncode == 0
@@ -398,8 +421,12 @@ class Service:
             return cmds
         cmds = []
         if (changed and loaded is not False) or (action == "create" and loaded):
-            cmds.append(_launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT, tolerate=True))
-        cmds.append(_launchctl("enable", self._target))  # clears a "disabled" override, or bootstrap fails
+            cmds.append(
+                _launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT, tolerate=True)
+            )
+        cmds.append(
+            _launchctl("enable", self._target)
+        )  # clears a "disabled" override, or bootstrap fails
         if changed or action == "create" or not loaded:
             cmds.append(_launchctl("bootstrap", f"gui/{self.uid}", str(self.path)))
         cmds.append(_launchctl("kickstart", self._target))
@@ -470,7 +497,9 @@ class Service:
             action: Action = "absent"
         else:
             action = "remove" if owner == "ours" or force else "keep-modified"
-        report = Report("uninstall", self.platform, self.path, action, current or b"", dry_run=dry_run)
+        report = Report(
+            "uninstall", self.platform, self.path, action, current or b"", dry_run=dry_run
+        )
         if action == "absent":
             if not dry_run and self._recorded() is not None:
                 self._record(None)
@@ -484,7 +513,9 @@ class Service:
             report.manager, report.detail = "unavailable", why
             report.manual = [c.shell() for c in self._manual_stop(removing=action == "remove")]
         elif not self._stop(report) and not force:
-            report.notes.append(f"left {self.path} in place because stopping failed (--force removes it anyway)")
+            report.notes.append(
+                f"left {self.path} in place because stopping failed (--force removes it anyway)"
+            )
             return report
         if action == "remove":
             self._remove()
@@ -495,7 +526,10 @@ class Service:
 
     def _stop_commands(self) -> list[Command]:
         if self.platform == "systemd":
-            return [_systemctl("disable", UNIT), _systemctl("stop", UNIT, timeout=STOP_CMD_TIMEOUT, tolerate=True)]
+            return [
+                _systemctl("disable", UNIT),
+                _systemctl("stop", UNIT, timeout=STOP_CMD_TIMEOUT, tolerate=True),
+            ]
         return [_launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT)]
 
     def _stop(self, report: Report) -> bool:
@@ -551,10 +585,15 @@ class Service:
         owner = self._ownership(self._current())
         st = Status(self.platform, self.path, owner, "ok")
         if self.platform == "systemd":
-            props = "LoadState,ActiveState,SubState,UnitFileState,MainPID,NRestarts,Result,StatusText"
+            props = (
+                "LoadState,ActiveState,SubState,UnitFileState,MainPID,NRestarts,Result,StatusText"
+            )
             res = self.run(_systemctl("show", UNIT, "--property", props).argv, TIMEOUT)
             if res.returncode != 0:
-                st.manager, st.detail = "unavailable", f"systemctl --user does not answer ({res.detail})"
+                st.manager, st.detail = (
+                    "unavailable",
+                    f"systemctl --user does not answer ({res.detail})",
+                )
                 return st
             st.state = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
             return st
@@ -580,7 +619,9 @@ class Service:
         return self.environ.get("USER") or self.environ.get("LOGNAME") or str(self.uid)
 
 
-def install(platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any) -> Report:
+def install(
+    platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any
+) -> Report:
     """Write the service file, then enable and start it when the manager answers.
 
     :param platform: ``None`` picks systemd on Linux, launchd on macOS.
@@ -591,7 +632,9 @@ def install(platform: Platform | None = None, *, dry_run: bool = False, force: b
     return Service(platform, **inject).install(force=force, dry_run=dry_run)
 
 
-def uninstall(platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any) -> Report:
+def uninstall(
+    platform: Platform | None = None, *, dry_run: bool = False, force: bool = False, **inject: Any
+) -> Report:
     """Stop and disable the service; remove its file if it is ours (or ``force``)."""
     return Service(platform, **inject).uninstall(force=force, dry_run=dry_run)
 

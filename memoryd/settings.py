@@ -37,12 +37,18 @@ class HostSettings(BaseModel):
 
     url: str | None = Field(default=None, description="Base URL of a running `opencode serve`.")
     username: str = Field(default="opencode", description="Basic-auth user (opencode's default).")
-    password: str | None = Field(default=None, description="Basic-auth password, if the server has one.")
+    password: str | None = Field(
+        default=None, description="Basic-auth password, if the server has one."
+    )
     password_env: str | None = Field(
         default="OPENCODE_SERVER_PASSWORD", description="Name of an env var holding the password."
     )
-    start_server: bool = Field(default=True, description="Start a private `opencode serve` when none is configured.")
-    opencode_bin: str = Field(default="opencode", description="The opencode executable memoryd may start.")
+    start_server: bool = Field(
+        default=True, description="Start a private `opencode serve` when none is configured."
+    )
+    opencode_bin: str = Field(
+        default="opencode", description="The opencode executable memoryd may start."
+    )
     # The first request for a new directory boots an opencode instance, which waits for its npm
     # install of plugin types (about 9 s online, over 70 s offline): leave room for that.
     request_timeout_s: float = Field(default=120.0, gt=0, le=3600)
@@ -72,14 +78,25 @@ class ExtensionsSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    claude_import: bool = Field(default=False, description="Mirror Claude Code's per-project memory files.")
-    claude_home: str | None = Field(default=None, description="Claude Code's home (default: $HOME/.claude).")
-    claude_projects: list[str] = Field(
-        default_factory=list, description="Claude project keys to import (empty = all); env: comma-separated."
+    claude_import: bool = Field(
+        default=False, description="Mirror Claude Code's per-project memory files."
     )
-    codex_import: bool = Field(default=False, description="Copy Codex's MEMORY.md and memory_summary.md in.")
-    codex_export: bool = Field(default=False, description="Offer our memory to an existing Codex memory folder.")
-    codex_home: str | None = Field(default=None, description="Codex's home (default: $CODEX_HOME, else ~/.codex).")
+    claude_home: str | None = Field(
+        default=None, description="Claude Code's home (default: $HOME/.claude)."
+    )
+    claude_projects: list[str] = Field(
+        default_factory=list,
+        description="Claude project keys to import (empty = all); env: comma-separated.",
+    )
+    codex_import: bool = Field(
+        default=False, description="Copy Codex's MEMORY.md and memory_summary.md in."
+    )
+    codex_export: bool = Field(
+        default=False, description="Offer our memory to an existing Codex memory folder."
+    )
+    codex_home: str | None = Field(
+        default=None, description="Codex's home (default: $CODEX_HOME, else ~/.codex)."
+    )
 
     @field_validator("claude_home", "codex_home")
     @classmethod
@@ -96,11 +113,11 @@ class ExtensionsSettings(BaseModel):
         items = v.split(",") if isinstance(v, str) else v
         if not isinstance(items, list | tuple):
             # ValueError, not TypeError: pydantic turns only the former into a validation error.
-            raise ValueError("must be a list of project keys (or a comma-separated string)")  # noqa: TRY004
+            raise ValueError("must be a list of project keys (or a comma-separated string)")
         keys: list[str] = []
         for item in items:
             if not isinstance(item, str):
-                raise ValueError(f"project keys must be strings (got {item!r})")  # noqa: TRY004
+                raise ValueError(f"project keys must be strings (got {item!r})")
             key = item.strip()
             if not key:
                 continue
@@ -114,19 +131,33 @@ class ExtensionsSettings(BaseModel):
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    generate_memories: bool = Field(default=True, description="Run the write pipeline (phases 1 and 2).")
-    use_memories: bool = Field(default=True, description="Inject memory into every turn (read path).")
+    generate_memories: bool = Field(
+        default=True, description="Run the write pipeline (phases 1 and 2)."
+    )
+    use_memories: bool = Field(
+        default=True, description="Inject memory into every turn (read path)."
+    )
     max_rollouts_per_startup: int = Field(
-        default=2, ge=1, le=128, description="Claims per pass; also the cross-process cap on running extractions."
+        default=2,
+        ge=1,
+        le=128,
+        description="Claims per pass; also the cross-process cap on running extractions.",
     )
     min_rollout_idle_hours: float = Field(
-        default=6, ge=0, le=48, description="A session must be idle this long before it is extracted (0 = at once)."
+        default=6,
+        ge=0,
+        le=48,
+        description="A session must be idle this long before it is extracted (0 = at once).",
     )
-    max_rollout_age_days: int = Field(default=10, ge=0, le=90, description="Older sessions are never extracted.")
+    max_rollout_age_days: int = Field(
+        default=10, ge=0, le=90, description="Older sessions are never extracted."
+    )
     max_raw_memories_for_consolidation: int = Field(default=256, ge=1, le=4096)
     max_unused_days: int = Field(default=30, ge=0, le=365)
     extract_model: str | None = Field(default=None, description='"provider/model" for extraction.')
-    consolidation_model: str | None = Field(default=None, description='"provider/model" for consolidation.')
+    consolidation_model: str | None = Field(
+        default=None, description='"provider/model" for consolidation.'
+    )
     disable_on_external_context: bool = Field(
         default=False, description="Skip sessions that used web or MCP tools (marked polluted)."
     )
@@ -166,7 +197,7 @@ _TABLES: dict[str, type[BaseModel]] = {"host": HostSettings, "extensions": Exten
 
 
 def _check_keys(data: dict[str, Any], source: str) -> None:
-    top = [k for k in Settings.model_fields]
+    top = list(Settings.model_fields)
     for key, value in data.items():
         if key not in Settings.model_fields:
             raise ConfigError(f"unknown option{_suggest(key, top)}", source=source, key=key)
@@ -177,7 +208,9 @@ def _check_keys(data: dict[str, Any], source: str) -> None:
             sub = list(model.model_fields)
             for hk in value:
                 if hk not in model.model_fields:
-                    raise ConfigError(f"unknown option{_suggest(hk, sub)}", source=source, key=f"{key}.{hk}")
+                    raise ConfigError(
+                        f"unknown option{_suggest(hk, sub)}", source=source, key=f"{key}.{hk}"
+                    )
 
 
 def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
@@ -239,10 +272,14 @@ def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> S
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML ({exc})", source=str(config_file)) from exc
         except OSError as exc:
-            raise ConfigError(f"cannot read ({exc.strerror or exc})", source=str(config_file)) from exc
+            raise ConfigError(
+                f"cannot read ({exc.strerror or exc})", source=str(config_file)
+            ) from exc
         if "memories" in file_data and isinstance(file_data["memories"], dict):
             # Accept Codex's own table name too, so a [memories] block can be pasted as is.
-            file_data = _merge({k: v for k, v in file_data.items() if k != "memories"}, file_data["memories"])
+            file_data = _merge(
+                {k: v for k, v in file_data.items() if k != "memories"}, file_data["memories"]
+            )
         _check_keys(file_data, str(config_file))
     env_data = _env_layer(env)
     merged = _merge(file_data, env_data)

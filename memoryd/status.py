@@ -29,8 +29,13 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
 
     host_seen = store.get_state(HOST_SEEN) or {}
     job = store.phase2_job()
-    phase2: dict[str, Any] = {"status": "never_run", "last_success": None, "next_eligible": iso_ms(now),
-                              "last_error": None, "consumed_outputs": store.consumed_count()}
+    phase2: dict[str, Any] = {
+        "status": "never_run",
+        "last_success": None,
+        "next_eligible": iso_ms(now),
+        "last_error": None,
+        "consumed_outputs": store.consumed_count(),
+    }
     if job is not None:
         gates = [job["retry_at"] or 0, job["cooldown_until"] or 0]
         if job["status"] == "running":
@@ -38,7 +43,9 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         phase2.update(
             status=job["status"],
             last_success=iso_ms(job["finished_at"]) if job["status"] == "done" else None,
-            last_consolidation=iso_ms(job["cooldown_until"] - PHASE2_COOLDOWN_MS) if job["cooldown_until"] else None,
+            last_consolidation=iso_ms(job["cooldown_until"] - PHASE2_COOLDOWN_MS)
+            if job["cooldown_until"]
+            else None,
             next_eligible=iso_ms(max([now, *gates])),
             last_error=job["last_error"],
             pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
@@ -49,7 +56,8 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             "outputs": store.output_count(),
             "jobs": store.stage1_counts(),
             "last_errors": [
-                {**e, "at": iso_ms(e["at"]), "retry_at": iso_ms(e["retry_at"])} for e in store.stage1_last_errors()
+                {**e, "at": iso_ms(e["at"]), "retry_at": iso_ms(e["retry_at"])}
+                for e in store.stage1_last_errors()
             ],
         },
         "phase2": phase2,

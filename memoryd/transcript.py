@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from memoryd import tokens
 from memoryd.citations import parse_citations, strip_citations
@@ -44,7 +45,9 @@ class Transcript:
     text: str
     entries: int
     tool_names: list[str] = field(default_factory=list)
-    citations: list[tuple[str, list[str]]] = field(default_factory=list)  # (part id, cited session ids)
+    citations: list[tuple[str, list[str]]] = field(
+        default_factory=list
+    )  # (part id, cited session ids)
     truncated: bool = False
 
     @property
@@ -119,7 +122,9 @@ def _part_entry(role: str, part: Part, cited: list[tuple[str, list[str]]]) -> st
     return None
 
 
-def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIPT_TOKEN_BUDGET) -> Transcript:
+def build_transcript(
+    messages: Iterable[Message], *, max_tokens: int = TRANSCRIPT_TOKEN_BUDGET
+) -> Transcript:
     blocks: list[str] = []
     tool_names: list[str] = []
     cited: list[tuple[str, list[str]]] = []
@@ -138,7 +143,9 @@ def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIP
         if role == "assistant" and error:
             data = error.get("data") if isinstance(error.get("data"), dict) else {}
             detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
-            kept.append(f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip())
+            kept.append(
+                f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip()
+            )
         if kept:
             blocks.append(f"[{role}]\n" + "\n\n".join(kept))
     text = "\n\n".join(blocks)
@@ -158,11 +165,14 @@ def build_transcript(messages: Iterable[Message], *, max_tokens: int = TRANSCRIP
     )
 
 
-def external_tools(tool_names: Iterable[str], mcp_servers: Iterable[str], own_servers: Iterable[str] = ("memoryd",)) -> list[str]:
+def external_tools(
+    tool_names: Iterable[str], mcp_servers: Iterable[str], own_servers: Iterable[str] = ("memoryd",)
+) -> list[str]:
     """Tools that brought outside content into a session: web tools, and MCP tools other than memoryd's own.
 
     opencode names MCP tools ``<server>_<tool>`` (server names sanitised to ``[A-Za-z0-9_-]``).
     """
+
     def sanitize(name: str) -> str:
         return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 

@@ -43,7 +43,11 @@ def _owner_alive(path: Path) -> bool:
 
 def _claim(spool: Path) -> list[Path]:
     # leftovers of a crashed ingester first; those of a live one (daemon beside `run --once`) are its own
-    claimed = [p for p in sorted(spool.parent.glob(spool.name + ".*" + CLAIM_SUFFIX)) if not _owner_alive(p)]
+    claimed = [
+        p
+        for p in sorted(spool.parent.glob(spool.name + ".*" + CLAIM_SUFFIX))
+        if not _owner_alive(p)
+    ]
     if spool.exists():
         target = spool.with_name(f"{spool.name}.{os.getpid()}.{time.time_ns()}{CLAIM_SUFFIX}")
         try:

@@ -61,7 +61,13 @@ SUMMARY_VERSION = b"v1"
 # The only things the consolidation agent may change; a trailing "/" means the whole subtree.
 AGENT_OWNED: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE, SKILLS_DIR + "/")
 
-LAYOUT_DIRS: tuple[str, ...] = (SUMMARIES_DIR, SKILLS_DIR, EXTENSIONS_DIR, "extensions/ad_hoc", AD_HOC_NOTES)
+LAYOUT_DIRS: tuple[str, ...] = (
+    SUMMARIES_DIR,
+    SKILLS_DIR,
+    EXTENSIONS_DIR,
+    "extensions/ad_hoc",
+    AD_HOC_NOTES,
+)
 
 RAW_MEMORY_MAX_CHARS = 10_000
 SLUG_MAX_CHARS = 60
@@ -112,7 +118,10 @@ def sanitize_slug(slug: str | None) -> str:
 
 def _id_hash(session_id: str) -> str:
     """Four base-62 chars from sha256 of the id: short, stable across runs and Python versions."""
-    n = int.from_bytes(hashlib.sha256(session_id.encode("utf-8")).digest()[:8], "big") % len(_BASE62) ** _HASH_CHARS
+    n = (
+        int.from_bytes(hashlib.sha256(session_id.encode("utf-8")).digest()[:8], "big")
+        % len(_BASE62) ** _HASH_CHARS
+    )
     out = []
     for _ in range(_HASH_CHARS):
         n, r = divmod(n, len(_BASE62))
@@ -148,7 +157,9 @@ def assign_stems(outputs: Iterable[Output]) -> dict[str, str]:
             n += 1
             candidate = f"{base}-{n}"
         if candidate != base:
-            log.warning("rollout summary stem %s clashes; using %s for %s", base, candidate, out.session_id)
+            log.warning(
+                "rollout summary stem %s clashes; using %s for %s", base, candidate, out.session_id
+            )
         used.add(candidate)
         stems[out.session_id] = candidate
     return stems
@@ -370,7 +381,9 @@ class Workspace:
             if not self._ensure_dir(rel):
                 if is_agent_owned(rel):
                     # The agent's own mess: validation reports it and the next run must fix it.
-                    log.warning("memory folder: %s is not a directory; leaving it for validation", rel)
+                    log.warning(
+                        "memory folder: %s is not a directory; leaving it for validation", rel
+                    )
                 else:
                     raise PathError(self.root / rel, "exists and is not a directory")
         self._seed_ad_hoc()
@@ -384,7 +397,9 @@ class Workspace:
         try:
             data = source.read_bytes()
         except OSError as exc:
-            raise PathError(source, f"cannot read the ad-hoc instructions template ({exc.strerror or exc})") from exc
+            raise PathError(
+                source, f"cannot read the ad-hoc instructions template ({exc.strerror or exc})"
+            ) from exc
         self._write(AD_HOC_INSTRUCTIONS, data)
         log.info("memory folder: seeded %s", AD_HOC_INSTRUCTIONS)
 
@@ -418,7 +433,9 @@ class Workspace:
             raise PathError(self.root / SUMMARIES_DIR, "exists and is not a directory")
         keep = {f"{stem}.md" for stem in stems.values()}
         with os.scandir(self.root / SUMMARIES_DIR) as it:
-            stale = sorted(e.name for e in it if e.name.endswith(".md") and not e.is_dir(follow_symlinks=False))
+            stale = sorted(
+                e.name for e in it if e.name.endswith(".md") and not e.is_dir(follow_symlinks=False)
+            )
         for name in stale:
             if name in keep or name.startswith("."):
                 continue  # dot files are untracked; leave them be
@@ -431,7 +448,11 @@ class Workspace:
         if self._write_if_changed(RAW_MEMORIES_FILE, render_raw_memories(selected, stems)):
             written.append(RAW_MEMORIES_FILE)
         if written or removed:
-            log.info("memory folder: wrote %d file(s), removed %d summary file(s)", len(written), len(removed))
+            log.info(
+                "memory folder: wrote %d file(s), removed %d summary file(s)",
+                len(written),
+                len(removed),
+            )
         return SyncResult(written=sorted(written), removed=sorted(removed), stems=stems)
 
     def prune_extension_resources(self, retention_days: int = RESOURCE_RETENTION_DAYS) -> list[str]:
@@ -457,7 +478,12 @@ class Workspace:
             instr = _lstat(Path(ext.path) / "instructions.md")
             res_dir = Path(ext.path) / "resources"
             res = _lstat(res_dir)
-            if instr is None or not stat.S_ISREG(instr.st_mode) or res is None or not stat.S_ISDIR(res.st_mode):
+            if (
+                instr is None
+                or not stat.S_ISREG(instr.st_mode)
+                or res is None
+                or not stat.S_ISDIR(res.st_mode)
+            ):
                 continue
             for entry in sorted(os.scandir(res_dir), key=lambda e: e.name):
                 if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
@@ -481,7 +507,11 @@ class Workspace:
         if not self._check_root():
             return False
         for relpath, st in self._walk():
-            if not is_tracked(relpath) or not stat.S_ISREG(st.st_mode) or relpath == AD_HOC_INSTRUCTIONS:
+            if (
+                not is_tracked(relpath)
+                or not stat.S_ISREG(st.st_mode)
+                or relpath == AD_HOC_INSTRUCTIONS
+            ):
                 continue
             if is_agent_owned(relpath) or relpath.startswith(EXTENSIONS_DIR + "/"):
                 return True
@@ -554,7 +584,9 @@ class Workspace:
             touched.add(relpath)
         result = sorted(touched)
         for relpath in result:
-            log.warning("memory folder: undid the consolidation agent's change to protected %s", relpath)
+            log.warning(
+                "memory folder: undid the consolidation agent's change to protected %s", relpath
+            )
         return result
 
     # -- validation and transient files -------------------------------------------------------
@@ -576,7 +608,9 @@ class Workspace:
                 problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
         got = _read_regular(self.root / SUMMARY_FILE)
         if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
-            problems.append(f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}")
+            problems.append(
+                f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
+            )
         st = _lstat(self.root / SKILLS_DIR)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             problems.append(f"{SKILLS_DIR}/ is not a directory")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -46,7 +47,9 @@ class FakeOpencode:
     version: str = "1.18.33"
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    agents: list[str] = field(default_factory=lambda: ["build", "plan", "memoryd-extract", "memoryd-consolidate"])
+    agents: list[str] = field(
+        default_factory=lambda: ["build", "plan", "memoryd-extract", "memoryd-consolidate"]
+    )
     reply: Reply = good_reply
     consolidate: Callable[[Path], None] | None = None
     password: str | None = None
@@ -60,12 +63,26 @@ class FakeOpencode:
     # -- building state ---------------------------------------------------------------------
 
     def add_session(
-        self, sid: str, *, updated: int, title: str = "a session", directory: str = "/srv/proj",
-        parent: str | None = None, turns: list[tuple[str, str]] | None = None, metadata: dict | None = None,
+        self,
+        sid: str,
+        *,
+        updated: int,
+        title: str = "a session",
+        directory: str = "/srv/proj",
+        parent: str | None = None,
+        turns: list[tuple[str, str]] | None = None,
+        metadata: dict | None = None,
     ) -> dict[str, Any]:
         s = {
-            "id": sid, "slug": "x", "projectID": "p1", "directory": directory, "path": "", "title": title,
-            "version": self.version, "cost": 0, "tokens": {"input": 0, "output": 0},
+            "id": sid,
+            "slug": "x",
+            "projectID": "p1",
+            "directory": directory,
+            "path": "",
+            "title": title,
+            "version": self.version,
+            "cost": 0,
+            "tokens": {"input": 0, "output": 0},
             "time": {"created": updated - 1000, "updated": updated},
         }
         if parent:
@@ -74,21 +91,36 @@ class FakeOpencode:
             s["metadata"] = metadata
         self.sessions[sid] = s
         msgs = []
-        for i, (role, text) in enumerate(turns if turns is not None else [("user", "hello"), ("assistant", "hi")]):
-            msgs.append(self.message(sid, role, [{"type": "text", "text": text}], created=updated - 900 + i))
+        for i, (role, text) in enumerate(
+            turns if turns is not None else [("user", "hello"), ("assistant", "hi")]
+        ):
+            msgs.append(
+                self.message(sid, role, [{"type": "text", "text": text}], created=updated - 900 + i)
+            )
         self.messages[sid] = msgs
         return s
 
-    def message(self, sid: str, role: str, parts: list[dict[str, Any]], *, created: int) -> dict[str, Any]:
+    def message(
+        self, sid: str, role: str, parts: list[dict[str, Any]], *, created: int
+    ) -> dict[str, Any]:
         mid = f"msg_{next(self._ids):06d}"
-        info: dict[str, Any] = {"id": mid, "sessionID": sid, "role": role, "time": {"created": created}}
+        info: dict[str, Any] = {
+            "id": mid,
+            "sessionID": sid,
+            "role": role,
+            "time": {"created": created},
+        }
         if role == "assistant":
             info.update({"modelID": "mock-model", "providerID": "mock", "finish": "stop"})
         return {"info": info, "parts": [{"id": f"prt_{next(self._ids):06d}", **p} for p in parts]}
 
-    def touch(self, sid: str, updated: int, turn: tuple[str, str] = ("user", "one more thing")) -> None:
+    def touch(
+        self, sid: str, updated: int, turn: tuple[str, str] = ("user", "one more thing")
+    ) -> None:
         self.sessions[sid]["time"]["updated"] = updated
-        self.messages[sid].append(self.message(sid, turn[0], [{"type": "text", "text": turn[1]}], created=updated))
+        self.messages[sid].append(
+            self.message(sid, turn[0], [{"type": "text", "text": turn[1]}], created=updated)
+        )
 
     @property
     def helper_sessions(self) -> list[str]:
@@ -108,7 +140,9 @@ class FakeOpencode:
 
             want = "Basic " + base64.b64encode(f"opencode:{self.password}".encode()).decode()
             if request.headers.get("authorization") != want:
-                return httpx.Response(401, headers={"www-authenticate": 'Basic realm="Secure Area"'})
+                return httpx.Response(
+                    401, headers={"www-authenticate": 'Basic realm="Secure Area"'}
+                )
         parts = [p for p in path.split("/") if p]
         if path == "/global/health":
             return httpx.Response(200, json={"healthy": True, "version": self.version})
@@ -125,7 +159,13 @@ class FakeOpencode:
                 return self._create(request)
             sid = parts[1]
             if sid not in self.sessions:
-                return httpx.Response(404, json={"name": "NotFoundError", "data": {"message": f"Session not found: {sid}"}})
+                return httpx.Response(
+                    404,
+                    json={
+                        "name": "NotFoundError",
+                        "data": {"message": f"Session not found: {sid}"},
+                    },
+                )
             if len(parts) == 2 and method == "GET":
                 return httpx.Response(200, json=self.sessions[sid])
             if len(parts) == 2 and method == "DELETE":
@@ -139,13 +179,17 @@ class FakeOpencode:
                 return await self._prompt(request, sid)
             if parts[2:] == ["abort"]:
                 return httpx.Response(200, json=True)
-        return httpx.Response(404, json={"name": "NotFoundError", "data": {"message": f"no route {path}"}})
+        return httpx.Response(
+            404, json={"name": "NotFoundError", "data": {"message": f"no route {path}"}}
+        )
 
     def _list(self, request: httpx.Request) -> httpx.Response:
         q = request.url.params
         limit = int(q.get("limit", "100"))
         self.page_size_seen.append(limit)
-        items = sorted(self.sessions.values(), key=lambda s: (s["time"]["updated"], s["id"]), reverse=True)
+        items = sorted(
+            self.sessions.values(), key=lambda s: (s["time"]["updated"], s["id"]), reverse=True
+        )
         if q.get("roots") == "true":
             items = [s for s in items if "parentID" not in s]
         if "cursor" in q:
@@ -171,8 +215,12 @@ class FakeOpencode:
         body = json.loads(request.content or b"{}")
         sid = f"ses_helper{next(self._ids):06d}"
         s = self.add_session(
-            sid, updated=2_000_000_000_000, title=body.get("title", "untitled"),
-            directory=request.url.params.get("directory", "/"), turns=[], metadata=body.get("metadata"),
+            sid,
+            updated=2_000_000_000_000,
+            title=body.get("title", "untitled"),
+            directory=request.url.params.get("directory", "/"),
+            turns=[],
+            metadata=body.get("metadata"),
         )
         return httpx.Response(200, json=s)
 
@@ -185,12 +233,24 @@ class FakeOpencode:
             await asyncio.sleep(self.prompt_delay)
         out = self.reply(body)
         if "http_status" in out:
-            return httpx.Response(out["http_status"], json=out.get("json", {}), content=out.get("content"))
+            return httpx.Response(
+                out["http_status"], json=out.get("json", {}), content=out.get("content")
+            )
         info: dict[str, Any] = {
-            "id": f"msg_{next(self._ids):06d}", "sessionID": sid, "role": "assistant",
-            "time": {"created": 1, "completed": 2}, "modelID": "mock-small", "providerID": "mock",
-            "finish": "tool-calls", "cost": 0.0,
-            "tokens": {"input": 1200, "output": 150, "reasoning": 0, "cache": {"read": 100, "write": 0}},
+            "id": f"msg_{next(self._ids):06d}",
+            "sessionID": sid,
+            "role": "assistant",
+            "time": {"created": 1, "completed": 2},
+            "modelID": "mock-small",
+            "providerID": "mock",
+            "finish": "tool-calls",
+            "cost": 0.0,
+            "tokens": {
+                "input": 1200,
+                "output": 150,
+                "reasoning": 0,
+                "cache": {"read": 100, "write": 0},
+            },
         }
         if "structured" in out:
             info["structured"] = out["structured"]

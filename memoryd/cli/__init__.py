@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from memoryd import __version__
 from memoryd.app import App
@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         "consolidates it, and hands it back to the next session.",
     )
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for group in GROUPS:
         group.register(sub)

@@ -15,7 +15,9 @@ LOG_NAME = "memoryd.log"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("logs", help="show the daemon's log (follow with -f)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    p.add_argument("-n", "--lines", type=int, default=50, help="how many lines to show first (default 50)")
+    p.add_argument(
+        "-n", "--lines", type=int, default=50, help="how many lines to show first (default 50)"
+    )
     p.set_defaults(handler=cmd_logs)
 
 

@@ -35,8 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("search", help="search memory (plain, or --ranked full-text)")
     p.add_argument("queries", nargs="*")
-    p.add_argument("--ranked", action="store_true", help="BM25 full-text index over files and session memories")
-    p.add_argument("--mode", dest="match_mode", default="any", choices=["any", "all_on_same_line", "all_within_lines"])
+    p.add_argument(
+        "--ranked", action="store_true", help="BM25 full-text index over files and session memories"
+    )
+    p.add_argument(
+        "--mode",
+        dest="match_mode",
+        default="any",
+        choices=["any", "all_on_same_line", "all_within_lines"],
+    )
     p.add_argument("--line-count", type=int)
     p.add_argument("--path")
     p.add_argument("-C", "--context", dest="context_lines", type=int, default=0)
@@ -70,7 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", dest="as_json")
     p.set_defaults(handler=cmd_mode)
 
-    p = sub.add_parser("inspect", help="deep report: errors, selection, memory folder, effective settings")
+    p = sub.add_parser(
+        "inspect", help="deep report: errors, selection, memory folder, effective settings"
+    )
     p.add_argument("--json", action="store_true", dest="as_json")
     p.set_defaults(handler=cmd_inspect)
 
@@ -80,7 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_read(app: App, args: argparse.Namespace) -> int:
-    return _out(tools.memory_read(app.paths.memories, args.path, args.line_offset, args.max_lines), args.as_json)
+    return _out(
+        tools.memory_read(app.paths.memories, args.path, args.line_offset, args.max_lines),
+        args.as_json,
+    )
 
 
 def cmd_list(app: App, args: argparse.Namespace) -> int:
@@ -88,13 +100,29 @@ def cmd_list(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
-    index = tools.SearchIndex(tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store) if args.ranked else None
+    index = (
+        tools.SearchIndex(
+            tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store
+        )
+        if args.ranked
+        else None
+    )
     try:
         result = tools.memory_search(
-            app.paths.memories, args.queries or None, match_mode=args.match_mode, line_count=args.line_count,
-            path=args.path, context_lines=args.context_lines, case_sensitive=not args.ignore_case,
-            normalized=args.normalized, since=args.since, until=args.until, cursor=args.cursor,
-            max_results=args.max_results, ranked=args.ranked, index=index,
+            app.paths.memories,
+            args.queries or None,
+            match_mode=args.match_mode,
+            line_count=args.line_count,
+            path=args.path,
+            context_lines=args.context_lines,
+            case_sensitive=not args.ignore_case,
+            normalized=args.normalized,
+            since=args.since,
+            until=args.until,
+            cursor=args.cursor,
+            max_results=args.max_results,
+            ranked=args.ranked,
+            index=index,
         )
     finally:
         if index is not None:
@@ -103,11 +131,21 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_note_add(app: App, args: argparse.Namespace) -> int:
-    return _out(tools.memory_add_note(app.paths.memories, args.text, args.title, clock=app.clock, store=app.store), args.as_json)
+    return _out(
+        tools.memory_add_note(
+            app.paths.memories, args.text, args.title, clock=app.clock, store=app.store
+        ),
+        args.as_json,
+    )
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
-    return _out(tools.memory_forget(app.store, app.paths.memories, session_id=args.session_id, note=args.note), args.as_json)
+    return _out(
+        tools.memory_forget(
+            app.store, app.paths.memories, session_id=args.session_id, note=args.note
+        ),
+        args.as_json,
+    )
 
 
 def cmd_mode(app: App, args: argparse.Namespace) -> int:
@@ -120,10 +158,14 @@ def cmd_inspect(app: App, args: argparse.Namespace) -> int:
 
 def cmd_reset(app: App, args: argparse.Namespace) -> int:
     if not args.yes:
-        print("memoryd reset deletes every extracted memory, MEMORY.md, the summary, skills and notes.")
+        print(
+            "memoryd reset deletes every extracted memory, MEMORY.md, the summary, skills and notes."
+        )
         print("Run `memoryd reset --yes` to do it.")
         return 1
-    index = tools.SearchIndex(tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store)
+    index = tools.SearchIndex(
+        tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store
+    )
     try:
         print(tools.memory_reset(app.store, app.paths, True, index=index).to_text())
     finally:

@@ -10,7 +10,9 @@ NAMES = ("config", "db", "memories", "logs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("path", help="print where memoryd keeps its config, database, memories or logs")
+    p = sub.add_parser(
+        "path", help="print where memoryd keeps its config, database, memories or logs"
+    )
     p.add_argument("name", choices=NAMES)
     p.set_defaults(handler=cmd_path)
 

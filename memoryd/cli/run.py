@@ -19,9 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="extract memories from finished sessions (one pass with --once)")
     p.add_argument("--once", action="store_true", help="run one pass and exit")
     p.add_argument(
-        "--force-consolidation", action="store_true", help="ignore the phase-2 cooldown (never the lease)"
+        "--force-consolidation",
+        action="store_true",
+        help="ignore the phase-2 cooldown (never the lease)",
     )
-    p.add_argument("--interval", type=float, default=300.0, help="seconds between passes when looping (default 300)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=300.0,
+        help="seconds between passes when looping (default 300)",
+    )
     p.set_defaults(handler=cmd_run)
 
 
@@ -71,5 +78,3 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
         print(phase2_line(result.phase2))
         return 0
     return asyncio.run(Daemon(app, interval_s=args.interval).serve())
-
-

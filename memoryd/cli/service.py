@@ -22,22 +22,43 @@ ACTION_TEXT = {
     "remove": "removed",
     "absent": "not installed",
 }
-DRY_TEXT = {"create": "would create", "update": "would update", "replace": "would replace", "remove": "would remove"}
+DRY_TEXT = {
+    "create": "would create",
+    "update": "would update",
+    "replace": "would replace",
+    "remove": "would remove",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("service", help="run the memoryd daemon as a user service (systemd or launchd)")
+    p = sub.add_parser(
+        "service", help="run the memoryd daemon as a user service (systemd or launchd)"
+    )
     actions = p.add_subparsers(dest="service_action", metavar="ACTION", required=True)
     for name, help_text, handler in (
         ("install", "write the service file, then enable and start it", cmd_install),
-        ("uninstall", "stop and disable the service and remove the file memoryd wrote", cmd_uninstall),
+        (
+            "uninstall",
+            "stop and disable the service and remove the file memoryd wrote",
+            cmd_uninstall,
+        ),
         ("status", "is the service installed, enabled and running", cmd_status),
     ):
         a = actions.add_parser(name, help=help_text)
-        a.add_argument("--platform", choices=["systemd", "launchd"], help="default: systemd on Linux, launchd on macOS")
+        a.add_argument(
+            "--platform",
+            choices=["systemd", "launchd"],
+            help="default: systemd on Linux, launchd on macOS",
+        )
         if name != "status":
-            a.add_argument("--dry-run", action="store_true", help="print the plan and the file, change nothing")
-            a.add_argument("--force", action="store_true", help="also replace/remove a service file you changed")
+            a.add_argument(
+                "--dry-run", action="store_true", help="print the plan and the file, change nothing"
+            )
+            a.add_argument(
+                "--force",
+                action="store_true",
+                help="also replace/remove a service file you changed",
+            )
         a.set_defaults(handler=handler)
 
 
@@ -70,7 +91,11 @@ def report_lines(report: Report) -> list[str]:
         verb = DRY_TEXT.get(report.action, ACTION_TEXT[report.action])
         lines.append(f"{verb}: {report.path}")
         if report.operation == "install" and report.action in ("create", "update", "replace"):
-            lines += [f"--- {report.path}", report.content.decode("utf-8", "replace").rstrip("\n"), "---"]
+            lines += [
+                f"--- {report.path}",
+                report.content.decode("utf-8", "replace").rstrip("\n"),
+                "---",
+            ]
         if report.planned:
             lines.append("would run:")
             lines += [f"  {shlex.join(c.argv)}" for c in report.planned]
@@ -84,7 +109,9 @@ def report_lines(report: Report) -> list[str]:
         mark = "ok" if ran.result.returncode == 0 else f"exit {ran.result.returncode}"
         lines.append(f"ran: {shlex.join(ran.command.argv)} ({mark})")
     if report.manager == "ok" and report.operation == "install":
-        lines.append(f"{_name(report)} is enabled and starting; check with `memoryd service status`")
+        lines.append(
+            f"{_name(report)} is enabled and starting; check with `memoryd service status`"
+        )
     elif report.manager == "ok" and report.action != "absent":
         lines.append(f"{_name(report)} is stopped and disabled")
     elif report.manager == "failed":
@@ -93,7 +120,9 @@ def report_lines(report: Report) -> list[str]:
         lines.append(f"the service manager did not answer: {report.detail}")
     if report.manual:
         lines.append(
-            "then run by hand:" if report.manager == "failed" else "run these once a user service manager answers:"
+            "then run by hand:"
+            if report.manager == "failed"
+            else "run these once a user service manager answers:"
         )
         lines += [f"  {cmd}" for cmd in report.manual]
         if report.operation == "install" and report.manager == "unavailable":
@@ -114,7 +143,9 @@ def status_lines(st: Status) -> list[str]:
     s = st.state
     if st.platform == "systemd":
         if s.get("LoadState") == "not-found":
-            lines.append(f"manager:  {UNIT} is not known to systemd (run `memoryd service install`)")
+            lines.append(
+                f"manager:  {UNIT} is not known to systemd (run `memoryd service install`)"
+            )
             return lines
         state = f"{s.get('ActiveState', '?')} ({s.get('SubState', '?')}), {s.get('UnitFileState') or 'not enabled'}"
         if s.get("MainPID", "0") != "0":

@@ -18,12 +18,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         p = sub.add_parser(name, help=help_text)
         if name == "install":
-            p.add_argument("--print", dest="print_host", choices=["opencode", "claude-code", "codex"],
-                           help="only print the MCP configuration for that host, change nothing")
+            p.add_argument(
+                "--print",
+                dest="print_host",
+                choices=["opencode", "claude-code", "codex"],
+                help="only print the MCP configuration for that host, change nothing",
+            )
             p.add_argument("host", nargs="?", choices=["opencode"])
         else:
             p.add_argument("host", choices=["opencode"])
-        p.add_argument("--config-dir", type=Path, help="opencode config folder (default: $XDG_CONFIG_HOME/opencode)")
+        p.add_argument(
+            "--config-dir",
+            type=Path,
+            help="opencode config folder (default: $XDG_CONFIG_HOME/opencode)",
+        )
         p.add_argument("--force", action="store_true", help="also replace/remove files you changed")
         p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         p.set_defaults(handler=cmd_install if name == "install" else cmd_uninstall)
@@ -34,7 +42,10 @@ def cmd_install(app: App, args: argparse.Namespace) -> int:
         print(snippet(args.print_host))
         return 0
     if args.host is None:
-        print("memoryd install: name a host (opencode) or use --print claude-code|codex", file=sys.stderr)
+        print(
+            "memoryd install: name a host (opencode) or use --print claude-code|codex",
+            file=sys.stderr,
+        )
         return 2
     installer = Installer(app.paths, args.config_dir)
     steps = installer.install(force=args.force, dry_run=args.dry_run)

@@ -53,8 +53,11 @@ def render(s: dict[str, Any]) -> str:
     if lp:
         p1 = lp["phase1"]
         rows.append(
-            ("last pass", f"{p1['discovered']} seen, {p1['eligible']} eligible, {p1['succeeded']} extracted, "
-             f"{p1['failed']} failed")
+            (
+                "last pass",
+                f"{p1['discovered']} seen, {p1['eligible']} eligible, {p1['succeeded']} extracted, "
+                f"{p1['failed']} failed",
+            )
         )
     else:
         rows.append(("last pass", "never (run `memoryd run --once`)"))
@@ -63,13 +66,27 @@ def render(s: dict[str, Any]) -> str:
         for phase, v in s["tokens"]["per_phase"].items()
     )
     rows.append(("tokens", f"{_n(spent['total'])} spent" + (f" ({per})" if per else "")))
-    rows.append(("today", f"{_n(s['tokens']['today']['total'])} tokens, {_n(s['tokens']['today']['calls'])} calls"))
+    rows.append(
+        (
+            "today",
+            f"{_n(s['tokens']['today']['total'])} tokens, {_n(s['tokens']['today']['calls'])} calls",
+        )
+    )
     b = s["budget"]
     left = "unlimited" if b["left_today"] is None else f"{_n(b['left_today'])} tokens left today"
-    rows.append(("budget", f"{left}; {b['calls_last_hour']} calls in the last hour"
-                 + (f" (limit {b['max_model_calls_per_hour']})" if b["max_model_calls_per_hour"] else "")))
+    rows.append(
+        (
+            "budget",
+            f"{left}; {b['calls_last_hour']} calls in the last hour"
+            + (
+                f" (limit {b['max_model_calls_per_hour']})" if b["max_model_calls_per_hour"] else ""
+            ),
+        )
+    )
     if b["circuits"]:
-        rows.append(("circuit", "; ".join(f"{m} paused until {t}" for m, t in b["circuits"].items())))
+        rows.append(
+            ("circuit", "; ".join(f"{m} paused until {t}" for m, t in b["circuits"].items()))
+        )
     if b["waiting"]:
         rows.append(("waiting", b["waiting"]))
     d = s.get("daemon")
@@ -77,10 +94,22 @@ def render(s: dict[str, Any]) -> str:
         ev = d["events"]
         state = "running" if d["running"] else "stopped"
         rows.append(("daemon", f"{state} (pid {d['pid']}), next pass {d['next_pass'] or '-'}"))
-        rows.append(("events", ev["state"] + (f" since {ev['since']}" if ev["since"] else "")
-                     + (f" ({ev['last_error']})" if ev["last_error"] and ev["state"] != "connected" else "")))
+        rows.append(
+            (
+                "events",
+                ev["state"]
+                + (f" since {ev['since']}" if ev["since"] else "")
+                + (
+                    f" ({ev['last_error']})"
+                    if ev["last_error"] and ev["state"] != "connected"
+                    else ""
+                ),
+            )
+        )
     else:
-        rows.append(("daemon", "not running (start it with `memoryd run` or `memoryd service install`)"))
+        rows.append(
+            ("daemon", "not running (start it with `memoryd run` or `memoryd service install`)")
+        )
     if s.get("last_pass_error"):
         rows.append(("last error", s["last_pass_error"]["error"]))
     width = max(len(k) for k, _ in rows)
@@ -89,6 +118,10 @@ def render(s: dict[str, Any]) -> str:
     if errors:
         lines.append("recent errors:")
         for e in errors:
-            retry = f", retry after {e['retry_at']}" if e["retry_at"] and e["status"] != "failed" else ""
+            retry = (
+                f", retry after {e['retry_at']}"
+                if e["retry_at"] and e["status"] != "failed"
+                else ""
+            )
             lines.append(f"  {e['session_id']} [{e['status']}{retry}]: {e['error']}")
     return "\n".join(lines)

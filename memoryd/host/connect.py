@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 from memoryd.errors import HostError, HostUnreachable, PathError
 from memoryd.fsutil import pid_alive, read_regular
@@ -52,7 +52,11 @@ def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
     if not url.startswith(("http://", "https://")) or not pid_alive(pid):
         return None
     password = data.get("password")
-    return url, str(data.get("username") or "opencode"), password if isinstance(password, str) else None
+    return (
+        url,
+        str(data.get("username") or "opencode"),
+        password if isinstance(password, str) else None,
+    )
 
 
 def read_regular_quiet(path: Path) -> bytes | None:
@@ -80,7 +84,11 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
     recorded = None if host.url else recorded_server(paths)
     if recorded is not None:
         password = recorded[2] or host.resolved_password()
-        recorded = (recorded[0], recorded[1], password) if await _probe(recorded[0], recorded[1], password) else None
+        recorded = (
+            (recorded[0], recorded[1], password)
+            if await _probe(recorded[0], recorded[1], password)
+            else None
+        )
     if host.url:
         url, username, password = host.url, host.username, host.resolved_password()
     elif recorded is not None:
@@ -88,16 +96,25 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
     elif host.start_server:
         paths.ensure_dir(paths.helper_dir)
         paths.ensure_dir(paths.logs)
-        server = PrivateServer(host.opencode_bin, cwd=paths.helper_dir, log_file=paths.logs / "opencode-serve.log")
+        server = PrivateServer(
+            host.opencode_bin, cwd=paths.helper_dir, log_file=paths.logs / "opencode-serve.log"
+        )
         handle = await server.__aenter__()
         url, username, password = handle.url, handle.username, handle.password
     else:
-        raise HostUnreachable("(none)", "no [host] url is configured, no running opencode was recorded, and start_server is false")
+        raise HostUnreachable(
+            "(none)",
+            "no [host] url is configured, no running opencode was recorded, and start_server is false",
+        )
     try:
-        async with OpencodeClient(url, username=username, password=password, timeout=host.request_timeout_s) as client:
+        async with OpencodeClient(
+            url, username=username, password=password, timeout=host.request_timeout_s
+        ) as client:
             version = await client.health()
             log.info("using opencode %s at %s%s", version, url, " (private)" if server else "")
-            yield HostConnection(client=client, url=url, version=version, private=server is not None)
+            yield HostConnection(
+                client=client, url=url, version=version, private=server is not None
+            )
     finally:
         if server is not None:
             # bounded so a daemon shutdown stays within its budget (opencode stops in well under 1 s)

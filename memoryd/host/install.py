@@ -76,7 +76,12 @@ def planned_files(paths: Paths) -> list[PlannedFile]:
     """memoryd's agents (``templates/agents/``, each with the marker comment) and the read-path shim."""
     files = []
     for name in AGENTS:
-        files.append(PlannedFile(f"agent/{name}.md", _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8")))
+        files.append(
+            PlannedFile(
+                f"agent/{name}.md",
+                _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8"),
+            )
+        )
     shim = prompts.render(
         "opencode/memoryd.js",
         block_file=json.dumps(str(paths.readpath_block)),
@@ -95,7 +100,9 @@ class Installer:
         self.manifest_path = paths.install_manifest
         manifest = self._load()
         recorded = manifest.get(HOST, {}).get("config_dir")
-        self.config_dir = (config_dir or (Path(recorded) if recorded else None) or default_config_dir()).absolute()
+        self.config_dir = (
+            config_dir or (Path(recorded) if recorded else None) or default_config_dir()
+        ).absolute()
 
     def _load(self) -> dict:
         return read_json_object(self.manifest_path, InstallError)
@@ -109,7 +116,11 @@ class Installer:
     def _save(self, files: dict[str, str]) -> None:
         data = self._load()
         if files:
-            data[HOST] = {"config_dir": str(self.config_dir), "files": files, "version": __version__}
+            data[HOST] = {
+                "config_dir": str(self.config_dir),
+                "files": files,
+                "version": __version__,
+            }
         else:
             data.pop(HOST, None)
         self.paths.ensure_dir(self.manifest_path.parent)
@@ -142,7 +153,11 @@ class Installer:
 
     def _mcp_record(self) -> dict[str, Any]:
         entry = self._load().get(MCP_RECORD, {})
-        return entry if isinstance(entry, dict) and entry.get("config_dir") == str(self.config_dir) else {}
+        return (
+            entry
+            if isinstance(entry, dict) and entry.get("config_dir") == str(self.config_dir)
+            else {}
+        )
 
     def _save_mcp(self, record: dict[str, Any]) -> None:
         data = self._load()
@@ -155,7 +170,9 @@ class Installer:
 
     def install(self, *, force: bool = False, dry_run: bool = False) -> list[Step | McpStep]:
         plan = self.plan_install(force=force)
-        mcp_step, mcp_record = install_mcp(self.config_dir, self._mcp_record(), force=force, dry_run=dry_run)
+        mcp_step, mcp_record = install_mcp(
+            self.config_dir, self._mcp_record(), force=force, dry_run=dry_run
+        )
         if dry_run:
             return [*(s for s, _ in plan), mcp_step]
         recorded = self._recorded()
@@ -177,7 +194,9 @@ class Installer:
         steps: list[Step | McpStep] = []
         remaining: dict[str, str] = {}
         order = {pf.relpath: i for i, pf in enumerate(planned_files(self.paths))}
-        for rel, digest in sorted(recorded.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+        for rel, digest in sorted(
+            recorded.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])
+        ):
             target = self.config_dir / rel
             current = self._current(target)
             if current is None:
@@ -191,8 +210,12 @@ class Installer:
                 steps.append(Step("keep-modified", target))
                 remaining[rel] = digest
         mcp_record = self._mcp_record()
-        mcp_step = uninstall_mcp(self.config_dir, {k: v for k, v in mcp_record.items() if k != "config_dir"},
-                                 force=force, dry_run=dry_run)
+        mcp_step = uninstall_mcp(
+            self.config_dir,
+            {k: v for k, v in mcp_record.items() if k != "config_dir"},
+            force=force,
+            dry_run=dry_run,
+        )
         if mcp_step is not None:
             steps.append(mcp_step)
         if not dry_run:

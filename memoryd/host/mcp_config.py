@@ -33,7 +33,9 @@ def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {"MEMORYD_HOME": str(Path(home).expanduser().absolute())} if home else {}
 
 
-def opencode_entry(python: str | None = None, environ: dict[str, str] | None = None) -> dict[str, Any]:
+def opencode_entry(
+    python: str | None = None, environ: dict[str, str] | None = None
+) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": "local", "command": server_command(python), "enabled": True}
     env = server_env(environ)
     if env:
@@ -59,10 +61,16 @@ def snippet(host: str, python: str | None = None, environ: dict[str, str] | None
             + json.dumps({"mcpServers": {KEY: server}}, indent=2)
         )
     if host == "codex":
-        lines = ["# ~/.codex/config.toml", f"[mcp_servers.{KEY}]", f"command = {json.dumps(cmd[0])}",
-                 f"args = {json.dumps(cmd[1:])}"]
+        lines = [
+            "# ~/.codex/config.toml",
+            f"[mcp_servers.{KEY}]",
+            f"command = {json.dumps(cmd[0])}",
+            f"args = {json.dumps(cmd[1:])}",
+        ]
         if env:
-            lines.append("env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }")
+            lines.append(
+                "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
+            )
         return "\n".join(lines)
     raise InstallError(f"unknown host {host!r} (choose opencode, claude-code or codex)")
 
@@ -80,7 +88,8 @@ class McpStep:
             "update": "update mcp.memoryd",
             "unchanged": "unchanged (mcp.memoryd)",
             "keep-modified": "kept mcp.memoryd: changed since memoryd wrote it (use --force)",
-            "manual": "not edited (comments or unparsable JSON); add this yourself:\n" + self.detail,
+            "manual": "not edited (comments or unparsable JSON); add this yourself:\n"
+            + self.detail,
             "remove": "remove mcp.memoryd",
             "absent": "mcp.memoryd already gone",
         }[self.action]
@@ -101,7 +110,9 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def install_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool) -> tuple[McpStep, dict[str, Any]]:
+def install_mcp(
+    config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool
+) -> tuple[McpStep, dict[str, Any]]:
     """Add ``mcp.memoryd``; returns the step and the new manifest record."""
     entry = opencode_entry()
     path = config_dir / "opencode.json"
@@ -111,8 +122,13 @@ def install_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_ru
     if not path.exists():
         if not dry_run:
             config_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps({"$schema": SCHEMA, "mcp": {KEY: entry}}, indent=2) + "\n")
-        return McpStep("create", path), {"sha": sha256(json.dumps(entry, sort_keys=True).encode()), "created": True}
+            atomic_write(
+                path, json.dumps({"$schema": SCHEMA, "mcp": {KEY: entry}}, indent=2) + "\n"
+            )
+        return McpStep("create", path), {
+            "sha": sha256(json.dumps(entry, sort_keys=True).encode()),
+            "created": True,
+        }
     data = _read_json(path)
     if data is None or not isinstance(data.get("mcp", {}), dict):
         return McpStep("manual", path, snippet("opencode")), record
@@ -121,7 +137,11 @@ def install_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_ru
     if current == entry:
         return McpStep("unchanged", path), {**record, "sha": digest}
     record = {k: v for k, v in record.items() if k != "config_dir"}
-    if current is not None and record.get("sha") != sha256(json.dumps(current, sort_keys=True).encode()) and not force:
+    if (
+        current is not None
+        and record.get("sha") != sha256(json.dumps(current, sort_keys=True).encode())
+        and not force
+    ):
         return McpStep("keep-modified", path), record
     action = "add" if current is None else "update"
     if not dry_run:
@@ -130,12 +150,16 @@ def install_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_ru
     return McpStep(action, path), {**record, "sha": digest}
 
 
-def uninstall_mcp(config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool) -> McpStep | None:
+def uninstall_mcp(
+    config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool
+) -> McpStep | None:
     if not record:
         return None
     path = config_dir / "opencode.json"
     data = _read_json(path)
-    current = (data or {}).get("mcp", {}).get(KEY) if isinstance((data or {}).get("mcp"), dict) else None
+    current = (
+        (data or {}).get("mcp", {}).get(KEY) if isinstance((data or {}).get("mcp"), dict) else None
+    )
     if data is None or current is None:
         return McpStep("absent", path)
     if sha256(json.dumps(current, sort_keys=True).encode()) != record.get("sha") and not force:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, TypeVar, Sequence
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -240,7 +241,9 @@ class OpencodeClient:
         resp = await self._request("GET", "/global/health", timeout=timeout, what=what)
         data = self._json(resp, what)
         if not isinstance(data, dict) or not isinstance(data.get("version"), str):
-            raise HostProtocolError(what, f"expected {{healthy, version}}, got {_short(repr(data), 80)}")
+            raise HostProtocolError(
+                what, f"expected {{healthy, version}}, got {_short(repr(data), 80)}"
+            )
         if data.get("healthy") is False:
             raise HostUnreachable(self.base_url, "server reports healthy=false")
         return str(data["version"])
@@ -282,7 +285,11 @@ class OpencodeClient:
                 try:
                     s = _SESSION.validate_python(item)
                 except ValidationError as exc:
-                    log.warning("%s: skipping a session opencode described oddly (%s)", what, _validation_detail(exc))
+                    log.warning(
+                        "%s: skipping a session opencode described oddly (%s)",
+                        what,
+                        _validation_detail(exc),
+                    )
                     continue
                 if s.id not in seen_ids:
                     seen_ids.add(s.id)
@@ -368,7 +375,9 @@ class OpencodeClient:
         if permission is not None:
             body["permission"] = permission
         what = "POST /session"
-        resp = await self._request("POST", "/session", params={"directory": directory}, body=body, what=what)
+        resp = await self._request(
+            "POST", "/session", params={"directory": directory}, body=body, what=what
+        )
         return self._parse(resp, _SESSION, what)
 
     async def prompt(
@@ -401,7 +410,7 @@ class OpencodeClient:
         if disable_tools:
             # Some tools (MCP resource browsing) are not governed by agent permissions in
             # opencode 1.18; the per-prompt tools map still removes them.
-            body["tools"] = {name: False for name in disable_tools}
+            body["tools"] = dict.fromkeys(disable_tools, False)
         path = f"/session/{_sid(session_id)}/message"
         what = f"prompt in session {session_id}"
         try:
@@ -453,7 +462,9 @@ class OpencodeClient:
 
     async def agents(self, *, directory: str | None = None) -> list[dict[str, Any]]:
         """``GET /agent``: the resolved agents of the instance (name, mode, permission, ...)."""
-        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        params: dict[str, str | int] | None = (
+            {"directory": directory} if directory is not None else None
+        )
         return await self._get_json("/agent", _DICT_LIST, params=params)
 
     async def dispose_instance(self, directory: str) -> None:
@@ -462,12 +473,16 @@ class OpencodeClient:
 
     async def session_status(self, *, directory: str | None = None) -> dict[str, dict[str, Any]]:
         """``GET /session/status``: busy/retry sessions by id; idle sessions are absent."""
-        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        params: dict[str, str | int] | None = (
+            {"directory": directory} if directory is not None else None
+        )
         return await self._get_json("/session/status", _STATUS, params=params)
 
     async def mcp_status(self, *, directory: str | None = None) -> dict[str, Any]:
         """``GET /mcp`` (server name -> status). Not exercised against 1.18.33: 404 gives ``{}``."""
-        params: dict[str, str | int] | None = {"directory": directory} if directory is not None else None
+        params: dict[str, str | int] | None = (
+            {"directory": directory} if directory is not None else None
+        )
         try:
             return await self._get_json("/mcp", _DICT, params=params)
         except HostNotFound:
@@ -485,7 +500,9 @@ def _model_call_error(error: dict[str, Any]) -> ModelCallError:
     if message is None:
         message = json.dumps(data)[:_DETAIL_CHARS] if data else "no message"
     status_raw = data.get("statusCode")
-    status = status_raw if isinstance(status_raw, int) and not isinstance(status_raw, bool) else None
+    status = (
+        status_raw if isinstance(status_raw, int) and not isinstance(status_raw, bool) else None
+    )
     retry_raw = data.get("isRetryable")
     retryable = retry_raw if isinstance(retry_raw, bool) else None
     return ModelCallError(name, _short(str(message)), status=status, retryable=retryable)

@@ -47,7 +47,10 @@ _PORT_ATTEMPTS = 3
 _TAIL_LINES = 40
 
 # The lock file opencode's embedded npm treats as "already installed" (see seed_config_dir).
-SEED_LOCKFILE = {"lockfileVersion": 3, "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+SEED_LOCKFILE = {
+    "lockfileVersion": 3,
+    "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}},
+}
 
 
 @dataclass
@@ -67,7 +70,9 @@ def find_opencode(bin_name: str) -> str:
         path = Path(bin_name).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
             return str(path.absolute())
-        raise HostUnreachable("opencode", f"executable {bin_name!r} does not exist or is not executable")
+        raise HostUnreachable(
+            "opencode", f"executable {bin_name!r} does not exist or is not executable"
+        )
     found = shutil.which(bin_name)
     if not found:
         raise HostUnreachable("opencode", f"executable {bin_name!r} not found on PATH")
@@ -117,7 +122,12 @@ class _Output:
             fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self._sink = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
         self._threads = [
-            threading.Thread(target=self._pump, args=(stream, name), name=f"opencode-{proc.pid}-{name}", daemon=True)
+            threading.Thread(
+                target=self._pump,
+                args=(stream, name),
+                name=f"opencode-{proc.pid}-{name}",
+                daemon=True,
+            )
             for stream, name in ((proc.stdout, "out"), (proc.stderr, "err"))
         ]
         for t in self._threads:
@@ -210,7 +220,9 @@ class PrivateServer:
                 return self._spawn(binary, port, password)
             except _PortTaken as exc:
                 last_error = exc.error
-                log.info("opencode could not bind port %d (attempt %d), retrying", port, attempt + 1)
+                log.info(
+                    "opencode could not bind port %d (attempt %d), retrying", port, attempt + 1
+                )
         assert last_error is not None
         raise last_error
 
@@ -246,21 +258,34 @@ class PrivateServer:
                     output = self._output
                     self.stop()  # reaps it and closes the pipes, so the tail is complete
                     tail = output.tail()
-                    err = HostUnreachable(where, f"opencode serve exited with code {proc.returncode} "
-                                                 f"before listening; last output:\n{tail}")
+                    err = HostUnreachable(
+                        where,
+                        f"opencode serve exited with code {proc.returncode} "
+                        f"before listening; last output:\n{tail}",
+                    )
                     if "ServeError" in tail or "EADDRINUSE" in tail:
                         raise _PortTaken(err)
                     raise err
                 if time.monotonic() >= deadline:
-                    raise HostUnreachable(where, f"opencode serve did not report listening within "
-                                                 f"{self.startup_timeout:g} s; last output:\n{self._output.tail()}")
+                    raise HostUnreachable(
+                        where,
+                        f"opencode serve did not report listening within "
+                        f"{self.startup_timeout:g} s; last output:\n{self._output.tail()}",
+                    )
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - started
         url = self._output.url or where
-        log.info("opencode serve pid=%d listening on %s after %.2f s", proc.pid, url, self.startup_seconds)
-        self.handle = ServerHandle(url=url, username=self.username, password=password, pid=proc.pid, process=proc)
+        log.info(
+            "opencode serve pid=%d listening on %s after %.2f s",
+            proc.pid,
+            url,
+            self.startup_seconds,
+        )
+        self.handle = ServerHandle(
+            url=url, username=self.username, password=password, pid=proc.pid, process=proc
+        )
         return self.handle
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -278,7 +303,9 @@ class PrivateServer:
                 _signal_group(pgid, signal.SIGTERM)
                 _signal_tree(tree, signal.SIGTERM)
                 if not _wait_unreaped(proc, timeout):
-                    log.warning("opencode serve pid=%d ignored SIGTERM for %g s; killing", proc.pid, timeout)
+                    log.warning(
+                        "opencode serve pid=%d ignored SIGTERM for %g s; killing", proc.pid, timeout
+                    )
         finally:
             # The leader is a zombie (not yet reaped) here, so its pid cannot have been recycled:
             # the SIGKILL reaches only our group, including tool subprocesses that outlived it.

@@ -8,9 +8,9 @@ write lock up front instead of failing half-way through a read-then-write).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from memoryd.errors import PathError, StoreCorrupt, StoreError
 from memoryd.store.migrations import migrate
@@ -42,7 +42,9 @@ def connect(path: Path | str, *, now_ms: int) -> sqlite3.Connection:
         path = Path(path)
         _check_file(path)
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot open database ({exc})") from exc
     conn.row_factory = sqlite3.Row

@@ -73,7 +73,10 @@ def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = 
     forget should not see that memory injected for another six hours.
     """
     if urgent:
-        conn.execute("UPDATE jobs SET cooldown_until = NULL WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY))
+        conn.execute(
+            "UPDATE jobs SET cooldown_until = NULL WHERE kind = ? AND job_key = ?",
+            (GLOBAL, GLOBAL_KEY),
+        )
     conn.execute(
         """
         INSERT INTO jobs (kind, job_key, status, retry_remaining, input_watermark, last_success_watermark)
@@ -96,15 +99,21 @@ class JobsMixin:
 
     # -- stage 1 --------------------------------------------------------------------------
 
-    def claim_stage1(self, session_id: str, watermark: int, *, max_running: int, worker_id: str) -> Claim:
+    def claim_stage1(
+        self, session_id: str, watermark: int, *, max_running: int, worker_id: str
+    ) -> Claim:
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
             out = c.execute(
                 "SELECT source_updated_at FROM stage1_outputs WHERE session_id = ?", (session_id,)
             ).fetchone()
-            row = c.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)).fetchone()
+            row = c.execute(
+                "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)
+            ).fetchone()
             if (out and out["source_updated_at"] >= watermark) or (
-                row and row["status"] == "done" and (row["last_success_watermark"] or 0) >= watermark
+                row
+                and row["status"] == "done"
+                and (row["last_success_watermark"] or 0) >= watermark
             ):
                 return Claim("skipped_up_to_date", session_id)
             if row and row["status"] == "running" and (row["lease_until"] or 0) > now:
@@ -116,7 +125,8 @@ class JobsMixin:
                 if row["retry_remaining"] <= 0:
                     return Claim("skipped_exhausted", session_id)
             running = c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?", (STAGE1, now)
+                "SELECT COUNT(*) FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?",
+                (STAGE1, now),
             ).fetchone()[0]
             if running >= max_running:
                 return Claim("skipped_cap", session_id)
@@ -135,7 +145,16 @@ class JobsMixin:
                     retry_remaining = excluded.retry_remaining, last_error = NULL,
                     input_watermark = excluded.input_watermark
                 """,
-                (STAGE1, session_id, worker_id, token, now, now + STAGE1_LEASE_MS, retries, watermark),
+                (
+                    STAGE1,
+                    session_id,
+                    worker_id,
+                    token,
+                    now,
+                    now + STAGE1_LEASE_MS,
+                    retries,
+                    watermark,
+                ),
             )
             return Claim("claimed", session_id, token, watermark)
 
@@ -145,7 +164,9 @@ class JobsMixin:
             (kind, key, token),
         ).fetchone()
 
-    def _finish_stage1(self, c: sqlite3.Connection, session_id: str, watermark: int, now: int) -> None:
+    def _finish_stage1(
+        self, c: sqlite3.Connection, session_id: str, watermark: int, now: int
+    ) -> None:
         c.execute(
             """
             UPDATE jobs SET status = 'done', finished_at = ?, lease_until = NULL, retry_at = NULL,
@@ -197,7 +218,9 @@ class JobsMixin:
             job = self._owned(c, STAGE1, session_id, token)
             if job is None:
                 return False
-            deleted = c.execute("DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,)).rowcount
+            deleted = c.execute(
+                "DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,)
+            ).rowcount
             self._finish_stage1(c, session_id, job["input_watermark"], now)
             if deleted:
                 _enqueue_global(c, job["input_watermark"])
@@ -219,7 +242,9 @@ class JobsMixin:
             )
             return True
 
-    def release_stage1(self, session_id: str, token: str, note: str = "released at shutdown") -> bool:
+    def release_stage1(
+        self, session_id: str, token: str, note: str = "released at shutdown"
+    ) -> bool:
         """Give a claim back without burning a retry (shutdown, budget waits)."""
         with write_tx(self._conn) as c:
             if self._owned(c, STAGE1, session_id, token) is None:
@@ -235,7 +260,9 @@ class JobsMixin:
             return True
 
     def stage1_job(self, session_id: str) -> sqlite3.Row | None:
-        return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)).fetchone()
+        return self._conn.execute(
+            "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)
+        ).fetchone()
 
     def stage1_counts(self) -> dict[str, int]:
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
@@ -267,10 +294,14 @@ class JobsMixin:
 
     def enqueue_phase2(self, watermark: int | None = None, *, urgent: bool = False) -> None:
         with write_tx(self._conn) as c:
-            _enqueue_global(c, self._clock.now_ms() if watermark is None else watermark, urgent=urgent)
+            _enqueue_global(
+                c, self._clock.now_ms() if watermark is None else watermark, urgent=urgent
+            )
 
     def phase2_job(self) -> sqlite3.Row | None:
-        return self._conn.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()
+        return self._conn.execute(
+            "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
+        ).fetchone()
 
     def claim_phase2(self, *, worker_id: str, ignore_cooldown: bool = False) -> Claim:
         """Take the machine-wide consolidation lease.
@@ -283,13 +314,23 @@ class JobsMixin:
         now = self._clock.now_ms()
         token = uuid.uuid4().hex
         with write_tx(self._conn) as c:
-            row = c.execute("SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)).fetchone()
+            row = c.execute(
+                "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
+            ).fetchone()
             if row is None:
                 c.execute(
                     """INSERT INTO jobs (kind, job_key, status, worker_id, ownership_token, started_at,
                        lease_until, retry_remaining, input_watermark, last_success_watermark)
                        VALUES (?, ?, 'running', ?, ?, ?, ?, ?, 0, 0)""",
-                    (GLOBAL, GLOBAL_KEY, worker_id, token, now, now + PHASE2_LEASE_MS, DEFAULT_RETRIES),
+                    (
+                        GLOBAL,
+                        GLOBAL_KEY,
+                        worker_id,
+                        token,
+                        now,
+                        now + PHASE2_LEASE_MS,
+                        DEFAULT_RETRIES,
+                    ),
                 )
                 return Claim("claimed", GLOBAL_KEY, token, 0)
             if row["status"] == "running" and (row["lease_until"] or 0) > now:
@@ -338,14 +379,27 @@ class JobsMixin:
             if job is None:
                 return False
             # Input enqueued while this run worked is not in what it consumed: stay pending for it.
-            status = "pending" if claimed_input is not None and (job["input_watermark"] or 0) > claimed_input else "done"
+            status = (
+                "pending"
+                if claimed_input is not None and (job["input_watermark"] or 0) > claimed_input
+                else "done"
+            )
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
                    last_success_watermark = MAX(COALESCE(last_success_watermark, 0), ?),
                    cooldown_until = CASE WHEN ? THEN ? ELSE cooldown_until END
                    WHERE kind = ? AND job_key = ?""",
-                (status, now, DEFAULT_RETRIES, watermark, int(consolidated), now + PHASE2_COOLDOWN_MS, GLOBAL, GLOBAL_KEY),
+                (
+                    status,
+                    now,
+                    DEFAULT_RETRIES,
+                    watermark,
+                    int(consolidated),
+                    now + PHASE2_COOLDOWN_MS,
+                    GLOBAL,
+                    GLOBAL_KEY,
+                ),
             )
             c.execute(
                 """UPDATE stage1_outputs SET selected_for_phase2 = 0, selected_for_phase2_source_updated_at = NULL

@@ -9,9 +9,9 @@ mirrors the count so outside tools can probe the schema cheaply.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from memoryd.errors import SchemaTooNew
 
@@ -42,7 +42,8 @@ def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Con
 
 @migration
 def m001_jobs_and_outputs(conn: sqlite3.Connection) -> None:
-    _run(conn, 
+    _run(
+        conn,
         """
         CREATE TABLE stage1_outputs (
             session_id TEXT PRIMARY KEY,
@@ -77,13 +78,14 @@ def m001_jobs_and_outputs(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (kind, job_key)
         );
         CREATE INDEX idx_jobs_kind_status ON jobs (kind, status, retry_at, lease_until);
-        """
+        """,
     )
 
 
 @migration
 def m002_session_meta(conn: sqlite3.Connection) -> None:
-    _run(conn, 
+    _run(
+        conn,
         """
         CREATE TABLE session_meta (
             session_id TEXT PRIMARY KEY,
@@ -92,13 +94,14 @@ def m002_session_meta(conn: sqlite3.Connection) -> None:
             updated_at INTEGER NOT NULL
         );
         ALTER TABLE stage1_outputs ADD COLUMN title TEXT;
-        """
+        """,
     )
 
 
 @migration
 def m003_model_calls_and_state(conn: sqlite3.Connection) -> None:
-    _run(conn, 
+    _run(
+        conn,
         """
         CREATE TABLE model_calls (
             id INTEGER PRIMARY KEY,
@@ -122,7 +125,7 @@ def m003_model_calls_and_state(conn: sqlite3.Connection) -> None:
             value TEXT NOT NULL,
             updated_at INTEGER NOT NULL
         );
-        """
+        """,
     )
 
 
@@ -141,7 +144,9 @@ def m004_citation_seen(conn: sqlite3.Connection) -> None:
 
 
 def applied(conn: sqlite3.Connection) -> list[str]:
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"
+    )
     return [r[0] for r in conn.execute(f"SELECT name FROM {TABLE} ORDER BY rowid")]
 
 
@@ -151,7 +156,11 @@ def pending(conn: sqlite3.Connection) -> list[str]:
 
 
 def migrate(
-    conn: sqlite3.Connection, *, now_ms: int, db_path: Path | str = "memory.db", stop_before: str | None = None
+    conn: sqlite3.Connection,
+    *,
+    now_ms: int,
+    db_path: Path | str = "memory.db",
+    stop_before: str | None = None,
 ) -> list[str]:
     """Apply pending migrations in order; return the names applied.
 

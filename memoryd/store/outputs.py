@@ -68,11 +68,15 @@ class OutputsMixin:
     # -- outputs --------------------------------------------------------------------------
 
     def output(self, session_id: str) -> Output | None:
-        r = self._conn.execute("SELECT * FROM stage1_outputs WHERE session_id = ?", (session_id,)).fetchone()
+        r = self._conn.execute(
+            "SELECT * FROM stage1_outputs WHERE session_id = ?", (session_id,)
+        ).fetchone()
         return Output.from_row(r) if r else None
 
     def outputs(self) -> list[Output]:
-        rows = self._conn.execute("SELECT * FROM stage1_outputs ORDER BY source_updated_at DESC, session_id DESC")
+        rows = self._conn.execute(
+            "SELECT * FROM stage1_outputs ORDER BY source_updated_at DESC, session_id DESC"
+        )
         return [Output.from_row(r) for r in rows]
 
     def phase2_selection(self, limit: int, max_unused_days: int) -> list[Output]:
@@ -97,7 +101,9 @@ class OutputsMixin:
         return [Output.from_row(r) for r in rows]
 
     def consumed_count(self) -> int:
-        return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 1").fetchone()[0]
+        return self._conn.execute(
+            "SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 1"
+        ).fetchone()[0]
 
     def output_count(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs").fetchone()[0]
@@ -105,10 +111,13 @@ class OutputsMixin:
     def extracted_watermarks(self) -> dict[str, int]:
         """For each session, the newest ``time.updated`` already extracted (with or without output)."""
         marks: dict[str, int] = {}
-        for sid, wm in self._conn.execute("SELECT session_id, source_updated_at FROM stage1_outputs"):
+        for sid, wm in self._conn.execute(
+            "SELECT session_id, source_updated_at FROM stage1_outputs"
+        ):
             marks[sid] = wm
         for sid, wm in self._conn.execute(
-            "SELECT job_key, last_success_watermark FROM jobs WHERE kind = ? AND status = 'done'", (STAGE1,)
+            "SELECT job_key, last_success_watermark FROM jobs WHERE kind = ? AND status = 'done'",
+            (STAGE1,),
         ):
             if wm is not None and wm > marks.get(sid, -1):
                 marks[sid] = wm
@@ -117,7 +126,9 @@ class OutputsMixin:
     def known_session_ids(self) -> set[str]:
         """Sessions memoryd holds anything about (outputs or stage-1 jobs)."""
         ids = {r[0] for r in self._conn.execute("SELECT session_id FROM stage1_outputs")}
-        ids |= {r[0] for r in self._conn.execute("SELECT job_key FROM jobs WHERE kind = ?", (STAGE1,))}
+        ids |= {
+            r[0] for r in self._conn.execute("SELECT job_key FROM jobs WHERE kind = ?", (STAGE1,))
+        }
         return ids
 
     def delete_session_memory(self, session_id: str) -> bool:
@@ -162,7 +173,9 @@ class OutputsMixin:
         new = updated = 0
         with write_tx(self._conn) as c:
             for key, ids in cited:
-                if not c.execute("INSERT OR IGNORE INTO citation_seen (key, at) VALUES (?, ?)", (key, now)).rowcount:
+                if not c.execute(
+                    "INSERT OR IGNORE INTO citation_seen (key, at) VALUES (?, ?)", (key, now)
+                ).rowcount:
                     continue
                 new += 1
                 for sid in dict.fromkeys(ids):
@@ -191,11 +204,16 @@ class OutputsMixin:
     # -- memory modes ---------------------------------------------------------------------
 
     def memory_mode(self, session_id: str) -> MemoryMode | None:
-        r = self._conn.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)).fetchone()
+        r = self._conn.execute(
+            "SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)
+        ).fetchone()
         return r[0] if r else None
 
     def memory_modes(self) -> dict[str, MemoryMode]:
-        return {r[0]: r[1] for r in self._conn.execute("SELECT session_id, memory_mode FROM session_meta")}
+        return {
+            r[0]: r[1]
+            for r in self._conn.execute("SELECT session_id, memory_mode FROM session_meta")
+        }
 
     def stamp_mode_if_absent(self, session_id: str, mode: MemoryMode) -> MemoryMode:
         with write_tx(self._conn) as c:
@@ -203,7 +221,9 @@ class OutputsMixin:
                 "INSERT OR IGNORE INTO session_meta (session_id, memory_mode, updated_at) VALUES (?, ?, ?)",
                 (session_id, mode, self._clock.now_ms()),
             )
-            return c.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)).fetchone()[0]
+            return c.execute(
+                "SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
 
     def stamp_modes_if_absent(self, session_ids: list[str], mode: MemoryMode) -> None:
         """Batch form of :meth:`stamp_mode_if_absent` for discovery (one transaction)."""
@@ -228,7 +248,8 @@ class OutputsMixin:
             )
             if mode != "enabled":
                 row = c.execute(
-                    "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?", (session_id,)
+                    "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?",
+                    (session_id,),
                 ).fetchone()
                 if row is not None and row["selected_for_phase2"]:
                     _enqueue_global(c, now, urgent=True)
@@ -250,7 +271,14 @@ class OutputsMixin:
     # -- model-call ledger ----------------------------------------------------------------
 
     def record_model_call(
-        self, *, phase: str, job_kind: str, job_key: str, model: str | None, outcome: str, usage: CallUsage
+        self,
+        *,
+        phase: str,
+        job_kind: str,
+        job_key: str,
+        model: str | None,
+        outcome: str,
+        usage: CallUsage,
     ) -> None:
         with write_tx(self._conn) as c:
             c.execute(

@@ -22,7 +22,14 @@ Path safety for all of them lives in :mod:`memoryd.tools.guard`.
 
 from __future__ import annotations
 
-from memoryd.tools.admin import InspectReport, ModeResult, ResetResult, memory_inspect, memory_mode, memory_reset
+from memoryd.tools.admin import (
+    InspectReport,
+    ModeResult,
+    ResetResult,
+    memory_inspect,
+    memory_mode,
+    memory_reset,
+)
 from memoryd.tools.errors import InvalidArgument, NotFound, Refused, ToolError
 from memoryd.tools.files import ListEntry, ListResult, ReadResult, memory_list, memory_read
 from memoryd.tools.index import RefreshStats, SearchIndex, default_index_path

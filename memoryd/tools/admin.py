@@ -22,7 +22,7 @@ from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
-from memoryd.tools.common import iso, Result
+from memoryd.tools.common import Result, iso
 from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
@@ -68,7 +68,9 @@ class InspectReport(Result):
         jobs = ", ".join(f"{k} {v}" for k, v in sorted(s1["jobs"].items())) or "none"
         out = [f"stage 1: {s1['outputs']} outputs; jobs: {jobs}"]
         for err in s1["last_errors"]:
-            out.append(f"  error {err.get('session_id', '?')} at {err.get('at')}: {err.get('error')}")
+            out.append(
+                f"  error {err.get('session_id', '?')} at {err.get('at')}: {err.get('error')}"
+            )
         out.append(
             f"phase 2: {p2['status']}; last success {p2.get('last_success') or 'never'}; "
             f"next eligible {p2.get('next_eligible')}; consumed outputs {p2.get('consumed_outputs')}"
@@ -77,20 +79,31 @@ class InspectReport(Result):
             out.append(f"  last error: {p2['last_error']}")
         spent = self.status["tokens"]["spent"]
         out.append(f"tokens spent: {spent['total']} in {spent['calls']} calls")
-        out.append("sessions by mode: " + (", ".join(f"{k} {v}" for k, v in sorted(self.modes.items())) or "none"))
+        out.append(
+            "sessions by mode: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.modes.items())) or "none")
+        )
         if self.summary_chars is None:
             out.append(f"summary: {SUMMARY_FILE} does not exist yet")
         else:
-            out.append(f"summary: {SUMMARY_FILE} {self.summary_chars} chars, {self.summary_tokens} tokens")
+            out.append(
+                f"summary: {SUMMARY_FILE} {self.summary_chars} chars, {self.summary_tokens} tokens"
+            )
         b = self.status.get("budget") or {}
         if b:
-            left = "unlimited" if b.get("left_today") is None else f"{b['left_today']} tokens left today"
+            left = (
+                "unlimited"
+                if b.get("left_today") is None
+                else f"{b['left_today']} tokens left today"
+            )
             out.append(f"budget: {left}; {b.get('calls_last_hour')} calls in the last hour")
             if b.get("waiting"):
                 out.append(f"  waiting: {b['waiting']}")
         out.append(f"next consolidation would select {len(self.selection)} session memories:")
         for sel in self.selection[:20]:
-            out.append(f"  {sel['session_id']}  used {sel['usage_count']}x  updated {sel['updated_at']}  {sel['title'] or ''}")
+            out.append(
+                f"  {sel['session_id']}  used {sel['usage_count']}x  updated {sel['updated_at']}  {sel['title'] or ''}"
+            )
         if len(self.selection) > 20:
             out.append(f"  [{len(self.selection) - 20} more]")
         out.append("effective settings (value, source):")
@@ -141,9 +154,16 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             chars, count = len(text), tokens.count(text)
     modes = dict(Counter(store.memory_modes().values()))
     selection = [
-        {"session_id": o.session_id, "usage_count": o.usage_count, "updated_at": iso(o.source_updated_at),
-         "last_usage": iso(o.last_usage), "title": o.title}
-        for o in store.phase2_selection(settings.max_raw_memories_for_consolidation, settings.max_unused_days)
+        {
+            "session_id": o.session_id,
+            "usage_count": o.usage_count,
+            "updated_at": iso(o.source_updated_at),
+            "last_usage": iso(o.last_usage),
+            "title": o.title,
+        }
+        for o in store.phase2_selection(
+            settings.max_raw_memories_for_consolidation, settings.max_unused_days
+        )
     ]
     sources = settings.sources
     effective: dict[str, dict[str, Any]] = {}
@@ -208,7 +228,9 @@ class ResetResult(Result):
         )
 
 
-def memory_reset(store: Store, paths: Paths, confirm: object, *, index: SearchIndex | None = None) -> ResetResult:
+def memory_reset(
+    store: Store, paths: Paths, confirm: object, *, index: SearchIndex | None = None
+) -> ResetResult:
     """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``."""
     if confirm is not True:
         raise Refused(
@@ -216,8 +238,14 @@ def memory_reset(store: Store, paths: Paths, confirm: object, *, index: SearchIn
             "call it again with confirm=true if that is really intended"
         )
     job = store.phase2_job()
-    if job is not None and job["status"] == "running" and (job["lease_until"] or 0) > store.clock.now_ms():
-        raise Refused("a consolidation is running (it holds the phase-2 lease); try again when it has finished")
+    if (
+        job is not None
+        and job["status"] == "running"
+        and (job["lease_until"] or 0) > store.clock.now_ms()
+    ):
+        raise Refused(
+            "a consolidation is running (it holds the phase-2 lease); try again when it has finished"
+        )
     reset_memory(store, paths)
     if index is not None:
         index.clear()

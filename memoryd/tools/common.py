@@ -31,7 +31,9 @@ class Result:
         raise NotImplementedError
 
 
-def check_int(name: str, value: object, *, low: int, high: int | None = None, default: int | None = None) -> int:
+def check_int(
+    name: str, value: object, *, low: int, high: int | None = None, default: int | None = None
+) -> int:
     """An integer parameter within ``[low, high]``; ``None`` takes the default. Bools are not ints here."""
     if value is None:
         if default is None:

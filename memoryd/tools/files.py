@@ -57,7 +57,9 @@ class ListResult(Result):
             return f"{self.path or '.'}: empty"
         lines = [e.line() for e in self.entries]
         if self.truncated:
-            lines.append(f"[{self.truncated} more entries not shown; list a subfolder or raise max_results]")
+            lines.append(
+                f"[{self.truncated} more entries not shown; list a subfolder or raise max_results]"
+            )
         return "\n".join(lines)
 
 
@@ -117,7 +119,9 @@ def memory_list(root: Path, path: str | None = "", max_results: int | None = Non
     Entries carry their path from the memory root, ready to pass to :func:`memory_read`. A missing
     memory folder lists as empty (nothing has been remembered yet); a file path is an error.
     """
-    limit = check_int("max_results", max_results, low=1, high=LIST_MAX_RESULTS, default=LIST_MAX_RESULTS)
+    limit = check_int(
+        "max_results", max_results, low=1, high=LIST_MAX_RESULTS, default=LIST_MAX_RESULTS
+    )
     if not split_path(path) and not root.exists() and not root.is_symlink():
         return ListResult(path="", entries=[], total=0)
     with open_path(root, path) as node:
@@ -126,7 +130,9 @@ def memory_list(root: Path, path: str | None = "", max_results: int | None = Non
         return _listing(node.fd, node.rel, limit)
 
 
-def memory_read(root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None) -> ReadResult:
+def memory_read(
+    root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None
+) -> ReadResult:
     """A window of a file's lines (1-based ``line_offset``), at most 256 KiB, with a paging hint.
 
     Whole lines are returned while they fit; a single line longer than the cap is cut on a UTF-8
@@ -137,7 +143,9 @@ def memory_read(root: Path, path: str, line_offset: int | None = None, max_lines
     limit = None if max_lines is None else check_int("max_lines", max_lines, low=1)
     with open_path(root, path) as node:
         if node.kind == "dir":
-            return ReadResult(path=node.rel, kind="dir", listing=_listing(node.fd, node.rel, LIST_MAX_RESULTS))
+            return ReadResult(
+                path=node.rel, kind="dir", listing=_listing(node.fd, node.rel, LIST_MAX_RESULTS)
+            )
         text = decode(node.read())
         rel = node.rel
     lines = split_lines(text)

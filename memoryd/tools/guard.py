@@ -48,13 +48,17 @@ def split_path(relpath: str | None) -> tuple[str, ...]:
     if "\x00" in relpath:
         raise InvalidArgument("path must not contain NUL characters")
     if relpath.startswith(("/", "\\")) or _DRIVE_RE.match(relpath):
-        raise InvalidArgument(f"{relpath}: paths are relative to the memory folder; absolute paths are not allowed")
+        raise InvalidArgument(
+            f"{relpath}: paths are relative to the memory folder; absolute paths are not allowed"
+        )
     parts: list[str] = []
     for part in relpath.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
-            raise InvalidArgument(f"{relpath}: '..' is not allowed; paths must stay inside the memory folder")
+            raise InvalidArgument(
+                f"{relpath}: '..' is not allowed; paths must stay inside the memory folder"
+            )
         parts.append(part)
     if any(p.startswith(".") for p in parts) or tuple(parts) == (DIFF_FILE,):
         raise NotFound(f"{relpath}: not found")
@@ -79,14 +83,18 @@ def _open_at(dir_fd: int, name: str, flags: int) -> int:
 
 def _same(fd: int, expected: os.stat_result, shown: str) -> os.stat_result:
     got = os.fstat(fd)
-    if (got.st_dev, got.st_ino) != (expected.st_dev, expected.st_ino) or stat.S_IFMT(got.st_mode) != stat.S_IFMT(
-        expected.st_mode
-    ):
-        raise Refused(f"{shown}: changed while being opened (replaced or swapped for a link); try again")
+    if (got.st_dev, got.st_ino) != (expected.st_dev, expected.st_ino) or stat.S_IFMT(
+        got.st_mode
+    ) != stat.S_IFMT(expected.st_mode):
+        raise Refused(
+            f"{shown}: changed while being opened (replaced or swapped for a link); try again"
+        )
     return got
 
 
-def _open_checked(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result]:
+def _open_checked(
+    dir_fd: int, name: str, st: os.stat_result, shown: str
+) -> tuple[int, os.stat_result]:
     """Open an entry already lstat'ed as a directory or regular file, then prove it is the same one."""
     flags = _DIR_FLAGS if stat.S_ISDIR(st.st_mode) else _FILE_FLAGS
     try:
@@ -95,7 +103,9 @@ def _open_checked(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tup
         raise NotFound(f"{shown}: not found") from exc
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO):
-            raise Refused(f"{shown}: changed into a link or special file while being opened; refusing") from exc
+            raise Refused(
+                f"{shown}: changed into a link or special file while being opened; refusing"
+            ) from exc
         raise Refused(f"{shown}: cannot open ({exc.strerror or exc})") from exc
     try:
         return fd, _same(fd, st, shown)
@@ -111,7 +121,9 @@ def open_root(root: Path) -> int | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
-        raise Refused(f"the memory folder {root} is a symlink; memory tools refuse to work through links")
+        raise Refused(
+            f"the memory folder {root} is a symlink; memory tools refuse to work through links"
+        )
     if not stat.S_ISDIR(st.st_mode):
         raise Refused(f"the memory folder {root} is not a directory")
     try:
@@ -188,7 +200,9 @@ def open_path(root: Path, relpath: str | None) -> Iterator[Opened]:
 
 def read_fd(fd: int, st: os.stat_result, shown: str) -> bytes:
     if st.st_size > MAX_FILE_BYTES:
-        raise Refused(f"{shown}: is {st.st_size} bytes; memory tools read files up to {MAX_FILE_BYTES} bytes")
+        raise Refused(
+            f"{shown}: is {st.st_size} bytes; memory tools read files up to {MAX_FILE_BYTES} bytes"
+        )
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -265,7 +279,9 @@ def _walk(dir_fd: int, prefix: str, depth: int, *, files_only: bool) -> Iterator
             finally:
                 os.close(sub)
         elif not files_only:
-            yield WalkEntry(rel, st, dir_fd, name)  # links and special files: listed, never followed
+            yield WalkEntry(
+                rel, st, dir_fd, name
+            )  # links and special files: listed, never followed
 
 
 def walk_files(root: Path, relpath: str | None = None) -> Iterator[WalkEntry]:

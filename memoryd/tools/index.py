@@ -180,7 +180,9 @@ def build_match(queries: list[str], *, match_mode: str, stage: str) -> str | Non
 
 
 def _fold(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+    return "".join(
+        c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c)
+    )
 
 
 def _matched(queries: list[str], body: str) -> list[str]:
@@ -206,7 +208,9 @@ class RefreshStats:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files_indexed or self.files_removed or self.outputs_indexed or self.outputs_removed)
+        return bool(
+            self.files_indexed or self.files_removed or self.outputs_indexed or self.outputs_removed
+        )
 
 
 class SearchIndex:
@@ -227,9 +231,13 @@ class SearchIndex:
 
     def _connect(self) -> sqlite3.Connection:
         if self.db_path.is_symlink():
-            raise Refused(f"{self.db_path} is a symlink; refusing to open the search index through it")
+            raise Refused(
+                f"{self.db_path} is a symlink; refusing to open the search index through it"
+            )
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            str(self.db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
         conn.row_factory = sqlite3.Row
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -256,7 +264,9 @@ class SearchIndex:
         except sqlite3.DatabaseError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
-            log.warning("search index %s is unreadable (%s); deleting it and rebuilding", self.db_path, exc)
+            log.warning(
+                "search index %s is unreadable (%s); deleting it and rebuilding", self.db_path, exc
+            )
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
             return self._connect()
@@ -326,7 +336,9 @@ class SearchIndex:
         pieces: list[tuple[str, Chunk, str]],
         stats: RefreshStats,
     ) -> None:
-        row = c.execute("SELECT id FROM docs WHERE source = ? AND key = ?", (source, key)).fetchone()
+        row = c.execute(
+            "SELECT id FROM docs WHERE source = ? AND key = ?", (source, key)
+        ).fetchone()
         if row is not None:
             doc_id = row[0]
             stats.chunks_removed += self._drop_chunks(c, doc_id)
@@ -344,7 +356,9 @@ class SearchIndex:
                 "INSERT INTO chunks (doc_id, kind, start_line, end_line) VALUES (?, ?, ?, ?)",
                 (doc_id, kind, chunk.start_line, chunk.end_line),
             ).lastrowid
-            c.execute("INSERT INTO fts (rowid, body, head) VALUES (?, ?, ?)", (chunk_id, chunk.body, head))
+            c.execute(
+                "INSERT INTO fts (rowid, body, head) VALUES (?, ?, ?)", (chunk_id, chunk.body, head)
+            )
         stats.chunks_added += len(pieces)
 
     def _drop_doc(self, c: sqlite3.Connection, doc_id: int, stats: RefreshStats) -> None:
@@ -361,10 +375,14 @@ class SearchIndex:
         return True
 
     def _skip(self, rel: str) -> bool:
-        return self.store is not None and (rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/"))
+        return self.store is not None and (
+            rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/")
+        )
 
     def _known(self, source: str) -> dict[str, tuple[int, int, int]]:
-        rows = self._conn.execute("SELECT key, id, sig_a, sig_b FROM docs WHERE source = ?", (source,))
+        rows = self._conn.execute(
+            "SELECT key, id, sig_a, sig_b FROM docs WHERE source = ?", (source,)
+        )
         return {r["key"]: (r["id"], r["sig_a"], r["sig_b"]) for r in rows}
 
     def _output_sigs(self) -> dict[str, tuple[int, int]]:
@@ -390,7 +408,10 @@ class SearchIndex:
                 seen.add(entry.rel)
                 stats.files_seen += 1
                 have = known.get(entry.rel)
-                if have is not None and (have[1], have[2]) == (entry.st.st_mtime_ns, entry.st.st_size):
+                if have is not None and (have[1], have[2]) == (
+                    entry.st.st_mtime_ns,
+                    entry.st.st_size,
+                ):
                     stats.files_unchanged += 1
                     continue
                 differs = True
@@ -404,10 +425,20 @@ class SearchIndex:
                 pieces = []
                 if b"\x00" not in data:
                     head = " ".join(_PATH_SPLIT_RE.split(entry.rel))
-                    pieces = [("file", ch, f"{head} {ch.heading}".strip()) for ch in chunk_text(decode(data))]
+                    pieces = [
+                        ("file", ch, f"{head} {ch.heading}".strip())
+                        for ch in chunk_text(decode(data))
+                    ]
                 stamp = name_ms if name_ms is not None else st.st_mtime_ns // 1_000_000
                 self._put_doc(
-                    self._conn, "file", entry.rel, (st.st_mtime_ns, st.st_size), stamp, name_ms, pieces, stats
+                    self._conn,
+                    "file",
+                    entry.rel,
+                    (st.st_mtime_ns, st.st_size),
+                    stamp,
+                    name_ms,
+                    pieces,
+                    stats,
                 )
                 stats.files_indexed += 1
         for rel, (doc_id, _, _) in known.items():
@@ -535,14 +566,19 @@ class SearchIndex:
         scope_sql, scope_args = self._scope(prefix)
         window_sql, window_args = self._window(window)
         where, args = scope_sql + window_sql, scope_args + window_args
-        base = "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?" + where
+        base = (
+            "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?"
+            + where
+        )
         stages = ["strict", "prefix"] + (["any_term"] if match_mode == "any" else [])
         total, expr, used = 0, None, None
         with self._lock:
             for stage in stages:
                 expr = build_match(queries, match_mode=match_mode, stage=stage)
                 if expr is None:
-                    raise InvalidArgument("ranked search needs at least one word (letters or digits) in the queries")
+                    raise InvalidArgument(
+                        "ranked search needs at least one word (letters or digits) in the queries"
+                    )
                 total = self._conn.execute(f"SELECT count(*) {base}", [expr, *args]).fetchone()[0]
                 used = stage
                 if total:

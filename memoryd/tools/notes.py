@@ -64,7 +64,11 @@ class ForgetResult(Result):
     phase2_enqueued: bool = False
 
     def to_text(self) -> str:
-        tail = "; the next consolidation removes what memory learned from it" if self.phase2_enqueued else ""
+        tail = (
+            "; the next consolidation removes what memory learned from it"
+            if self.phase2_enqueued
+            else ""
+        )
         if self.target == "note":
             return f"deleted note {self.note}{tail}"
         what = "its extracted memory" if self.removed_output else "its pending extraction"
@@ -89,7 +93,9 @@ def _one_line(value: str) -> str:
     return _CONTROL_RE.sub(" ", value).strip()
 
 
-def _check_note(note: object, title: object, session_id: object) -> tuple[str, str | None, str | None]:
+def _check_note(
+    note: object, title: object, session_id: object
+) -> tuple[str, str | None, str | None]:
     if not isinstance(note, str) or not note.strip():
         raise InvalidArgument("note must be a non-empty string")
     if len(note) > NOTE_MAX_CHARS:
@@ -99,14 +105,18 @@ def _check_note(note: object, title: object, session_id: object) -> tuple[str, s
         if not isinstance(title, str):
             raise InvalidArgument("title must be a string")
         if len(title) > TITLE_MAX_CHARS:
-            raise InvalidArgument(f"title has {len(title)} characters; the limit is {TITLE_MAX_CHARS}")
+            raise InvalidArgument(
+                f"title has {len(title)} characters; the limit is {TITLE_MAX_CHARS}"
+            )
         clean_title = _one_line(title) or None
     sid = None
     if session_id is not None:
         if not isinstance(session_id, str) or len(session_id) > SESSION_ID_MAX_CHARS:
             raise InvalidArgument("session_id must be a string of at most 200 characters")
         sid = _one_line(session_id) or None
-    kinds = list(dict.fromkeys(find_secrets(note) + (find_secrets(title) if isinstance(title, str) else [])))
+    kinds = list(
+        dict.fromkeys(find_secrets(note) + (find_secrets(title) if isinstance(title, str) else []))
+    )
     if kinds:
         raise Refused(
             f"refused: the note looks like it contains a secret ({', '.join(kinds)}); nothing was written. "
@@ -160,7 +170,9 @@ def _create_exclusive(dir_fd: int, base: str, data: bytes) -> str:
                 return _create_in_place(dir_fd, names[names.index(name) :], data, flags)
     finally:
         os.unlink(tmp, dir_fd=dir_fd)
-    raise Refused(f"{MAX_SUFFIX} notes named {base} already exist for this second; try again in a moment")
+    raise Refused(
+        f"{MAX_SUFFIX} notes named {base} already exist for this second; try again in a moment"
+    )
 
 
 def _create_in_place(dir_fd: int, names: list[str], data: bytes, flags: int) -> str:
@@ -174,7 +186,9 @@ def _create_in_place(dir_fd: int, names: list[str], data: bytes, flags: int) -> 
         finally:
             os.close(fd)
         return name
-    raise Refused(f"{MAX_SUFFIX} notes with this name already exist for this second; try again in a moment")
+    raise Refused(
+        f"{MAX_SUFFIX} notes with this name already exist for this second; try again in a moment"
+    )
 
 
 def memory_add_note(
@@ -210,7 +224,11 @@ def memory_add_note(
     if store is not None:
         store.enqueue_phase2()
     return NoteResult(
-        path=f"{AD_HOC_NOTES}/{name}", created=iso(now) or "", title=clean_title, session_id=sid, bytes=len(data)
+        path=f"{AD_HOC_NOTES}/{name}",
+        created=iso(now) or "",
+        title=clean_title,
+        session_id=sid,
+        bytes=len(data),
     )
 
 
@@ -247,7 +265,9 @@ def _forget_note(store: Store, root: Path, note: str) -> ForgetResult:
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
 
-def memory_forget(store: Store, root: Path, *, session_id: str | None = None, note: str | None = None) -> ForgetResult:
+def memory_forget(
+    store: Store, root: Path, *, session_id: str | None = None, note: str | None = None
+) -> ForgetResult:
     """Forget one session's memory or delete one note (exactly one of the two); see the module doc.
 
     ``note`` is a path relative to ``extensions/ad_hoc/notes/`` (a bare file name) or the full

@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from memoryd.tools.common import Result, check_int, in_window, iso, parse_cursor, stamp_ms, time_window
+from memoryd.tools.common import (
+    Result,
+    check_int,
+    in_window,
+    iso,
+    parse_cursor,
+    stamp_ms,
+    time_window,
+)
 from memoryd.tools.errors import InvalidArgument, ToolError
 from memoryd.tools.files import decode, split_lines
 from memoryd.tools.guard import read_file, split_path, walk_files
@@ -62,7 +70,11 @@ class SearchMatch:
 
     def header(self) -> str:
         span = f"{self.line}-{self.end_line}" if self.end_line != self.line else f"{self.line}"
-        where = f"{self.path}:{span}" if self.path else f"session {self.session_id} {self.kind} lines {span}"
+        where = (
+            f"{self.path}:{span}"
+            if self.path
+            else f"session {self.session_id} {self.kind} lines {span}"
+        )
         extra = []
         if self.session_id and self.path:
             extra.append(f"session {self.session_id}")
@@ -235,7 +247,9 @@ def plain_search(
     fold = transform(case_sensitive, normalized)
     tq = [fold(q) for q in queries]
     if any(not q for q in tq):
-        raise InvalidArgument("a query has no letters or digits left to compare after normalization")
+        raise InvalidArgument(
+            "a query has no letters or digits left to compare after normalization"
+        )
     lo, hi = window
     timed = lo is not None or hi is not None
     need_all = match_mode != "any"
@@ -282,7 +296,12 @@ def plain_search(
 
 
 def timeline(
-    root: Path, *, path: str | None, window: tuple[int | None, int | None], cursor: int, max_results: int
+    root: Path,
+    *,
+    path: str | None,
+    window: tuple[int | None, int | None],
+    cursor: int,
+    max_results: int,
 ) -> SearchResult:
     """Timestamp-named files in the window, oldest first, each with its first content line."""
     started = time.perf_counter()
@@ -345,20 +364,26 @@ def memory_search(
     """
     qs = check_queries(queries)
     if match_mode not in MATCH_MODES:
-        raise InvalidArgument(f"match_mode must be one of {', '.join(MATCH_MODES)}, got {match_mode!r}")
+        raise InvalidArgument(
+            f"match_mode must be one of {', '.join(MATCH_MODES)}, got {match_mode!r}"
+        )
     span = 0
     if match_mode == "all_within_lines":
         if line_count is None:
             raise InvalidArgument("match_mode all_within_lines needs line_count")
         span = check_int("line_count", line_count, low=1, high=MAX_WINDOW_LINES)
     ctx = check_int("context_lines", context_lines, low=0, high=MAX_CONTEXT_LINES, default=0)
-    limit = check_int("max_results", max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS)
+    limit = check_int(
+        "max_results", max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
+    )
     start = parse_cursor(cursor)
     window = time_window(since, until)
     timed = window != (None, None)
     if not split_path(path) and not root.exists() and not root.is_symlink():
         empty = "timeline" if not qs else "ranked" if ranked else "plain"
-        return SearchResult(matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty)
+        return SearchResult(
+            matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty
+        )
     if not qs:
         if not timed:
             raise InvalidArgument("queries is required unless since or until is given")
@@ -366,7 +391,9 @@ def memory_search(
     if ranked:
         if index is None:
             raise InvalidArgument("ranked search is not available here (no search index)")
-        return index.search(qs, match_mode=match_mode, path=path, window=window, cursor=start, max_results=limit)
+        return index.search(
+            qs, match_mode=match_mode, path=path, window=window, cursor=start, max_results=limit
+        )
     return plain_search(
         root,
         qs,

@@ -55,7 +55,9 @@ def mock_llm(_module_mock_llm: MockLLM) -> MockLLM:
 def sandbox(
     opencode_bin: Path, _module_mock_llm: MockLLM, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OpencodeSandbox]:
-    box = OpencodeSandbox(tmp_path_factory.mktemp("opencode"), opencode_bin, _module_mock_llm.base_url)
+    box = OpencodeSandbox(
+        tmp_path_factory.mktemp("opencode"), opencode_bin, _module_mock_llm.base_url
+    )
     try:
         yield box
     finally:
@@ -74,7 +76,9 @@ def make_sandbox(
     made: list[OpencodeSandbox] = []
 
     def make(**kwargs: Any) -> OpencodeSandbox:
-        box = OpencodeSandbox(tmp_path_factory.mktemp("opencode"), opencode_bin, _module_mock_llm.base_url, **kwargs)
+        box = OpencodeSandbox(
+            tmp_path_factory.mktemp("opencode"), opencode_bin, _module_mock_llm.base_url, **kwargs
+        )
         made.append(box)
         return box
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.e2e.mockllm import MockLLM, Reply, Text, ToolCall
 
@@ -34,29 +35,45 @@ def read_content(tool_output: str) -> str | None:
 
 
 class ScriptedConsolidator:
-    def __init__(self, extra_steps: list[Step] | None = None, side_effect: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, extra_steps: list[Step] | None = None, side_effect: Callable[[], None] | None = None
+    ) -> None:
         self.extra_steps = extra_steps or []
         self.side_effect = side_effect
         self.diffs: list[str] = []
         self.runs = 0
 
     def _plan(self) -> list[Step]:
-        reads = [ToolCall("read", {"filePath": f}) for f in
-                 ("phase2_workspace_diff.md", "raw_memories.md", "MEMORY.md", "memory_summary.md")]
+        reads = [
+            ToolCall("read", {"filePath": f})
+            for f in (
+                "phase2_workspace_diff.md",
+                "raw_memories.md",
+                "MEMORY.md",
+                "memory_summary.md",
+            )
+        ]
         return [*reads, *self.extra_steps, self._write_memory, self._write_summary]
 
     def _write_memory(self, seen: dict[str, str]) -> ToolCall:
         raw = read_content(seen.get("raw_memories.md", "")) or ""
         bullets = [line for line in raw.splitlines() if line.startswith("- ")]
         body = "\n".join(bullets) if bullets else "- (no durable facts yet)"
-        return ToolCall("write", {"filePath": "MEMORY.md", "content": f"# Memory\n\n## Facts\n{body}\n"})
+        return ToolCall(
+            "write", {"filePath": "MEMORY.md", "content": f"# Memory\n\n## Facts\n{body}\n"}
+        )
 
     def _write_summary(self, seen: dict[str, str]) -> ToolCall:
         raw = read_content(seen.get("raw_memories.md", "")) or ""
         bullets = [line for line in raw.splitlines() if line.startswith("- ")]
         top = "\n".join(bullets[:5])
-        return ToolCall("write", {"filePath": "memory_summary.md",
-                                  "content": f"v1\n## What's in memory\n- {len(bullets)} facts in MEMORY.md\n{top}\n"})
+        return ToolCall(
+            "write",
+            {
+                "filePath": "memory_summary.md",
+                "content": f"v1\n## What's in memory\n- {len(bullets)} facts in MEMORY.md\n{top}\n",
+            },
+        )
 
     def __call__(self, req: dict[str, Any]) -> Reply:
         calls: dict[str, dict[str, Any]] = {}

@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 TRANSCRIPT_RE = re.compile(
-    r"=====\s*BEGIN SESSION TRANSCRIPT[^\n]*=====\n(?P<body>.*?)\n?=====\s*END SESSION TRANSCRIPT", re.S
+    r"=====\s*BEGIN SESSION TRANSCRIPT[^\n]*=====\n(?P<body>.*?)\n?=====\s*END SESSION TRANSCRIPT",
+    re.S,
 )
 TOOL_INSTRUCTION_RE = re.compile(r"\[\[tool:(?P<name>[A-Za-z_][\w-]*)(?P<args>[^\]]*)\]\]")
 
@@ -77,8 +78,16 @@ class Error:
     def payload(self) -> bytes:
         body = self.body
         if body is None:
-            kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(self.status, "server_error")
-            body = {"error": {"message": f"mock error {self.status}", "type": kind, "code": str(self.status)}}
+            kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(
+                self.status, "server_error"
+            )
+            body = {
+                "error": {
+                    "message": f"mock error {self.status}",
+                    "type": kind,
+                    "code": str(self.status),
+                }
+            }
         return body.encode() if isinstance(body, str) else json.dumps(body).encode()
 
 
@@ -205,10 +214,71 @@ def transcript_of(req: dict[str, Any] | RecordedRequest) -> str:
 # Default behaviour
 
 _SMALL_TALK = frozenset(
-    """hi hello hey hiya yo thanks thank thx you your are how what's whats good morning evening
-    afternoon night bye goodbye cheers ok okay fine great nice cool sure yes no yeah nope doing
-    well i i'm im am me my is it was the a an and or to so just too very lol haha fine all
-    user assistant tool system role""".split()
+    [
+        "hi",
+        "hello",
+        "hey",
+        "hiya",
+        "yo",
+        "thanks",
+        "thank",
+        "thx",
+        "you",
+        "your",
+        "are",
+        "how",
+        "what's",
+        "whats",
+        "good",
+        "morning",
+        "evening",
+        "afternoon",
+        "night",
+        "bye",
+        "goodbye",
+        "cheers",
+        "ok",
+        "okay",
+        "fine",
+        "great",
+        "nice",
+        "cool",
+        "sure",
+        "yes",
+        "no",
+        "yeah",
+        "nope",
+        "doing",
+        "well",
+        "i",
+        "i'm",
+        "im",
+        "am",
+        "me",
+        "my",
+        "is",
+        "it",
+        "was",
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "to",
+        "so",
+        "just",
+        "too",
+        "very",
+        "lol",
+        "haha",
+        "fine",
+        "all",
+        "user",
+        "assistant",
+        "tool",
+        "system",
+        "role",
+    ]
 )
 
 
@@ -292,7 +362,9 @@ def _echo(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def make_default_responder(extraction_reply: ExtractionReply = default_extraction_reply) -> Responder:
+def make_default_responder(
+    extraction_reply: ExtractionReply = default_extraction_reply,
+) -> Responder:
     """Build the default responder; ``extraction_reply`` supplies StructuredOutput arguments."""
 
     def respond(req: dict[str, Any]) -> Reply:
@@ -302,9 +374,13 @@ def make_default_responder(extraction_reply: ExtractionReply = default_extractio
         messages = req.get("messages") or []
         last = messages[-1] if messages else {}
         if last.get("role") == "tool":
-            return Text(f"done: tool result received ({_echo(content_text(last.get('content')), 60)})")
+            return Text(
+                f"done: tool result received ({_echo(content_text(last.get('content')), 60)})"
+            )
         if last.get("role") == "user":
-            calls = [c for c in tool_instructions(content_text(last.get("content"))) if c.name in offered]
+            calls = [
+                c for c in tool_instructions(content_text(last.get("content"))) if c.name in offered
+            ]
             if calls:
                 return calls
         return Text("ok: " + _echo(last_user_text(req)))
@@ -343,10 +419,17 @@ def _call_id() -> str:
     return "call_" + uuid.uuid4().hex[:20]
 
 
-def sse_chunks(req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall]) -> list[dict[str, Any]]:
+def sse_chunks(
+    req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall]
+) -> list[dict[str, Any]]:
     """The chat.completion.chunk objects for one streamed reply (without ``[DONE]``)."""
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
-    base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": req.get("model")}
+    base = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": req.get("model"),
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -366,8 +449,12 @@ def sse_chunks(req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall])
     else:
         for i, call in enumerate(calls):
             args = json.dumps(call.arguments, ensure_ascii=False)
-            head = {"index": i, "id": call.id or _call_id(), "type": "function",
-                    "function": {"name": call.name, "arguments": ""}}
+            head = {
+                "index": i,
+                "id": call.id or _call_id(),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
             out.append(chunk({"tool_calls": [head]}))
             out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args}}]}))
         out.append(chunk({}, "tool_calls"))
@@ -376,7 +463,9 @@ def sse_chunks(req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall])
     return out
 
 
-def completion_body(req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall]) -> dict[str, Any]:
+def completion_body(
+    req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolCall]
+) -> dict[str, Any]:
     """A non-streamed chat.completion for the same reply."""
     text, calls = _normalise(reply)
     message: dict[str, Any] = {"role": "assistant", "content": text.text if text else None}
@@ -384,17 +473,27 @@ def completion_body(req: dict[str, Any], reply: Text | ToolCall | Sequence[ToolC
         message["reasoning_content"] = text.reasoning
     if calls:
         message["tool_calls"] = [
-            {"id": c.id or _call_id(), "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+            {
+                "id": c.id or _call_id(),
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                },
+            }
             for c in calls
         ]
-    completion: Any = text.text if text else [{"name": c.name, "arguments": c.arguments} for c in calls]
+    completion: Any = (
+        text.text if text else [{"name": c.name, "arguments": c.arguments} for c in calls]
+    )
     return {
         "id": "chatcmpl-" + uuid.uuid4().hex[:24],
         "object": "chat.completion",
         "created": int(time.time()),
         "model": req.get("model"),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
         "usage": _usage(req, completion),
     }
 
@@ -435,7 +534,9 @@ class MockLLM:
 
     def start(self) -> MockLLM:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, name="mockllm", daemon=True)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, name="mockllm", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -459,7 +560,9 @@ class MockLLM:
 
     def set_extraction_reply(self, extraction_reply: ExtractionReply | None) -> None:
         """Swap the StructuredOutput arguments of the default responder."""
-        self.default_responder = make_default_responder(extraction_reply or default_extraction_reply)
+        self.default_responder = make_default_responder(
+            extraction_reply or default_extraction_reply
+        )
         self.responder = self.default_responder
 
     # recordings
@@ -487,7 +590,9 @@ class MockLLM:
     def extraction_requests(self) -> list[RecordedRequest]:
         return self.requests_matching(lambda r: r.is_extraction)
 
-    def wait_for(self, pred: Callable[[RecordedRequest], bool], timeout: float = 10.0) -> RecordedRequest:
+    def wait_for(
+        self, pred: Callable[[RecordedRequest], bool], timeout: float = 10.0
+    ) -> RecordedRequest:
         """Block until a matching request has been recorded (for async flows)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -511,7 +616,9 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("mockllm: " + format, *args)
 
-        def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        def _send(
+            self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -522,21 +629,32 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                data = {"object": "list", "data": [{"id": m, "object": "model"} for m in ("mock-model", "mock-small")]}
+                data = {
+                    "object": "list",
+                    "data": [{"id": m, "object": "model"} for m in ("mock-model", "mock-small")],
+                }
                 self._send(200, json.dumps(data).encode(), "application/json")
             else:
-                self._send(404, b'{"error":{"message":"not found","type":"not_found"}}', "application/json")
+                self._send(
+                    404, b'{"error":{"message":"not found","type":"not_found"}}', "application/json"
+                )
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, b'{"error":{"message":"not found","type":"not_found"}}', "application/json")
+                self._send(
+                    404, b'{"error":{"message":"not found","type":"not_found"}}', "application/json"
+                )
                 return
             try:
                 req = json.loads(raw or b"{}")
             except json.JSONDecodeError:
-                self._send(400, b'{"error":{"message":"bad json","type":"invalid_request_error"}}', "application/json")
+                self._send(
+                    400,
+                    b'{"error":{"message":"bad json","type":"invalid_request_error"}}',
+                    "application/json",
+                )
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
             try:
@@ -545,8 +663,13 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
                 log.exception("mockllm responder failed")
                 mock.failures.append(exc)
                 mock._record(RecordedRequest("POST", self.path, headers, req, None, time.time()))
-                self._send(500, json.dumps({"error": {"message": f"responder failed: {exc}",
-                                                      "type": "server_error"}}).encode(), "application/json")
+                self._send(
+                    500,
+                    json.dumps(
+                        {"error": {"message": f"responder failed: {exc}", "type": "server_error"}}
+                    ).encode(),
+                    "application/json",
+                )
                 return
             mock._record(RecordedRequest("POST", self.path, headers, req, reply, time.time()))
             if isinstance(reply, Error):
@@ -555,10 +678,14 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Text) and reply.delay_s:
                 time.sleep(reply.delay_s)
             if req.get("stream"):
-                body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in sse_chunks(req, reply))
+                body = "".join(
+                    f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in sse_chunks(req, reply)
+                )
                 body += "data: [DONE]\n\n"
                 self._send(200, body.encode(), "text/event-stream", {"Cache-Control": "no-cache"})
             else:
-                self._send(200, json.dumps(completion_body(req, reply)).encode(), "application/json")
+                self._send(
+                    200, json.dumps(completion_body(req, reply)).encode(), "application/json"
+                )
 
     return Handler

@@ -59,7 +59,9 @@ def ensure_opencode() -> Path:
         env={**os.environ, "OPENCODE_VERSION": OPENCODE_VERSION},
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"scripts/install-opencode failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise RuntimeError(
+            f"scripts/install-opencode failed ({proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     binary = Path(lines[-1].strip())
     log.info("opencode %s at %s (%.1f s)", OPENCODE_VERSION, binary, time.monotonic() - started)
@@ -84,8 +86,16 @@ def mock_provider_config(base_url: str) -> dict[str, Any]:
                 "name": "Mock LLM",
                 "options": {"baseURL": base_url, "apiKey": "mock-key"},
                 "models": {
-                    "mock-model": {"name": "Mock Model", **model, "limit": {"context": 128000, "output": 8192}},
-                    "mock-small": {"name": "Mock Small", **model, "limit": {"context": 128000, "output": 4096}},
+                    "mock-model": {
+                        "name": "Mock Model",
+                        **model,
+                        "limit": {"context": 128000, "output": 8192},
+                    },
+                    "mock-small": {
+                        "name": "Mock Small",
+                        **model,
+                        "limit": {"context": 128000, "output": 4096},
+                    },
                 },
             }
         },
@@ -103,8 +113,15 @@ def _list(resp: httpx.Response) -> list[dict[str, Any]]:
 class OpencodeDriver:
     """Sync calls to the opencode HTTP API, just enough to drive scenarios from tests."""
 
-    def __init__(self, url: str, username: str, password: str, *, directory: Path | None = None,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        username: str,
+        password: str,
+        *,
+        directory: Path | None = None,
+        timeout: float = 120.0,
+    ) -> None:
         self.url = url
         self.directory = directory
         # Short connect timeout: a server that accepted but will never answer must fail fast.
@@ -122,9 +139,16 @@ class OpencodeDriver:
             params["directory"] = str(d)
         return params
 
-    def request(self, method: str, path: str, *, directory: Path | str | None = None,
-                params: dict[str, Any] | None = None, json_body: Any = None,
-                timeout: float | None = None) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        directory: Path | str | None = None,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         kwargs: dict[str, Any] = {"params": self._params(directory, **(params or {}))}
         if json_body is not None:
             kwargs["json"] = json_body
@@ -137,34 +161,63 @@ class OpencodeDriver:
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
         return _obj(self.request("GET", "/global/health", timeout=timeout))
 
-    def create_session(self, title: str = "e2e session", directory: Path | str | None = None,
-                       **body: Any) -> dict[str, Any]:
+    def create_session(
+        self, title: str = "e2e session", directory: Path | str | None = None, **body: Any
+    ) -> dict[str, Any]:
         """Always titled, so opencode makes no extra title-generation model call."""
-        return _obj(self.request("POST", "/session", directory=directory, json_body={"title": title, **body}))
+        return _obj(
+            self.request(
+                "POST", "/session", directory=directory, json_body={"title": title, **body}
+            )
+        )
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         return _obj(self.request("GET", f"/session/{session_id}"))
 
-    def prompt(self, session_id: str, body: dict[str, Any], *, directory: Path | str | None = None,
-               timeout: float | None = None) -> dict[str, Any]:
+    def prompt(
+        self,
+        session_id: str,
+        body: dict[str, Any],
+        *,
+        directory: Path | str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """POST /session/{id}/message with an arbitrary body; blocks until the turn ends."""
-        return _obj(self.request("POST", f"/session/{session_id}/message", directory=directory,
-                                 json_body=body, timeout=timeout))
+        return _obj(
+            self.request(
+                "POST",
+                f"/session/{session_id}/message",
+                directory=directory,
+                json_body=body,
+                timeout=timeout,
+            )
+        )
 
-    def say(self, session_id: str, text: str, *, agent: str = "build", directory: Path | str | None = None,
-            timeout: float | None = None, **body: Any) -> dict[str, Any]:
+    def say(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        agent: str = "build",
+        directory: Path | str | None = None,
+        timeout: float | None = None,
+        **body: Any,
+    ) -> dict[str, Any]:
         """One user turn; returns ``{info, parts}`` of the last assistant message."""
         payload = {"parts": [{"type": "text", "text": text}], "agent": agent, **body}
         return self.prompt(session_id, payload, directory=directory, timeout=timeout)
 
-    def messages(self, session_id: str, directory: Path | str | None = None) -> list[dict[str, Any]]:
+    def messages(
+        self, session_id: str, directory: Path | str | None = None
+    ) -> list[dict[str, Any]]:
         return _list(self.request("GET", f"/session/{session_id}/message", directory=directory))
 
     def delete_session(self, session_id: str) -> bool:
         return bool(self.request("DELETE", f"/session/{session_id}").json())
 
-    def list_all_sessions(self, *, roots: bool = False, archived: bool = False,
-                          page_size: int = 1000) -> list[dict[str, Any]]:
+    def list_all_sessions(
+        self, *, roots: bool = False, archived: bool = False, page_size: int = 1000
+    ) -> list[dict[str, Any]]:
         """Every session of every project, following ``x-next-cursor`` pages."""
         out: list[dict[str, Any]] = []
         params: dict[str, Any] = {"limit": page_size, "roots": str(roots).lower()}
@@ -195,9 +248,16 @@ class OpencodeSandbox:
     ``memoryd/`` (``MEMORYD_HOME``) and ``opencode-server.log``.
     """
 
-    def __init__(self, root: Path, opencode_bin: Path | str, mock_base_url: str, *,
-                 extra_config: dict[str, Any] | None = None, start: bool = True,
-                 startup_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        opencode_bin: Path | str,
+        mock_base_url: str,
+        *,
+        extra_config: dict[str, Any] | None = None,
+        start: bool = True,
+        startup_timeout: float = 60.0,
+    ) -> None:
         self.root = Path(root)
         self.opencode_bin = str(opencode_bin)
         self.mock_base_url = mock_base_url
@@ -211,8 +271,15 @@ class OpencodeSandbox:
         self.project_dir = self.root / "project"
         self.memoryd_home = self.root / "memoryd"
         self.log_file = self.root / "opencode-server.log"
-        for d in (self.home, self.config_dir, self.xdg_data, self.xdg_state, self.xdg_cache,
-                  self.project_dir, self.memoryd_home):
+        for d in (
+            self.home,
+            self.config_dir,
+            self.xdg_data,
+            self.xdg_state,
+            self.xdg_cache,
+            self.project_dir,
+            self.memoryd_home,
+        ):
             d.mkdir(parents=True, exist_ok=True)
         self.config: dict[str, Any] = mock_provider_config(mock_base_url)
         if extra_config:
@@ -317,8 +384,9 @@ class OpencodeSandbox:
         self.startup_seconds = self.server.startup_seconds
         self._port = int(self.handle.url.rsplit(":", 1)[1])
         self._password = self.handle.password
-        self.client = OpencodeDriver(self.handle.url, self.handle.username, self.handle.password,
-                                     directory=self.project_dir)
+        self.client = OpencodeDriver(
+            self.handle.url, self.handle.username, self.handle.password, directory=self.project_dir
+        )
         return self.handle
 
     def stop(self) -> None:

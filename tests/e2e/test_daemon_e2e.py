@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.e2e.mockllm import MockLLM
 from tests.e2e.sandbox import OpencodeSandbox
@@ -31,13 +32,18 @@ def start_daemon(env: dict[str, str], *extra: str) -> Daemon:
     with log.open("w") as out:
         proc = Daemon(
             [sys.executable, "-m", "memoryd", "run", "--interval", "3600", *extra],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     proc.log = log
     return proc
 
 
-def wait_for(pred: Callable[[], Any], timeout: float, what: str, log: Callable[[], str] = lambda: "") -> Any:
+def wait_for(
+    pred: Callable[[], Any], timeout: float, what: str, log: Callable[[], str] = lambda: ""
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
@@ -64,7 +70,9 @@ def job(home: Path, sid: str) -> dict[str, Any] | None:
     conn = sqlite3.connect(home / "memory.db")
     conn.row_factory = sqlite3.Row
     try:
-        row = conn.execute("SELECT * FROM jobs WHERE kind = 'memory_stage1' AND job_key = ?", (sid,)).fetchone()
+        row = conn.execute(
+            "SELECT * FROM jobs WHERE kind = 'memory_stage1' AND job_key = ?", (sid,)
+        ).fetchone()
         return dict(row) if row else None
     finally:
         conn.close()
@@ -88,27 +96,57 @@ def processes_under(root: Path) -> list[int]:
     return found
 
 
-def test_event_stream_extracts_within_seconds_and_survives_restart(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> None:
+def test_event_stream_extracts_within_seconds_and_survives_restart(
+    sandbox: OpencodeSandbox, mock_llm: MockLLM
+) -> None:
     env = run_env(sandbox)
     assert memoryd(env, "install", "opencode").returncode == 0
     daemon = start_daemon(env)
     try:
-        wait_for(lambda: (status(env).get("daemon") or {}).get("events", {}).get("state") == "connected",
-                 30, "the event stream to connect")
+        wait_for(
+            lambda: (status(env).get("daemon") or {}).get("events", {}).get("state") == "connected",
+            30,
+            "the event stream to connect",
+        )
         d = sandbox.driver
         sid = d.create_session("event driven", directory=sandbox.project_dir)["id"]
         t0 = time.monotonic()
-        d.say(sid, "We agreed to pin Node 20 LTS in .nvmrc for every service.", directory=sandbox.project_dir)
-        wait_for(lambda: sid in output_ids(sandbox.memoryd_home), 20, "extraction through the event stream", daemon.output)
+        d.say(
+            sid,
+            "We agreed to pin Node 20 LTS in .nvmrc for every service.",
+            directory=sandbox.project_dir,
+        )
+        wait_for(
+            lambda: sid in output_ids(sandbox.memoryd_home),
+            20,
+            "extraction through the event stream",
+            daemon.output,
+        )
         assert time.monotonic() - t0 < 20
 
         sandbox.restart()  # kill and restart opencode: the daemon must reconnect and carry on
-        wait_for(lambda: status(env)["daemon"]["events"]["reconnects"] >= 1
-                 and status(env)["daemon"]["events"]["state"] == "connected", 45, "the event stream to reconnect", daemon.output)
+        wait_for(
+            lambda: (
+                status(env)["daemon"]["events"]["reconnects"] >= 1
+                and status(env)["daemon"]["events"]["state"] == "connected"
+            ),
+            45,
+            "the event stream to reconnect",
+            daemon.output,
+        )
         d = sandbox.driver  # the old driver's connection died with the old server
         sid2 = d.create_session("after restart", directory=sandbox.project_dir)["id"]
-        d.say(sid2, "The staging database moved to port 5433 after the migration.", directory=sandbox.project_dir)
-        wait_for(lambda: sid2 in output_ids(sandbox.memoryd_home), 30, "extraction after the restart", daemon.output)
+        d.say(
+            sid2,
+            "The staging database moved to port 5433 after the migration.",
+            directory=sandbox.project_dir,
+        )
+        wait_for(
+            lambda: sid2 in output_ids(sandbox.memoryd_home),
+            30,
+            "extraction after the restart",
+            daemon.output,
+        )
         assert daemon.poll() is None
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -125,14 +163,20 @@ def test_sigterm_during_extraction_releases_and_cleans_up(make_sandbox, mock_llm
     default = mock_llm.default_responder
 
     def slow(req: dict[str, Any]) -> Any:
-        if any(t.get("function", {}).get("name") == "StructuredOutput" for t in req.get("tools") or []):
+        if any(
+            t.get("function", {}).get("name") == "StructuredOutput" for t in req.get("tools") or []
+        ):
             started.set()
             release.wait(60)
         return default(req)
 
     mock_llm.set_responder(slow)
     sid = box.driver.create_session("slow one", directory=box.project_dir)["id"]
-    box.driver.say(sid, "Remember that the release branch is cut every Thursday at noon.", directory=box.project_dir)
+    box.driver.say(
+        sid,
+        "Remember that the release branch is cut every Thursday at noon.",
+        directory=box.project_dir,
+    )
     env = run_env(box)
     assert memoryd(env, "install", "opencode").returncode == 0
     env.pop("MEMORYD_HOST_URL")  # the daemon starts (and must stop) its own opencode too
@@ -165,7 +209,9 @@ def test_sigterm_during_extraction_releases_and_cleans_up(make_sandbox, mock_llm
     assert snap["daemon"]["running"] is False
 
 
-def test_second_daemon_on_the_same_home_refuses(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> None:
+def test_second_daemon_on_the_same_home_refuses(
+    sandbox: OpencodeSandbox, mock_llm: MockLLM
+) -> None:
     env = run_env(sandbox)
     first = start_daemon(env)
     try:

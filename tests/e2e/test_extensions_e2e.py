@@ -15,10 +15,19 @@ def fake_claude_home(root: Path, workdir: Path) -> Path:
     home = root / "claude"
     project = home / "projects" / "-work-shop"
     (project / "memory").mkdir(parents=True)
-    (project / "memory" / "MEMORY.md").write_text("# Shop project\n- Payments go through the Stripe sandbox in CI.\n")
+    (project / "memory" / "MEMORY.md").write_text(
+        "# Shop project\n- Payments go through the Stripe sandbox in CI.\n"
+    )
     (project / "session-1.jsonl").write_text(
-        json.dumps({"type": "user", "cwd": str(workdir), "timestamp": "2026-11-01T10:00:00Z",
-                    "message": {"role": "user", "content": "hi"}}) + "\n"
+        json.dumps(
+            {
+                "type": "user",
+                "cwd": str(workdir),
+                "timestamp": "2026-11-01T10:00:00Z",
+                "message": {"role": "user", "content": "hi"},
+            }
+        )
+        + "\n"
     )
     return home
 
@@ -26,7 +35,9 @@ def fake_claude_home(root: Path, workdir: Path) -> Path:
 def test_claude_memory_reaches_the_consolidator_diff(make_sandbox, mock_llm: MockLLM) -> None:
     box: OpencodeSandbox = make_sandbox()
     claude = fake_claude_home(box.root, box.project_dir)
-    env = run_env(box, MEMORYD_EXTENSIONS_CLAUDE_IMPORT="true", MEMORYD_EXTENSIONS_CLAUDE_HOME=str(claude))
+    env = run_env(
+        box, MEMORYD_EXTENSIONS_CLAUDE_IMPORT="true", MEMORYD_EXTENSIONS_CLAUDE_HOME=str(claude)
+    )
     cons = ScriptedConsolidator()
     install(mock_llm, cons)
     assert memoryd(env, "install", "opencode").returncode == 0
@@ -36,7 +47,14 @@ def test_claude_memory_reaches_the_consolidator_diff(make_sandbox, mock_llm: Moc
     diff = cons.diffs[0]
     assert "A extensions/external_agent_import/resources/-work-shop/MEMORY.md" in diff
     assert "Stripe sandbox" in diff
-    resources = box.memoryd_home / "memories" / "extensions" / "external_agent_import" / "resources" / "-work-shop"
+    resources = (
+        box.memoryd_home
+        / "memories"
+        / "extensions"
+        / "external_agent_import"
+        / "resources"
+        / "-work-shop"
+    )
     assert json.loads((resources / "scope.json").read_text())["cwd"] == str(box.project_dir)
     # the consolidation prompt told the agent to read the importer's instructions
     prompt = [r for r in mock_llm.requests if r.tools and "write" in r.tools][0].text

@@ -90,10 +90,20 @@ def test_multi_turn_plain_text(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> N
     reqs = mock_llm.requests
     assert len(reqs) == len(turns)  # titled session: no title-generation call
     assert all(r.session_id == session["id"] for r in reqs)
-    assert all(r.body["stream"] is True and r.body["stream_options"] == {"include_usage": True} for r in reqs)
+    assert all(
+        r.body["stream"] is True and r.body["stream_options"] == {"include_usage": True}
+        for r in reqs
+    )
     assert reqs[0].model == "mock-model"
     # Each request replays the whole conversation so far.
-    assert [m["role"] for m in reqs[-1].messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in reqs[-1].messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert all(t in reqs[-1].text for t in turns)
 
     msgs = d.messages(session["id"])
@@ -113,7 +123,9 @@ def test_multi_turn_plain_text(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> N
 def test_tool_call_round_trip(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> None:
     d = sandbox.driver
     session = d.create_session("tool use")
-    reply = d.say(session["id"], 'Note my colour. [[tool:write path=notes/colour.md content="teal\\n"]]')
+    reply = d.say(
+        session["id"], 'Note my colour. [[tool:write path=notes/colour.md content="teal\\n"]]'
+    )
 
     assert (sandbox.project_dir / "notes" / "colour.md").read_text() == "teal\n"
     assert texts(reply) == ["done: tool result received (Wrote file successfully.)"]
@@ -140,7 +152,9 @@ def test_scripted_responder_and_parallel_calls(sandbox: OpencodeSandbox, mock_ll
     def respond(req: dict[str, Any]) -> Any:
         if req["messages"][-1]["role"] == "tool":
             return Text("read both", reasoning="both files were read")
-        return [ToolCall("read", {"filePath": str(sandbox.project_dir / n)}) for n in ("a.txt", "b.txt")]
+        return [
+            ToolCall("read", {"filePath": str(sandbox.project_dir / n)}) for n in ("a.txt", "b.txt")
+        ]
 
     mock_llm.set_responder(respond)
     session = sandbox.driver.create_session("parallel")
@@ -164,9 +178,15 @@ def test_structured_output_agent(sandbox: OpencodeSandbox, mock_llm: MockLLM) ->
     assert agents["memoryd-extract"]["mode"] == "subagent"
     assert agents["memoryd-extract"]["hidden"] is True
 
-    expected = {"raw_memory": "- build with `make ci`", "rollout_summary": "CI setup", "rollout_slug": "ci-setup"}
+    expected = {
+        "raw_memory": "- build with `make ci`",
+        "rollout_summary": "CI setup",
+        "rollout_slug": "ci-setup",
+    }
     mock_llm.set_extraction_reply(lambda req: expected)
-    session = d.create_session("memoryd extraction", directory=helper_dir, metadata={"memoryd": "extract"})
+    session = d.create_session(
+        "memoryd extraction", directory=helper_dir, metadata={"memoryd": "extract"}
+    )
     reply = d.say(
         session["id"],
         "===== BEGIN SESSION TRANSCRIPT s1 =====\n[user] run make ci\n===== END SESSION TRANSCRIPT s1 =====",
@@ -198,16 +218,25 @@ def test_default_extraction_reply(sandbox: OpencodeSandbox, mock_llm: MockLLM) -
     def extract(transcript: str) -> dict[str, Any]:
         session = d.create_session("memoryd extraction", directory=helper_dir)
         text = f"===== BEGIN SESSION TRANSCRIPT x =====\n{transcript}\n===== END SESSION TRANSCRIPT x ====="
-        reply = d.say(session["id"], text, agent="memoryd-extract", directory=helper_dir,
-                      format={"type": "json_schema", "schema": EXTRACTION_SCHEMA})
+        reply = d.say(
+            session["id"],
+            text,
+            agent="memoryd-extract",
+            directory=helper_dir,
+            format={"type": "json_schema", "schema": EXTRACTION_SCHEMA},
+        )
         structured: dict[str, Any] = reply["info"]["structured"]
         return structured
 
-    useful = extract("[user] The deploy script lives in ops/deploy.sh and needs Python 3.12\n[assistant] ok")
+    useful = extract(
+        "[user] The deploy script lives in ops/deploy.sh and needs Python 3.12\n[assistant] ok"
+    )
     assert "ops/deploy.sh" in useful["raw_memory"]
     assert useful["rollout_summary"] and useful["rollout_slug"]
     assert extract("[user] hi, how are you?\n[assistant] fine, thanks!") == {
-        "raw_memory": "", "rollout_summary": "", "rollout_slug": ""
+        "raw_memory": "",
+        "rollout_summary": "",
+        "rollout_slug": "",
     }
 
 
@@ -247,10 +276,16 @@ def test_private_server_stop_leaves_no_process(
     # A foreground bash-tool command runs in a new session (outside our group); stop() must
     # still take it down. prompt_async returns at once; the command writes its pid, then sleeps.
     session = box.driver.create_session("long tool")
-    box.driver.request("POST", f"/session/{session['id']}/prompt_async", json_body={
-        "agent": "build",
-        "parts": [{"type": "text", "text": '[[tool:bash cmd="echo $$ > tool.pid; exec sleep 317"]]'}],
-    })
+    box.driver.request(
+        "POST",
+        f"/session/{session['id']}/prompt_async",
+        json_body={
+            "agent": "build",
+            "parts": [
+                {"type": "text", "text": '[[tool:bash cmd="echo $$ > tool.pid; exec sleep 317"]]'}
+            ],
+        },
+    )
     pid_file = box.project_dir / "tool.pid"
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text().strip()):
@@ -275,9 +310,18 @@ def test_startup_failure_raises_host_unreachable(opencode_bin: Path, tmp_path: P
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = PrivateServer(str(opencode_bin), cwd=tmp_path, port=port, startup_timeout=30,
-                               env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
-                                    "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path)})
+        server = PrivateServer(
+            str(opencode_bin),
+            cwd=tmp_path,
+            port=port,
+            startup_timeout=30,
+            env={
+                **os.environ,
+                "XDG_DATA_HOME": str(tmp_path / "data"),
+                "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                "HOME": str(tmp_path),
+            },
+        )
         with pytest.raises(HostUnreachable, match="exited with code 1 before listening") as err:
             server.start()
     assert "ServeError" in str(err.value)
@@ -304,8 +348,11 @@ def test_find_opencode_and_seed(opencode_bin: Path, tmp_path: Path) -> None:
 # -- timing ---------------------------------------------------------------------------------------
 
 
-def test_startup_timing(make_sandbox: Callable[..., OpencodeSandbox], mock_llm: MockLLM,
-                        record_property: Callable[[str, object], None]) -> None:
+def test_startup_timing(
+    make_sandbox: Callable[..., OpencodeSandbox],
+    mock_llm: MockLLM,
+    record_property: Callable[[str, object], None],
+) -> None:
     started = time.monotonic()
     box = make_sandbox()
     listening = box.startup_seconds
@@ -316,6 +363,8 @@ def test_startup_timing(make_sandbox: Callable[..., OpencodeSandbox], mock_llm: 
     assert texts(reply) == ["ok: first question"]
     record_property("spawn_to_listening_s", round(listening, 2))
     record_property("spawn_to_first_answer_s", round(first_answer, 2))
-    print(f"\nspawn -> listening {listening:.2f} s; spawn -> first answered prompt {first_answer:.2f} s")
+    print(
+        f"\nspawn -> listening {listening:.2f} s; spawn -> first answered prompt {first_answer:.2f} s"
+    )
     assert listening < 30 and first_answer < 60
     assert tools_offered(mock_llm.requests[0].body)  # the build agent offers its tools

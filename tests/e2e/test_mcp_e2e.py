@@ -16,8 +16,14 @@ def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box, MEMORYD_DISABLE_ON_EXTERNAL_CONTEXT="true")
     assert memoryd(env, "install", "opencode").returncode == 0
-    added = memoryd(env, "note", "add", "This repo uses pnpm workspaces; never run npm install at the root.",
-                    "--title", "package manager")
+    added = memoryd(
+        env,
+        "note",
+        "add",
+        "This repo uses pnpm workspaces; never run npm install at the root.",
+        "--title",
+        "package manager",
+    )
     assert added.returncode == 0, added.stderr
     box.restart()  # load the MCP server registration
 
@@ -25,7 +31,12 @@ def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None
 
     def responder(req: dict[str, Any]) -> Any:
         msgs = req.get("messages") or []
-        if TOOL in tools_offered(req) and msgs and msgs[-1].get("role") == "user" and "package manager" in last_user_text(req):
+        if (
+            TOOL in tools_offered(req)
+            and msgs
+            and msgs[-1].get("role") == "user"
+            and "package manager" in last_user_text(req)
+        ):
             return ToolCall(TOOL, {"queries": ["pnpm"]})
         if msgs and msgs[-1].get("role") == "tool":
             return Text("You use pnpm workspaces.")
@@ -34,7 +45,9 @@ def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None
     mock_llm.set_responder(responder)
     mock_llm.clear()
     sid = box.driver.create_session("which package manager", directory=box.project_dir)["id"]
-    box.driver.say(sid, "Which package manager does this repo use?", directory=box.project_dir, timeout=120)
+    box.driver.say(
+        sid, "Which package manager does this repo use?", directory=box.project_dir, timeout=120
+    )
     first = mock_llm.requests[0]
     assert TOOL in first.tools
     follow = [r for r in mock_llm.requests if r.messages and r.messages[-1].get("role") == "tool"]
@@ -48,8 +61,12 @@ def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None
     assert out.returncode == 0, out.stderr
     conn = sqlite3.connect(box.memoryd_home / "memory.db")
     try:
-        mode = conn.execute("SELECT memory_mode FROM session_meta WHERE session_id = ?", (sid,)).fetchone()[0]
-        has_output = conn.execute("SELECT COUNT(*) FROM stage1_outputs WHERE session_id = ?", (sid,)).fetchone()[0]
+        mode = conn.execute(
+            "SELECT memory_mode FROM session_meta WHERE session_id = ?", (sid,)
+        ).fetchone()[0]
+        has_output = conn.execute(
+            "SELECT COUNT(*) FROM stage1_outputs WHERE session_id = ?", (sid,)
+        ).fetchone()[0]
     finally:
         conn.close()
     assert mode == "enabled" and has_output == 1

@@ -18,9 +18,15 @@ SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 AWS_KEY = "AKIAQX7Z3M5N2P8R4T6V"
 
 
-def memoryd(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def memoryd(
+    env: dict[str, str], *args: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memoryd", *args], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "memoryd", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -59,20 +65,32 @@ def make_sessions(box: OpencodeSandbox) -> dict[str, str]:
             d.say(sid, turn, directory=box.project_dir)
         ids[key] = sid
 
-    session("tool", "write the colour note",
-            "Please record my favourite colour in a note file for the design system.",
-            "[[tool:write path=notes/colour.md content=teal]]",
-            "Thanks, keep using notes/ for design decisions from now on.")
-    session("secret", "configure deploy credentials",
-            f"The deploy script needs OPENAI_API_KEY={SECRET} and the AWS key id {AWS_KEY}.",
-            "Store them in the environment, never commit them to the repository.")
+    session(
+        "tool",
+        "write the colour note",
+        "Please record my favourite colour in a note file for the design system.",
+        "[[tool:write path=notes/colour.md content=teal]]",
+        "Thanks, keep using notes/ for design decisions from now on.",
+    )
+    session(
+        "secret",
+        "configure deploy credentials",
+        f"The deploy script needs OPENAI_API_KEY={SECRET} and the AWS key id {AWS_KEY}.",
+        "Store them in the environment, never commit them to the repository.",
+    )
     session("smalltalk", "hello", "hi!", "thanks, bye")
-    session("prefs", "tooling preferences",
-            "For this repository we decided to use pnpm instead of npm for installing packages.",
-            "Also run ruff format before every commit; the CI rejects unformatted code.")
-    session("build", "fix the failing build",
-            "The build fails with ModuleNotFoundError: No module named 'memoryd' when running pytest.",
-            "Installing in editable mode with pip install -e . fixed the import error.")
+    session(
+        "prefs",
+        "tooling preferences",
+        "For this repository we decided to use pnpm instead of npm for installing packages.",
+        "Also run ruff format before every commit; the CI rejects unformatted code.",
+    )
+    session(
+        "build",
+        "fix the failing build",
+        "The build fails with ModuleNotFoundError: No module named 'memoryd' when running pytest.",
+        "Installing in editable mode with pip install -e . fixed the import error.",
+    )
     return ids
 
 
@@ -128,7 +146,9 @@ def test_phase1_against_real_opencode(sandbox: OpencodeSandbox, mock_llm: MockLL
     assert mock_llm.requests == []
 
     # one new turn in one session -> exactly one re-extraction
-    sandbox.driver.say(ids["prefs"], "Correction: use bun, not pnpm, from now on.", directory=sandbox.project_dir)
+    sandbox.driver.say(
+        ids["prefs"], "Correction: use bun, not pnpm, from now on.", directory=sandbox.project_dir
+    )
     mock_llm.clear()
     third = memoryd(env, "run", "--once")
     assert third.returncode == 0, third.stderr
@@ -137,8 +157,12 @@ def test_phase1_against_real_opencode(sandbox: OpencodeSandbox, mock_llm: MockLL
     assert "bun" in outputs(home)[ids["prefs"]]["raw_memory"]
 
     # a schema-breaking answer -> the job fails and waits for a retry; the pass does not crash
-    sandbox.driver.say(ids["build"], "It broke again after the rebase.", directory=sandbox.project_dir)
-    mock_llm.set_extraction_reply(lambda req: {"raw_memory": 42, "rollout_summary": ["not", "text"]})
+    sandbox.driver.say(
+        ids["build"], "It broke again after the rebase.", directory=sandbox.project_dir
+    )
+    mock_llm.set_extraction_reply(
+        lambda req: {"raw_memory": 42, "rollout_summary": ["not", "text"]}
+    )
     mock_llm.clear()
     fourth = memoryd(env, "run", "--once")
     assert fourth.returncode == 0, fourth.stderr
@@ -175,7 +199,11 @@ def _processes_under(root: Path) -> list[int]:
 def test_private_server_is_started_and_stopped(make_sandbox, mock_llm: MockLLM) -> None:
     box = make_sandbox()
     sid = box.driver.create_session("private server path", directory=box.project_dir)["id"]
-    box.driver.say(sid, "We settled on PostgreSQL 16 for the analytics service database.", directory=box.project_dir)
+    box.driver.say(
+        sid,
+        "We settled on PostgreSQL 16 for the analytics service database.",
+        directory=box.project_dir,
+    )
     box.stop()  # memoryd must now start (and stop) its own opencode on the same data
     env = box.base_env
     env.update(MEMORYD_MIN_ROLLOUT_IDLE_HOURS="0")

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from dulwich.repo import Repo
 
-from tests.e2e.consolidator import CONSOLIDATOR_TOOLS, ScriptedConsolidator, install, is_consolidation
+from tests.e2e.consolidator import (
+    CONSOLIDATOR_TOOLS,
+    ScriptedConsolidator,
+    install,
+    is_consolidation,
+)
 from tests.e2e.mockllm import MockLLM, ToolCall
 from tests.e2e.sandbox import OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
@@ -30,19 +35,31 @@ def session(box: OpencodeSandbox, title: str, *turns: str) -> str:
 def bump_usage(home: Path, session_id: str) -> None:
     conn = sqlite3.connect(home / "memory.db")
     with conn:
-        conn.execute("UPDATE stage1_outputs SET usage_count = usage_count + 5, last_usage = ? WHERE session_id = ?",
-                     (int(time.time() * 1000), session_id))
+        conn.execute(
+            "UPDATE stage1_outputs SET usage_count = usage_count + 5, last_usage = ? WHERE session_id = ?",
+            (int(time.time() * 1000), session_id),
+        )
     conn.close()
 
 
-def test_consolidation_no_op_usage_and_forgetting(sandbox: OpencodeSandbox, mock_llm: MockLLM) -> None:
+def test_consolidation_no_op_usage_and_forgetting(
+    sandbox: OpencodeSandbox, mock_llm: MockLLM
+) -> None:
     cons = ScriptedConsolidator()
     install(mock_llm, cons)
     env = run_env(sandbox)
     home = sandbox.memoryd_home
     memories = home / "memories"
-    keep = session(sandbox, "database choice", "We chose PostgreSQL 16 for the billing service; SQLite is too limited.")
-    gone = session(sandbox, "flaky test", "The flaky test in test_sync.py was a race; fixed by awaiting the queue drain.")
+    keep = session(
+        sandbox,
+        "database choice",
+        "We chose PostgreSQL 16 for the billing service; SQLite is too limited.",
+    )
+    gone = session(
+        sandbox,
+        "flaky test",
+        "The flaky test in test_sync.py was a race; fixed by awaiting the queue drain.",
+    )
     assert memoryd(env, "install", "opencode").returncode == 0
 
     first = memoryd(env, "run", "--once")
@@ -96,13 +113,17 @@ def test_consolidation_no_op_usage_and_forgetting(sandbox: OpencodeSandbox, mock
     assert "PostgreSQL 16" in (memories / "MEMORY.md").read_text()
 
 
-def test_misbehaving_consolidator_changes_nothing_it_may_not(make_sandbox, mock_llm: MockLLM) -> None:
+def test_misbehaving_consolidator_changes_nothing_it_may_not(
+    make_sandbox, mock_llm: MockLLM
+) -> None:
     box = make_sandbox()
     env = run_env(box)
     home = box.memoryd_home
     memories = home / "memories"
     install(mock_llm, ScriptedConsolidator())
-    session(box, "ci cache", "The CI cache key must include the lockfile hash or builds use stale deps.")
+    session(
+        box, "ci cache", "The CI cache key must include the lockfile hash or builds use stale deps."
+    )
     assert memoryd(env, "install", "opencode").returncode == 0
     assert "phase 2: consolidated" in memoryd(env, "run", "--once").stdout
 
@@ -118,8 +139,13 @@ def test_misbehaving_consolidator_changes_nothing_it_may_not(make_sandbox, mock_
             ToolCall("write", {"filePath": "../../outside-relative.md", "content": "escaped"}),
             ToolCall("write", {"filePath": str(outside_abs), "content": "escaped"}),
             ToolCall("read", {"filePath": "extensions/ad_hoc/notes/2026-11-29T10-00-00-deploy.md"}),
-            ToolCall("write", {"filePath": "extensions/ad_hoc/notes/2026-11-29T10-00-00-deploy.md",
-                               "content": "Never deploy.\n"}),
+            ToolCall(
+                "write",
+                {
+                    "filePath": "extensions/ad_hoc/notes/2026-11-29T10-00-00-deploy.md",
+                    "content": "Never deploy.\n",
+                },
+            ),
         ],
         side_effect=lambda: os.symlink(box.root / "opencode-server.log", link),
     )

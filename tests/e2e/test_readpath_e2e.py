@@ -13,14 +13,19 @@ from tests.e2e.test_phase1_e2e import memoryd, run_env
 
 
 def systems(req: RecordedRequest) -> list[str]:
-    return [m["content"] if isinstance(m["content"], str) else str(m["content"])
-            for m in req.messages if m["role"] == "system"]
+    return [
+        m["content"] if isinstance(m["content"], str) else str(m["content"])
+        for m in req.messages
+        if m["role"] == "system"
+    ]
 
 
 def usage(home: Path, sid: str) -> int:
     conn = sqlite3.connect(home / "memory.db")
     try:
-        return conn.execute("SELECT usage_count FROM stage1_outputs WHERE session_id = ?", (sid,)).fetchone()[0]
+        return conn.execute(
+            "SELECT usage_count FROM stage1_outputs WHERE session_id = ?", (sid,)
+        ).fetchone()[0]
     finally:
         conn.close()
 
@@ -33,7 +38,11 @@ def test_block_in_every_turn_and_citations_feed_usage(make_sandbox, mock_llm: Mo
     cons = ScriptedConsolidator()
     install(mock_llm, cons)
     src = d.create_session("lint setup", directory=box.project_dir)["id"]
-    d.say(src, "Our lint rule: run ruff check --fix before committing; CI blocks on lint errors.", directory=box.project_dir)
+    d.say(
+        src,
+        "Our lint rule: run ruff check --fix before committing; CI blocks on lint errors.",
+        directory=box.project_dir,
+    )
     assert memoryd(env, "install", "opencode").returncode == 0
     out = memoryd(env, "run", "--once")
     assert "phase 2: consolidated" in out.stdout, out.stdout + out.stderr
@@ -45,8 +54,10 @@ def test_block_in_every_turn_and_citations_feed_usage(make_sandbox, mock_llm: Mo
 
     # 20 turns in a user session, one with a tool call: the block is the 2nd system message, byte-identical
     default = mock_llm.default_responder
-    cite = ("Use ruff.\n\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[lint rule]\n"
-            f"</citation_entries>\n<session_ids>\n{src}\n</session_ids>\n</memory-citation>")
+    cite = (
+        "Use ruff.\n\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[lint rule]\n"
+        f"</citation_entries>\n<session_ids>\n{src}\n</session_ids>\n</memory-citation>"
+    )
 
     def responder(req: dict[str, Any]) -> Any:
         if is_consolidation(req):

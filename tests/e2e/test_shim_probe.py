@@ -14,16 +14,27 @@ from tests.e2e.mockllm import MockLLM, RecordedRequest, Text, last_user_text, ma
 from tests.e2e.sandbox import REPO_ROOT, OpencodeSandbox
 
 BLOCK = "## Memory from earlier sessions\nMARKER-shim-7f3a\n" + "- a remembered fact\n" * 40
-CITED = ("Here is the answer.\n\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[build]\n"
-         "</citation_entries>\n<session_ids>\nses_probe000001\n</session_ids>\n</memory-citation>")
-HELPER_AGENT = "---\ndescription: probe helper\nmode: primary\nhidden: true\n---\nYou are a memoryd helper.\n"
+CITED = (
+    "Here is the answer.\n\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[build]\n"
+    "</citation_entries>\n<session_ids>\nses_probe000001\n</session_ids>\n</memory-citation>"
+)
+HELPER_AGENT = (
+    "---\ndescription: probe helper\nmode: primary\nhidden: true\n---\nYou are a memoryd helper.\n"
+)
 
 
 def install_shim(box: OpencodeSandbox) -> Paths:
     paths = Paths.from_env({"MEMORYD_HOME": str(box.memoryd_home)})
-    values = {"block_file": paths.readpath_block, "spool_file": paths.citation_spool,
-              "server_file": paths.server_state, "helper_agent_prefix": "memoryd-", "memoryd_version": "0.1.0"}
-    shim = prompts.render("opencode/memoryd.js", **{k: json.dumps(str(v)) for k, v in values.items()})
+    values = {
+        "block_file": paths.readpath_block,
+        "spool_file": paths.citation_spool,
+        "server_file": paths.server_state,
+        "helper_agent_prefix": "memoryd-",
+        "memoryd_version": "0.1.0",
+    }
+    shim = prompts.render(
+        "opencode/memoryd.js", **{k: json.dumps(str(v)) for k, v in values.items()}
+    )
     (box.config_dir / "plugin").mkdir(exist_ok=True)
     (box.config_dir / "plugin" / "memoryd.js").write_text(shim, encoding="utf-8")
     paths.readpath_block.parent.mkdir(parents=True, exist_ok=True)
@@ -51,7 +62,9 @@ def test_shim_in_opencode(make_sandbox: Callable[..., OpencodeSandbox], mock_llm
 
     # An untitled session: opencode adds a hidden title call (small model, same session id).
     base = make_default_responder()
-    mock_llm.set_responder(lambda req: Text(CITED) if "cite please" in last_user_text(req) else base(req))
+    mock_llm.set_responder(
+        lambda req: Text(CITED) if "cite please" in last_user_text(req) else base(req)
+    )
     sid = d.request("POST", "/session", json_body={}).json()["id"]
     d.say(sid, "hello, what is the build command?")
     d.say(sid, "write it down [[tool:write path=x.md content=y]]")
@@ -78,13 +91,21 @@ def test_shim_in_opencode(make_sandbox: Callable[..., OpencodeSandbox], mock_llm
     rec = json.loads(line)
     assert rec["session_id"] == sid and rec["message_id"] == reply["info"]["id"]
     assert rec["cited"] == ["ses_probe000001"]
-    assert rec["entries"] == [{"path": "MEMORY.md", "line_start": 1, "line_end": 3, "note": "build"}]
+    assert rec["entries"] == [
+        {"path": "MEMORY.md", "line_start": 1, "line_end": 3, "note": "build"}
+    ]
 
 
 def test_shim_suite_under_opencodes_bun(opencode_bin: Path) -> None:
     """The node test suite again, under the Bun runtime embedded in opencode (BUN_BE_BUN=1)."""
     env = {**os.environ, "BUN_BE_BUN": "1"}
-    proc = subprocess.run([str(opencode_bin), "test", "./tests/shim/shim.test.mjs"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(opencode_bin), "test", "./tests/shim/shim.test.mjs"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and " 0 fail" in out and "bun test" in out, out[-4000:]

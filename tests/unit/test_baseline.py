@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -81,7 +81,11 @@ def test_fresh_ensure_commits_the_worktree(bl: Baseline, gd: Path, wt: Path) -> 
 
     assert bl.ensure() is True
 
-    assert bl.head_files() == {"MEMORY.md": b"# Memory\n", "skills/x/SKILL.md": b"skill\n", "skills/x/run.sh": b"#!/bin/sh\n"}
+    assert bl.head_files() == {
+        "MEMORY.md": b"# Memory\n",
+        "skills/x/SKILL.md": b"skill\n",
+        "skills/x/run.sh": b"#!/bin/sh\n",
+    }
     assert bl.diff().empty
     [commit] = commits(gd)
     assert commit.parents == []
@@ -186,7 +190,9 @@ def test_symlinked_git_dir_is_replaced_and_target_untouched(
     assert git_files(elsewhere) == before  # nothing written through the link
 
 
-def test_symlink_inside_git_dir_is_replaced(bl: Baseline, gd: Path, wt: Path, tmp_path: Path) -> None:
+def test_symlink_inside_git_dir_is_replaced(
+    bl: Baseline, gd: Path, wt: Path, tmp_path: Path
+) -> None:
     write(wt, "a.md", "a\n")
     bl.ensure()
     (tmp_path / "outside").mkdir()
@@ -303,7 +309,10 @@ def test_two_distant_edits_make_two_hunks(bl: Baseline, wt: Path) -> None:
 
     patch = bl.diff().patch
 
-    assert [l for l in patch.splitlines() if l.startswith("@@")] == ["@@ -1,5 +1,5 @@", "@@ -23,7 +23,7 @@"]
+    assert [l for l in patch.splitlines() if l.startswith("@@")] == [
+        "@@ -1,5 +1,5 @@",
+        "@@ -23,7 +23,7 @@",
+    ]
 
 
 def test_rename_is_delete_plus_add(bl: Baseline, wt: Path) -> None:
@@ -334,7 +343,9 @@ def test_mode_and_content_change(bl: Baseline, wt: Path) -> None:
 
     patch = bl.diff().patch
 
-    assert patch.startswith("diff --git a/tool.sh b/tool.sh\nold mode 100755\nnew mode 100644\n--- a/tool.sh\n+++ b/tool.sh\n")
+    assert patch.startswith(
+        "diff --git a/tool.sh b/tool.sh\nold mode 100755\nnew mode 100644\n--- a/tool.sh\n+++ b/tool.sh\n"
+    )
     assert "-echo hi\n+echo bye\n" in patch
 
 
@@ -473,7 +484,9 @@ def test_special_files_are_skipped(bl: Baseline, wt: Path) -> None:
 # -- symlinks in the worktree -----------------------------------------------------------------
 
 
-def test_symlink_in_worktree_fails_diff_and_reset(bl: Baseline, gd: Path, wt: Path, tmp_path: Path) -> None:
+def test_symlink_in_worktree_fails_diff_and_reset(
+    bl: Baseline, gd: Path, wt: Path, tmp_path: Path
+) -> None:
     write(wt, "a.md", "a\n")
     bl.ensure()
     head = commits(gd)[0].id
@@ -497,7 +510,9 @@ def test_symlinked_directory_in_worktree_fails(bl: Baseline, wt: Path, tmp_path:
         bl.diff()
 
 
-def test_fresh_ensure_with_symlink_in_worktree_fails(bl: Baseline, gd: Path, wt: Path, tmp_path: Path) -> None:
+def test_fresh_ensure_with_symlink_in_worktree_fails(
+    bl: Baseline, gd: Path, wt: Path, tmp_path: Path
+) -> None:
     (wt / "x.md").symlink_to(tmp_path)
     with pytest.raises(BaselineError, match="x.md"):
         bl.ensure()
@@ -589,7 +604,9 @@ def test_render_outruns_backtick_fences_in_content() -> None:
 
 
 def test_render_truncates_at_a_character_boundary() -> None:
-    patch = "+" + "a" * 9 + "€" * 5 + "\n"  # € is 3 bytes in UTF-8; byte 11 falls inside the first one
+    patch = (
+        "+" + "a" * 9 + "€" * 5 + "\n"
+    )  # € is 3 bytes in UTF-8; byte 11 falls inside the first one
     d = WorkspaceDiff([Change("A", "x.md")], patch)
 
     text = d.render(cap_bytes=11)
@@ -620,7 +637,9 @@ def test_render_default_cap_is_4_mib(bl: Baseline, wt: Path) -> None:
 
 
 @pytest.mark.skipif(GIT is None, reason="git binary not installed")
-def test_patch_applies_with_git_and_repo_passes_fsck(bl: Baseline, gd: Path, wt: Path, tmp_path: Path) -> None:
+def test_patch_applies_with_git_and_repo_passes_fsck(
+    bl: Baseline, gd: Path, wt: Path, tmp_path: Path
+) -> None:
     write(wt, "MEMORY.md", "".join(f"line {i}\n" for i in range(40)))
     write(wt, "gone.md", "bye\n")
     write(wt, "tool.sh", "echo\n")
@@ -628,12 +647,23 @@ def test_patch_applies_with_git_and_repo_passes_fsck(bl: Baseline, gd: Path, wt:
     write(wt, "was-empty.md", "")
     bl.ensure()
     assert GIT is not None
-    fsck = subprocess.run([GIT, "--git-dir", str(gd), "fsck", "--strict"], capture_output=True, text=True, check=False)
+    fsck = subprocess.run(
+        [GIT, "--git-dir", str(gd), "fsck", "--strict"], capture_output=True, text=True, check=False
+    )
     assert fsck.returncode == 0, fsck.stderr
-    log = subprocess.run([GIT, "--git-dir", str(gd), "log", "--format=%an <%ae>|%P"], capture_output=True, text=True, check=False)
+    log = subprocess.run(
+        [GIT, "--git-dir", str(gd), "log", "--format=%an <%ae>|%P"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert log.stdout == "memoryd <memoryd@localhost>|\n"
 
-    write(wt, "MEMORY.md", "".join(f"line {i}\n" if i % 13 else f"LINE {i}\n" for i in range(40)) + "tail\n")
+    write(
+        wt,
+        "MEMORY.md",
+        "".join(f"line {i}\n" if i % 13 else f"LINE {i}\n" for i in range(40)) + "tail\n",
+    )
     (wt / "gone.md").unlink()
     (wt / "tool.sh").chmod(0o755)
     write(wt, "n.md", "no newline, edited")
@@ -647,7 +677,13 @@ def test_patch_applies_with_git_and_repo_passes_fsck(bl: Baseline, gd: Path, wt:
         write(scratch, rel, data)
     (scratch / "tool.sh").chmod(0o644)
     (tmp_path / "p.diff").write_text(patch)
-    done = subprocess.run([GIT, "apply", "--whitespace=nowarn", str(tmp_path / "p.diff")], cwd=scratch, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [GIT, "apply", "--whitespace=nowarn", str(tmp_path / "p.diff")],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     got = {str(p.relative_to(scratch)): p.read_bytes() for p in scratch.rglob("*") if p.is_file()}
     want = {str(p.relative_to(wt)): p.read_bytes() for p in wt.rglob("*") if p.is_file()}
@@ -655,7 +691,9 @@ def test_patch_applies_with_git_and_repo_passes_fsck(bl: Baseline, gd: Path, wt:
     assert os.stat(scratch / "tool.sh").st_mode & 0o100
 
 
-def test_large_file_with_scattered_edits_is_diffed_quickly_and_minimally(bl: Baseline, wt: Path) -> None:
+def test_large_file_with_scattered_edits_is_diffed_quickly_and_minimally(
+    bl: Baseline, wt: Path
+) -> None:
     # Many identical lines (blank, "- item") made an exhaustive matcher take seconds here.
     lines = [("\n", "- item\n", f"fact {i} about the project\n")[i % 3] for i in range(6000)]
     write(wt, "raw_memories.md", "".join(lines))
@@ -691,7 +729,9 @@ def test_failed_commit_keeps_the_old_baseline(
         bl.reset()
 
     assert [c.id for c in commits(gd)] == [head]
-    assert sorted(p.name for p in gd.parent.iterdir()) == ["baseline.git"]  # no half-built repo left
+    assert sorted(p.name for p in gd.parent.iterdir()) == [
+        "baseline.git"
+    ]  # no half-built repo left
     assert bl.diff().changes == [Change("M", "a.md")]
 
 
@@ -702,18 +742,24 @@ def test_symlinked_worktree_root_is_refused(gd: Path, wt: Path, tmp_path: Path) 
         Baseline(gd, link).ensure()
 
 
-def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(bl: Baseline, wt: Path) -> None:
+def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(
+    bl: Baseline, wt: Path
+) -> None:
     """raw_memories.md at 4,096 sessions: ~150k lines of repeated template lines and unique headers."""
+
     def render(version: dict[int, str]) -> str:
         parts = []
         for n in range(4096):
-            parts.append(f"## Session `ses_{n:06d}`\nupdated_at: 2026-11-{n % 28 + 1:02d}\ncwd: /srv/p{n % 12}\n\n"
-                         f"---\ndescription: {version.get(n, 'stable')} memory {n}\ntask_outcome: partial\n"
-                         "keywords: build, tests\n---\n\n### Task 1\n- outcome: partial\n- reusable: yes\n\n")
+            parts.append(
+                f"## Session `ses_{n:06d}`\nupdated_at: 2026-11-{n % 28 + 1:02d}\ncwd: /srv/p{n % 12}\n\n"
+                f"---\ndescription: {version.get(n, 'stable')} memory {n}\ntask_outcome: partial\n"
+                "keywords: build, tests\n---\n\n### Task 1\n- outcome: partial\n- reusable: yes\n\n"
+            )
         return "".join(parts)
+
     (wt / "raw_memories.md").write_text(render({}))
     bl.ensure()
-    changed = {n: "changed" for n in range(0, 4096, 100)}
+    changed = dict.fromkeys(range(0, 4096, 100), "changed")
     (wt / "raw_memories.md").write_text(render(changed))
     t0 = time.monotonic()
     diff = bl.diff()

@@ -21,7 +21,9 @@ def test_well_formed() -> None:
     c = parse_citations("Answer.\n\n" + BLOCK)
     assert c.session_ids == ["ses_aaa111bbb", "ses_ccc222ddd"]
     assert [(e.path, e.line_start, e.line_end) for e in c.entries] == [
-        ("MEMORY.md", 10, 12), ("rollout_summaries/2026-01-01T00-00-00-ab12-x.md", 3, 3)]
+        ("MEMORY.md", 10, 12),
+        ("rollout_summaries/2026-01-01T00-00-00-ab12-x.md", 3, 3),
+    ]
     assert c.entries[1].note == "a note | with pipe"
 
 
@@ -37,7 +39,9 @@ def test_unclosed_not_parsed_but_stripped() -> None:
 
 
 def test_legacy_comma_form() -> None:
-    c = parse_citations("<memory-citation><citation_entries>ses_aaa111bbb, ses_ccc222ddd</citation_entries></memory-citation>")
+    c = parse_citations(
+        "<memory-citation><citation_entries>ses_aaa111bbb, ses_ccc222ddd</citation_entries></memory-citation>"
+    )
     assert c.session_ids == ["ses_aaa111bbb", "ses_ccc222ddd"]
 
 
@@ -55,6 +59,8 @@ def test_strip(text: str, expected: str) -> None:
 
 
 def test_malformed_entries_skipped() -> None:
-    c = parse_citations("<memory-citation><citation_entries>\nnot an entry\nMEMORY.md:x-y|note=[bad]\n"
-                        "MEMORY.md:1-2|note=[ok]\n</citation_entries></memory-citation>")
+    c = parse_citations(
+        "<memory-citation><citation_entries>\nnot an entry\nMEMORY.md:x-y|note=[bad]\n"
+        "MEMORY.md:1-2|note=[ok]\n</citation_entries></memory-citation>"
+    )
     assert [e.note for e in c.entries] == ["ok"]

@@ -28,19 +28,25 @@ def test_bad_config_exits_2_with_one_line(paths: Paths, capsys: pytest.CaptureFi
     assert err.count("\n") == 0 and "max_rollouts_per_startup" in err
 
 
-def test_unreachable_host_exits_3(paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_host_exits_3(
+    paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MEMORYD_HOST_URL", "http://127.0.0.1:9")
     assert main(["run", "--once"]) == 3
     assert "unreachable" in capsys.readouterr().err
 
 
-def test_missing_opencode_binary_is_a_clear_error(paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_opencode_binary_is_a_clear_error(
+    paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MEMORYD_HOST_OPENCODE_BIN", "definitely-not-opencode")
     assert main(["run", "--once"]) == 3
     assert "not found" in capsys.readouterr().err
 
 
-def test_newer_database_is_refused_at_the_edge(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+def test_newer_database_is_refused_at_the_edge(
+    paths: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sqlite3
 
     assert main(["status"]) == 0
@@ -59,6 +65,10 @@ def test_reset_needs_yes(paths: Paths, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_lint_clean() -> None:
-    res = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F,E9", "memoryd", "tests", "bench"],
-                         cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "F,E9", "memoryd", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stdout + res.stderr

@@ -90,7 +90,12 @@ class Map:
             (self.dir / ours).parent.mkdir(parents=True, exist_ok=True)
             (self.dir / ours).touch()
         if text is None:
-            lines = ["# test map", f"codex_ref: {self.ref}", f"codex_ref_date: {self.date}", "watch_paths:"]
+            lines = [
+                "# test map",
+                f"codex_ref: {self.ref}",
+                f"codex_ref_date: {self.date}",
+                "watch_paths:",
+            ]
             lines += [f"  - {w}" for w in self.watch]
             lines.append("mappings:")
             for ours, theirs in self.mappings:
@@ -103,7 +108,9 @@ class Map:
         return path
 
 
-def run(home: Path, *args: str | Path, map_path: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def run(
+    home: Path, *args: str | Path, map_path: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     extra = dict(env)
     if map_path is not None:
         extra["CODEX_MAP"] = str(map_path)
@@ -175,7 +182,9 @@ def test_aligned_when_head_is_the_ref(home: Path, upstream: Upstream, pinned: Ma
     assert "\x1b[" not in res.stdout  # no colours without a terminal
 
 
-def test_aligned_when_only_unrelated_files_changed(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_aligned_when_only_unrelated_files_changed(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.write(UNRELATED, "fn draw() { redraw(); }\n")
     upstream.commit("Redraw the TUI (#2)")
     res = run(home, map_path=pinned.write(), CODEX_REPO=str(upstream.path))
@@ -184,7 +193,9 @@ def test_aligned_when_only_unrelated_files_changed(home: Path, upstream: Upstrea
     assert "1 upstream commits since codex_ref, none under them" in res.stdout
 
 
-def test_codex_head_selects_the_commit_to_compare(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_codex_head_selects_the_commit_to_compare(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.write(PHASE1, "fn run() {}\n")
     upstream.commit("Rewrite phase 1 (#3)")
     path = pinned.write()
@@ -197,7 +208,9 @@ def test_codex_head_selects_the_commit_to_compare(home: Path, upstream: Upstream
 # ---- drift ---------------------------------------------------------------------------------------
 
 
-def test_changed_mapped_file_reports_commits_and_diffstat(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_changed_mapped_file_reports_commits_and_diffstat(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.write(PHASE1, "fn run() {\n    claim();\n    sanitize();\n    extract();\n}\n")
     upstream.commit("Drop security risk scores from stage-1 input (#38363)")
     res = run(home, upstream.path, map_path=pinned.write())
@@ -210,7 +223,9 @@ def test_changed_mapped_file_reports_commits_and_diffstat(home: Path, upstream: 
     assert "1 file changed, 1 insertion(+)" in out
     # The change is under a watched prefix too.
     assert "Watched paths (any change under them)" in out
-    assert "DRIFT: 0 mapped upstream files moved or vanished, 1 changed; watched paths changed." in out
+    assert (
+        "DRIFT: 0 mapped upstream files moved or vanished, 1 changed; watched paths changed." in out
+    )
     new_head = upstream.git("rev-parse", "HEAD")
     assert f"codex_ref: {new_head}" in out
     assert "codex_ref_date: 2026-08-22" in out
@@ -229,7 +244,9 @@ def test_long_commit_lists_are_capped(home: Path, upstream: Upstream, pinned: Ma
     assert "... and 2 more: git -C" in res.stdout
 
 
-def test_renamed_mapped_file_names_the_new_path(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_renamed_mapped_file_names_the_new_path(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.git("mv", STORAGE, "codex-rs/memories/write/src/storage_rs_moved.rs")
     upstream.commit("Move storage (#4)")
     res = run(home, upstream.path, map_path=pinned.write())
@@ -242,7 +259,9 @@ def test_renamed_mapped_file_names_the_new_path(home: Path, upstream: Upstream, 
     assert "DRIFT: 1 mapped upstream files moved or vanished, 0 changed" in out
 
 
-def test_rename_chain_is_followed_to_the_path_at_head(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_rename_chain_is_followed_to_the_path_at_head(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.git("mv", SANITIZER, "codex-rs/secrets/src/redact.rs")
     upstream.commit("Rename sanitizer (#5)")
     (upstream.path / "codex-rs/utils/secrets").mkdir(parents=True)
@@ -254,9 +273,14 @@ def test_rename_chain_is_followed_to_the_path_at_head(home: Path, upstream: Upst
     assert "renamed to codex-rs/utils/secrets/redact.rs in " in res.stdout
 
 
-def test_deleted_mapped_file_is_reported_with_a_same_name_hint(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_deleted_mapped_file_is_reported_with_a_same_name_hint(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     (upstream.path / SANITIZER).unlink()
-    upstream.write("codex-rs/core/src/sanitizer.rs", "// entirely new code\nfn scrub(x: &str) -> String { x.into() }\n")
+    upstream.write(
+        "codex-rs/core/src/sanitizer.rs",
+        "// entirely new code\nfn scrub(x: &str) -> String { x.into() }\n",
+    )
     upstream.commit("Replace the sanitizer (#7)")
     res = run(home, upstream.path, map_path=pinned.write())
     assert res.returncode == 1, res.stdout + res.stderr
@@ -273,10 +297,15 @@ def test_watched_path_change_is_drift(home: Path, upstream: Upstream, pinned: Ma
     assert "Changed upstream (mapped files)" not in res.stdout
     assert "Watched paths (any change under them)" in res.stdout
     assert re.search(r"codex-rs/config/src/types\.rs \| 2 \+-", res.stdout), res.stdout
-    assert "DRIFT: 0 mapped upstream files moved or vanished, 0 changed; watched paths changed." in res.stdout
+    assert (
+        "DRIFT: 0 mapped upstream files moved or vanished, 0 changed; watched paths changed."
+        in res.stdout
+    )
 
 
-def test_new_file_under_a_watched_prefix_is_drift(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_new_file_under_a_watched_prefix_is_drift(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     upstream.write("codex-rs/memories/write/src/extensions/persistent.rs", "fn sync() {}\n")
     upstream.commit("Persistent extension resources (#9)")
     res = run(home, upstream.path, map_path=pinned.write())
@@ -314,14 +343,18 @@ def test_not_a_repository(home: Path, tmp_path: Path, pinned: Map) -> None:
     assert_setup_error(run(home, tmp_path / "absent", map_path=pinned.write()), "no such directory")
 
 
-def test_subdirectory_of_a_work_tree_is_refused(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_subdirectory_of_a_work_tree_is_refused(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     res = run(home, upstream.path / "codex-rs", map_path=pinned.write())
     assert_setup_error(res, "lies inside the work tree of")
 
 
 def test_ref_missing_from_the_repository(home: Path, upstream: Upstream, pinned: Map) -> None:
     pinned.ref = "0123456789abcdef0123456789abcdef01234567"
-    assert_setup_error(run(home, upstream.path, map_path=pinned.write()), "codex_ref 0123456789ab is not in")
+    assert_setup_error(
+        run(home, upstream.path, map_path=pinned.write()), "codex_ref 0123456789ab is not in"
+    )
 
 
 def test_unknown_codex_head(home: Path, upstream: Upstream, pinned: Map) -> None:
@@ -332,7 +365,9 @@ def test_unknown_codex_head(home: Path, upstream: Upstream, pinned: Map) -> None
 def test_theirs_path_absent_at_ref(home: Path, upstream: Upstream, pinned: Map) -> None:
     pinned.mappings.append(("memoryd/citations.py", ["codex-rs/memories/read/src/citations.rs"]))
     res = run(home, upstream.path, map_path=pinned.write())
-    assert_setup_error(res, "theirs path codex-rs/memories/read/src/citations.rs does not exist at codex_ref")
+    assert_setup_error(
+        res, "theirs path codex-rs/memories/read/src/citations.rs does not exist at codex_ref"
+    )
     assert re.search(r"codex-map\.yaml:\d+: ", res.stderr)
 
 
@@ -347,10 +382,19 @@ def test_map_missing(home: Path, tmp_path: Path, upstream: Upstream) -> None:
 
 
 BAD_MAPS = {
-    "no codex_ref": ("codex_ref_date: 2026-08-22\nmappings:\n  - ours: a.py\n    theirs:\n      - x\n", "no codex_ref"),
-    "short sha": ("codex_ref: 343074d\ncodex_ref_date: 2026-08-22\n", "full 40-character commit SHA"),
+    "no codex_ref": (
+        "codex_ref_date: 2026-08-22\nmappings:\n  - ours: a.py\n    theirs:\n      - x\n",
+        "no codex_ref",
+    ),
+    "short sha": (
+        "codex_ref: 343074d\ncodex_ref_date: 2026-08-22\n",
+        "full 40-character commit SHA",
+    ),
     "bad date": ("codex_ref: {ref}\ncodex_ref_date: 22.08.2026\n", "YYYY-MM-DD"),
-    "no mappings": ("codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nwatch_paths:\n  - codex-rs/\n", "no mappings"),
+    "no mappings": (
+        "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nwatch_paths:\n  - codex-rs/\n",
+        "no mappings",
+    ),
     "mapping without theirs": (
         "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nmappings:\n  - ours: a.py\n    note: >-\n      text\n",
         "mapping for a.py has no theirs",
@@ -377,12 +421,17 @@ BAD_MAPS = {
         "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nmappings:\n  - ours: a.py\n    note: >-\n    theirs:\n      - x\n",
         "folded note has no text",
     ),
-    "stray indentation": ("codex_ref: {ref}\nwatch_paths:\n    - x\n", "outside the supported YAML subset"),
+    "stray indentation": (
+        "codex_ref: {ref}\nwatch_paths:\n    - x\n",
+        "outside the supported YAML subset",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_MAPS))
-def test_malformed_map(case: str, home: Path, tmp_path: Path, upstream: Upstream, pinned: Map) -> None:
+def test_malformed_map(
+    case: str, home: Path, tmp_path: Path, upstream: Upstream, pinned: Map
+) -> None:
     text, needle = BAD_MAPS[case]
     pinned.mappings = [("a.py", [])]
     path = pinned.write(text.format(ref=pinned.ref))
@@ -391,7 +440,9 @@ def test_malformed_map(case: str, home: Path, tmp_path: Path, upstream: Upstream
     assert_setup_error(run(home, "--check-map", map_path=path), needle)
 
 
-def test_quoted_scalars_and_one_line_notes_are_accepted(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_quoted_scalars_and_one_line_notes_are_accepted(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     text = (
         "---\n"
         f'codex_ref: "{pinned.ref}"\n'
@@ -422,7 +473,9 @@ def test_quoted_scalars_and_one_line_notes_are_accepted(home: Path, upstream: Up
     ]
 
 
-def test_check_map_with_a_repository_checks_upstream_paths(home: Path, upstream: Upstream, pinned: Map) -> None:
+def test_check_map_with_a_repository_checks_upstream_paths(
+    home: Path, upstream: Upstream, pinned: Map
+) -> None:
     path = pinned.write()
     res = run(home, "--check-map", upstream.path, map_path=path)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -488,7 +541,9 @@ def test_real_map_passes_the_scripts_own_validation(tmp_path: Path) -> None:
     assert res.stdout.startswith("codex-map.yaml: OK (")
 
 
-def test_real_map_reads_the_same_in_python_and_in_the_script(tmp_path: Path, real_map: dict[str, object]) -> None:
+def test_real_map_reads_the_same_in_python_and_in_the_script(
+    tmp_path: Path, real_map: dict[str, object]
+) -> None:
     listed = run(tmp_path, "--list-map", map_path=REAL_MAP).stdout.splitlines()
     expected = [f"watch\t{w}" for w in real_map["watch_paths"]]  # type: ignore[union-attr]
     for m in real_map["mappings"]:  # type: ignore[union-attr]
@@ -514,7 +569,9 @@ def test_real_map_header_and_entries(real_map: dict[str, object]) -> None:
         assert len(str(m["note"])) > 40, f"{m['ours']} needs a note on how it differs"
 
 
-def test_every_module_and_template_is_mapped_or_listed_as_platform_only(real_map: dict[str, object]) -> None:
+def test_every_module_and_template_is_mapped_or_listed_as_platform_only(
+    real_map: dict[str, object],
+) -> None:
     text = REAL_MAP.read_text()
     platform = re.findall(r"^#   ((?:memoryd|templates)/\S*)", text, re.M)
     assert platform, "the platform-only comment block is missing"
@@ -529,7 +586,8 @@ def test_every_module_and_template_is_mapped_or_listed_as_platform_only(real_map
         if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in platform):
             continue
         unclassified.append(rel)
-    assert not unclassified, f"add these to codex-map.yaml (a mapping, or the platform-only comment): {unclassified}"
+    assert not unclassified, (
+        f"add these to codex-map.yaml (a mapping, or the platform-only comment): {unclassified}"
+    )
     for p in platform:
         assert (ROOT / p).exists(), f"platform-only entry {p} does not exist"
-

@@ -14,7 +14,10 @@ def write(paths: Paths, data: object) -> None:
 
 
 def test_live_recorded_server_is_used(paths: Paths) -> None:
-    write(paths, {"url": "http://127.0.0.1:4096/", "pid": os.getpid(), "username": "me", "password": "pw"})
+    write(
+        paths,
+        {"url": "http://127.0.0.1:4096/", "pid": os.getpid(), "username": "me", "password": "pw"},
+    )
     assert recorded_server(paths) == ("http://127.0.0.1:4096", "me", "pw")
 
 

@@ -18,10 +18,14 @@ from tests.fakehost import FakeOpencode, write_memory
 pytestmark = pytest.mark.anyio
 
 
-async def one_pass(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw) -> tuple:
+async def one_pass(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw
+) -> tuple:
     settings = Settings(**kw)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = dict(store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="d")
+    common = dict(
+        store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="d"
+    )
     return await Phase1(**common).run_pass(), await Phase2(**common).run()
 
 
@@ -52,11 +56,16 @@ async def test_budget_blocks_before_any_call(store, paths, clock) -> None:
     p1, p2 = await one_pass(store, host, paths, clock, daily_token_budget=100)
     assert len(host.prompts) == spent_prompts
     assert "daily token budget" in p1.waiting
-    assert store.stage1_job("ses_second0000") is None or store.stage1_job("ses_second0000")["status"] == "pending"
+    assert (
+        store.stage1_job("ses_second0000") is None
+        or store.stage1_job("ses_second0000")["status"] == "pending"
+    )
     snap = snapshot(store, Settings(daily_token_budget=100), paths)
     assert "daily token budget" in snap["budget"]["waiting"] and snap["budget"]["left_today"] == 0
     clock.advance(24 * HOUR)
-    p1, _ = await one_pass(store, host, paths, clock, daily_token_budget=100, max_rollout_age_days=10)
+    p1, _ = await one_pass(
+        store, host, paths, clock, daily_token_budget=100, max_rollout_age_days=10
+    )
     assert p1.succeeded == 1
 
 
@@ -64,7 +73,12 @@ async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(store, paths,
     host = FakeOpencode(consolidate=write_memory)
     for i in range(3):
         host.add_session(f"ses_storm{i}xxxx", updated=clock.now_ms() - 7 * HOUR - i)
-    host.reply = lambda b: {"error": {"name": "APIError", "data": {"message": "429 Too Many Requests", "statusCode": 429}}}
+    host.reply = lambda b: {
+        "error": {
+            "name": "APIError",
+            "data": {"message": "429 Too Many Requests", "statusCode": 429},
+        }
+    }
     p1, p2 = await one_pass(store, host, paths, clock, max_rollouts_per_startup=8)
     assert p1.failed == 0 and p1.released == 3
     snap = snapshot(store, Settings(), paths)
@@ -85,9 +99,25 @@ async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(store, paths,
 
 
 def test_event_classification() -> None:
-    assert session_event({"type": "session.idle", "properties": {"sessionID": "ses_a"}}) == ("idle", "ses_a")
-    assert session_event({"type": "session.status", "properties": {"sessionID": "ses_a", "status": {"type": "idle"}}}) == ("idle", "ses_a")
-    assert session_event({"type": "session.status", "properties": {"sessionID": "ses_a", "status": {"type": "busy"}}}) is None
-    assert session_event({"type": "session.deleted", "properties": {"info": {"id": "ses_b"}}}) == ("deleted", "ses_b")
+    assert session_event({"type": "session.idle", "properties": {"sessionID": "ses_a"}}) == (
+        "idle",
+        "ses_a",
+    )
+    assert session_event(
+        {"type": "session.status", "properties": {"sessionID": "ses_a", "status": {"type": "idle"}}}
+    ) == ("idle", "ses_a")
+    assert (
+        session_event(
+            {
+                "type": "session.status",
+                "properties": {"sessionID": "ses_a", "status": {"type": "busy"}},
+            }
+        )
+        is None
+    )
+    assert session_event({"type": "session.deleted", "properties": {"info": {"id": "ses_b"}}}) == (
+        "deleted",
+        "ses_b",
+    )
     assert session_event({"type": "message.updated", "properties": {}}) is None
     assert session_event({"type": "session.idle", "properties": "garbage"}) is None

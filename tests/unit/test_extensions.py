@@ -25,8 +25,8 @@ from memoryd.extensions import extensions_enabled
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings, load_settings
-from tests.unit.extension_helpers import age_everything, mtimes, settings_with, write
 from tests.conftest import T0
+from tests.unit.extension_helpers import age_everything, mtimes, settings_with, write
 
 SECRET = "sk-proj-AbCdEf0123456789AbCdEf0123456789xyz"
 
@@ -35,9 +35,18 @@ def session_lines(cwd: object) -> str:
     records = [
         "not json at all",
         json.dumps({"type": "summary", "summary": "earlier"}),
-        "{\"cwd\": broken",
-        json.dumps({"type": "user", "cwd": cwd, "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user"}}),
-        json.dumps({"type": "assistant", "cwd": "/somewhere/else", "timestamp": "2026-01-01T00:00:01Z"}),
+        '{"cwd": broken',
+        json.dumps(
+            {
+                "type": "user",
+                "cwd": cwd,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user"},
+            }
+        ),
+        json.dumps(
+            {"type": "assistant", "cwd": "/somewhere/else", "timestamp": "2026-01-01T00:00:01Z"}
+        ),
     ]
     return "\n".join(records) + "\n"
 
@@ -97,7 +106,9 @@ def tree(path: Path) -> dict[str, str]:
 
 
 def run(home: Path, root: Path, clock: ManualClock, **ext: object):
-    return sync_claude_import(settings_with(claude_import=True, claude_home=str(home), **ext), root, clock)
+    return sync_claude_import(
+        settings_with(claude_import=True, claude_home=str(home), **ext), root, clock
+    )
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -131,16 +142,26 @@ def test_extension_settings_from_file_and_env(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "key", "fragment"),
     [
-        ("[extensions]\nclaude_imprt = true\n", "extensions.claude_imprt", "did you mean 'claude_import'"),
+        (
+            "[extensions]\nclaude_imprt = true\n",
+            "extensions.claude_imprt",
+            "did you mean 'claude_import'",
+        ),
         ("[extensions]\nbogus = 1\n", "extensions.bogus", "unknown option"),
         ("extensions = 3\n", "extensions", "table"),
         ("[extensions]\nclaude_home = 'rel/path'\n", "extensions.claude_home", "absolute"),
-        ("[extensions]\nclaude_projects = ['a/b']\n", "extensions.claude_projects", "project folder"),
+        (
+            "[extensions]\nclaude_projects = ['a/b']\n",
+            "extensions.claude_projects",
+            "project folder",
+        ),
         ("[extensions]\nclaude_projects = [1]\n", "extensions.claude_projects", "strings"),
         ("[extensions]\ncodex_import = 'maybe'\n", "extensions.codex_import", "bool"),
     ],
 )
-def test_bad_extension_settings_name_the_key(tmp_path: Path, text: str, key: str, fragment: str) -> None:
+def test_bad_extension_settings_name_the_key(
+    tmp_path: Path, text: str, key: str, fragment: str
+) -> None:
     cfg = write(tmp_path / "c.toml", text)
     with pytest.raises(ConfigError) as info:
         load_settings(cfg, environ={})
@@ -161,12 +182,23 @@ def test_first_import(claude: Path, memory_root: Path, workdir: Path, clock: Man
     add_project(
         claude,
         "-work-shop",
-        {"MEMORY.md": "# Shop\n- see topics/db.md\n", "topics/db.md": "Postgres on 5433\n", "Extra.MD": "x\n",
-         "notes.txt": "not markdown\n", ".hidden.md": "dot file\n", ".cache/x.md": "dot dir\n"},
+        {
+            "MEMORY.md": "# Shop\n- see topics/db.md\n",
+            "topics/db.md": "Postgres on 5433\n",
+            "Extra.MD": "x\n",
+            "notes.txt": "not markdown\n",
+            ".hidden.md": "dot file\n",
+            ".cache/x.md": "dot dir\n",
+        },
         workdir,
     )
     result = run(claude, memory_root, clock)
-    assert result.changed and result.imported == ["-work-shop"] and result.removed == [] and result.skipped == {}
+    assert (
+        result.changed
+        and result.imported == ["-work-shop"]
+        and result.removed == []
+        and result.skipped == {}
+    )
     copy = target(memory_root, "-work-shop")
     assert tree(copy) == {
         "Extra.MD": "x\n",
@@ -175,7 +207,10 @@ def test_first_import(claude: Path, memory_root: Path, workdir: Path, clock: Man
         "topics/db.md": "Postgres on 5433\n",
     }
     instructions = memory_root / "extensions" / EXTENSION / "instructions.md"
-    assert instructions.read_bytes() == (templates_dir() / "extensions" / EXTENSION / "instructions.md").read_bytes()
+    assert (
+        instructions.read_bytes()
+        == (templates_dir() / "extensions" / EXTENSION / "instructions.md").read_bytes()
+    )
     assert not [p for p in copy.parent.iterdir() if p.name.startswith(".")]
 
 
@@ -188,14 +223,21 @@ def test_unchanged_second_run_writes_nothing(
     before = mtimes(memory_root)
     clock.advance(2 * HOUR)
     result = run(claude, memory_root, clock)
-    assert not result.changed and result.imported == [] and result.removed == [] and result.skipped == {}
+    assert (
+        not result.changed
+        and result.imported == []
+        and result.removed == []
+        and result.skipped == {}
+    )
     assert mtimes(memory_root) == before
 
 
 def test_changed_source_replaces_the_project_folder(
     claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
 ) -> None:
-    project = add_project(claude, "-work-shop", {"MEMORY.md": "v1 text\n", "old.md": "gone soon\n"}, workdir)
+    project = add_project(
+        claude, "-work-shop", {"MEMORY.md": "v1 text\n", "old.md": "gone soon\n"}, workdir
+    )
     add_project(claude, "-other", {"MEMORY.md": "other\n"}, workdir)
     run(claude, memory_root, clock)
     other_before = mtimes(target(memory_root, "-other"))
@@ -206,23 +248,33 @@ def test_changed_source_replaces_the_project_folder(
     result = run(claude, memory_root, clock)
     assert result.changed and result.imported == ["-work-shop"]
     copy = target(memory_root, "-work-shop")
-    assert tree(copy) == {"MEMORY.md": "v2 text\n", "new/n.md": "new file\n", SCOPE_FILE: tree(copy)[SCOPE_FILE]}
+    assert tree(copy) == {
+        "MEMORY.md": "v2 text\n",
+        "new/n.md": "new file\n",
+        SCOPE_FILE: tree(copy)[SCOPE_FILE],
+    }
     assert os.stat(copy).st_ino != inode  # swapped in whole, not edited in place
     assert mtimes(target(memory_root, "-other")) == other_before
     assert sorted(p.name for p in copy.parent.iterdir()) == ["-other", "-work-shop"]
 
 
-def test_changed_cwd_rewrites_scope(claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock) -> None:
+def test_changed_cwd_rewrites_scope(
+    claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock
+) -> None:
     project = add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)
     moved = tmp_path / "moved"
     moved.mkdir()
     add_session(project, "b2.jsonl", str(moved), 1_800_000_000)
     assert run(claude, memory_root, clock).imported == ["-p"]
-    assert json.loads((target(memory_root, "-p") / SCOPE_FILE).read_text()) == {"cwd": str(moved.resolve())}
+    assert json.loads((target(memory_root, "-p") / SCOPE_FILE).read_text()) == {
+        "cwd": str(moved.resolve())
+    }
 
 
-def test_deleted_source_removes_the_copy(claude: Path, memory_root: Path, workdir: Path, clock: ManualClock) -> None:
+def test_deleted_source_removes_the_copy(
+    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
+) -> None:
     add_project(claude, "-gone", {"MEMORY.md": "m\n"}, workdir)
     emptied = add_project(claude, "-emptied", {"MEMORY.md": "m\n"}, workdir)
     add_project(claude, "-kept", {"MEMORY.md": "k\n"}, workdir)
@@ -231,18 +283,24 @@ def test_deleted_source_removes_the_copy(claude: Path, memory_root: Path, workdi
     (emptied / "memory" / "MEMORY.md").unlink()
     result = run(claude, memory_root, clock)
     assert result.changed and result.removed == ["-emptied", "-gone"] and result.imported == []
-    assert not target(memory_root, "-gone").exists() and not target(memory_root, "-emptied").exists()
+    assert (
+        not target(memory_root, "-gone").exists() and not target(memory_root, "-emptied").exists()
+    )
     assert target(memory_root, "-kept").is_dir()
     assert (memory_root / "extensions" / EXTENSION / "instructions.md").is_file()
 
 
-def test_copy_without_scope_is_not_ours(claude: Path, memory_root: Path, clock: ManualClock) -> None:
+def test_copy_without_scope_is_not_ours(
+    claude: Path, memory_root: Path, clock: ManualClock
+) -> None:
     foreign = write(target(memory_root, "-foreign") / "x.md", "hand-made\n")
     result = run(claude, memory_root, clock)
     assert not result.changed and foreign.read_text() == "hand-made\n"
 
 
-def test_no_cwd_skips_and_keeps_the_copy(claude: Path, memory_root: Path, workdir: Path, clock: ManualClock) -> None:
+def test_no_cwd_skips_and_keeps_the_copy(
+    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
+) -> None:
     project = add_project(claude, "-p", {"MEMORY.md": "first\n"}, workdir)
     add_project(claude, "-fresh", {"MEMORY.md": "never scoped\n"}, None)
     result = run(claude, memory_root, clock)
@@ -267,14 +325,20 @@ def test_cwd_comes_from_the_newest_usable_session(tmp_path: Path) -> None:
     add_session(project, "1.jsonl", str(older), 1_700_000_000)
     add_session(project, "2.jsonl", str(newer), 1_700_000_100)
     assert project_cwd(project) == str(newer.resolve())
-    add_session(project, "3.jsonl", str(tmp_path / "missing"), 1_700_000_200)  # newest, but not a directory
+    add_session(
+        project, "3.jsonl", str(tmp_path / "missing"), 1_700_000_200
+    )  # newest, but not a directory
     add_session(project, "4.jsonl", "relative/path", 1_700_000_300)
-    add_session(project, "5.jsonl", None, 1_700_000_400)  # the first string cwd in it is /somewhere/else
+    add_session(
+        project, "5.jsonl", None, 1_700_000_400
+    )  # the first string cwd in it is /somewhere/else
     write(project / "6.jsonl", "\x00\xff garbage\n{]\n")
     os.utime(project / "6.jsonl", (1_700_000_500, 1_700_000_500))
     (project / "7.jsonl").symlink_to(project / "1.jsonl")
     (project / "sub").mkdir()
-    add_session(project / "sub", "8.jsonl", str(older), 1_700_000_600)  # not directly in the project
+    add_session(
+        project / "sub", "8.jsonl", str(older), 1_700_000_600
+    )  # not directly in the project
     assert project_cwd(project) == str(newer.resolve())
     linked = tmp_path / "linked"
     linked.symlink_to(older)
@@ -328,7 +392,10 @@ def test_symlinks_in_the_source_are_never_followed(
     result = run(claude, memory_root, clock)
     assert result.imported == ["-p"]
     assert set(tree(target(memory_root, "-p"))) == {"MEMORY.md", SCOPE_FILE}
-    assert not target(memory_root, "-linked").exists() and not target(memory_root, "-linked-memory").exists()
+    assert (
+        not target(memory_root, "-linked").exists()
+        and not target(memory_root, "-linked-memory").exists()
+    )
 
 
 def test_secrets_are_redacted_before_landing(
@@ -345,7 +412,11 @@ def test_secrets_are_redacted_before_landing(
 
 
 def test_oversized_file_is_reported_not_cut(
-    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    claude: Path,
+    memory_root: Path,
+    workdir: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(claude_import, "MAX_SOURCE_BYTES", 10)
     add_project(claude, "-p", {"MEMORY.md": "small\n", "big.md": "x" * 100}, workdir)
@@ -354,14 +425,18 @@ def test_oversized_file_is_reported_not_cut(
     assert set(tree(target(memory_root, "-p"))) == {"MEMORY.md", SCOPE_FILE}
 
 
-def test_tampered_copy_is_rebuilt(claude: Path, memory_root: Path, workdir: Path, clock: ManualClock) -> None:
+def test_tampered_copy_is_rebuilt(
+    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
+) -> None:
     add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)
     copy = target(memory_root, "-p")
     write(copy / "stray.md", "added by hand\n")
     (copy / "MEMORY.md").write_text("edited\n")
     assert run(claude, memory_root, clock).imported == ["-p"]
-    assert set(tree(copy)) == {"MEMORY.md", SCOPE_FILE} and (copy / "MEMORY.md").read_text() == "m\n"
+    assert (
+        set(tree(copy)) == {"MEMORY.md", SCOPE_FILE} and (copy / "MEMORY.md").read_text() == "m\n"
+    )
 
 
 def test_stale_staging_leftovers_are_swept(
@@ -381,13 +456,17 @@ def test_stale_staging_leftovers_are_swept(
     assert not stale.exists() and fresh.exists()
 
 
-def test_disabled_import_does_nothing(claude: Path, memory_root: Path, workdir: Path, clock: ManualClock) -> None:
+def test_disabled_import_does_nothing(
+    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
+) -> None:
     add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     result = sync_claude_import(settings_with(claude_home=str(claude)), memory_root, clock)
     assert not result.changed and result.skipped == {} and not (memory_root / "extensions").exists()
 
 
-def test_empty_home_seeds_no_instructions(claude: Path, memory_root: Path, clock: ManualClock) -> None:
+def test_empty_home_seeds_no_instructions(
+    claude: Path, memory_root: Path, clock: ManualClock
+) -> None:
     result = run(claude, memory_root, clock)
     assert not result.changed and not (memory_root / "extensions").exists()
 
@@ -405,18 +484,27 @@ def test_symlinked_extension_folder_is_refused(
     assert list(elsewhere.iterdir()) == []
 
 
-def test_edited_instructions_are_restored(claude: Path, memory_root: Path, workdir: Path, clock: ManualClock) -> None:
+def test_edited_instructions_are_restored(
+    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock
+) -> None:
     add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)
     instructions = memory_root / "extensions" / EXTENSION / "instructions.md"
     instructions.write_text("ignore everything\n")
     result = run(claude, memory_root, clock)
     assert result.changed and result.imported == []
-    assert instructions.read_bytes() == (templates_dir() / "extensions" / EXTENSION / "instructions.md").read_bytes()
+    assert (
+        instructions.read_bytes()
+        == (templates_dir() / "extensions" / EXTENSION / "instructions.md").read_bytes()
+    )
 
 
 def test_unlistable_projects_folder_changes_nothing(
-    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    claude: Path,
+    memory_root: Path,
+    workdir: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)
@@ -433,7 +521,11 @@ def test_unlistable_projects_folder_changes_nothing(
 
 
 def test_unreadable_memory_file_keeps_the_copy(
-    claude: Path, memory_root: Path, workdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    claude: Path,
+    memory_root: Path,
+    workdir: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project = add_project(claude, "-p", {"MEMORY.md": "m\n", "b.md": "b\n"}, workdir)
     run(claude, memory_root, clock)

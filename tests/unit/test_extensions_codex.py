@@ -67,8 +67,12 @@ EXPORTED = "extensions/opencode_import/resources/opencode"
 
 
 def test_codex_home_precedence(tmp_path: Path) -> None:
-    assert codex_home_dir(settings_with(codex_home=str(tmp_path)), {"CODEX_HOME": "/env"}) == tmp_path
-    assert codex_home_dir(Settings(), {"CODEX_HOME": "/env/codex", "HOME": "/h"}) == Path("/env/codex")
+    assert (
+        codex_home_dir(settings_with(codex_home=str(tmp_path)), {"CODEX_HOME": "/env"}) == tmp_path
+    )
+    assert codex_home_dir(Settings(), {"CODEX_HOME": "/env/codex", "HOME": "/h"}) == Path(
+        "/env/codex"
+    )
     assert codex_home_dir(Settings(), {"CODEX_HOME": "  ", "HOME": "/h"}) == Path("/h/.codex")
     assert codex_home_dir(Settings(), {"HOME": "/h"}) == Path("/h/.codex")
     assert codex_memory_root(Settings(), {"HOME": "/h"}) == Path("/h/.codex/memories")
@@ -89,7 +93,9 @@ def test_roots_overlap(tmp_path: Path) -> None:
     assert roots_overlap(link, a) and roots_overlap(link / "deeper", a)
 
 
-def test_overlap_by_inode_when_paths_do_not_resolve_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlap_by_inode_when_paths_do_not_resolve_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Stands in for a case-insensitive alias or a bind mount: lexically different, same folder.
     a = tmp_path / "a"
     (a / "inner").mkdir(parents=True)
@@ -157,7 +163,9 @@ def test_import_copies_and_is_idempotent(codex_home: Path, memory_root: Path) ->
     write(codex_home / "memories" / "MEMORY.md", "# Codex memory, revised\n")
     assert import_codex(imp(codex_home), memory_root) is True
     assert (memory_root / COPIES / "MEMORY.md").read_text() == "# Codex memory, revised\n"
-    assert mtimes(memory_root)[f"{COPIES}/memory_summary.md"] == before[f"{COPIES}/memory_summary.md"]
+    assert (
+        mtimes(memory_root)[f"{COPIES}/memory_summary.md"] == before[f"{COPIES}/memory_summary.md"]
+    )
 
 
 def test_import_redacts(codex_home: Path, memory_root: Path) -> None:
@@ -178,11 +186,15 @@ def test_vanished_artifacts_are_forgotten(codex_home: Path, memory_root: Path) -
     (codex_home / "memories" / "memory_summary.md").unlink()
     assert import_codex(imp(codex_home), memory_root) is True
     assert not (memory_root / COPIES / "memory_summary.md").exists()
-    assert (memory_root / "extensions/codex_import/instructions.md").exists()  # explains the deletions
+    assert (
+        memory_root / "extensions/codex_import/instructions.md"
+    ).exists()  # explains the deletions
     assert import_codex(imp(codex_home), memory_root) is False
 
 
-def test_unreachable_codex_root_changes_nothing(codex_home: Path, memory_root: Path, tmp_path: Path) -> None:
+def test_unreachable_codex_root_changes_nothing(
+    codex_home: Path, memory_root: Path, tmp_path: Path
+) -> None:
     write(codex_home / "memories" / "MEMORY.md", "m\n")
     import_codex(imp(codex_home), memory_root)
     age_everything(memory_root)
@@ -218,14 +230,18 @@ def test_import_disabled(codex_home: Path, memory_root: Path) -> None:
     assert not (memory_root / "extensions").exists()
 
 
-def test_import_uses_codex_home_env(codex_home: Path, memory_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_uses_codex_home_env(
+    codex_home: Path, memory_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(codex_home / "memories" / "MEMORY.md", "from env\n")
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     assert import_codex(settings_with(codex_import=True), memory_root) is True
     assert (memory_root / COPIES / "MEMORY.md").read_text() == "from env\n"
 
 
-def test_import_refuses_symlinked_copy_folder(codex_home: Path, memory_root: Path, tmp_path: Path) -> None:
+def test_import_refuses_symlinked_copy_folder(
+    codex_home: Path, memory_root: Path, tmp_path: Path
+) -> None:
     write(codex_home / "memories" / "MEMORY.md", "m\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -237,7 +253,11 @@ def test_import_refuses_symlinked_copy_folder(codex_home: Path, memory_root: Pat
 # -- export -------------------------------------------------------------------------------------
 
 
-def ours(memory_root: Path, summary: str = "v1\n## User profile\nx\n", memory: str = "# Project\n- fact\n") -> None:
+def ours(
+    memory_root: Path,
+    summary: str = "v1\n## User profile\nx\n",
+    memory: str = "# Project\n- fact\n",
+) -> None:
     write(memory_root / "MEMORY.md", memory)
     write(memory_root / "memory_summary.md", summary)
 
@@ -247,7 +267,10 @@ def test_export_writes_into_an_existing_codex_root(codex_home: Path, memory_root
     assert export_codex(exp(codex_home), memory_root) is True
     got = files(codex_home / "memories")
     assert got[f"{EXPORTED}/memory_summary.md"] == b"v1\n## User profile\nx\n"
-    assert SECRET.encode() not in got[f"{EXPORTED}/MEMORY.md"] and b"[REDACTED" in got[f"{EXPORTED}/MEMORY.md"]
+    assert (
+        SECRET.encode() not in got[f"{EXPORTED}/MEMORY.md"]
+        and b"[REDACTED" in got[f"{EXPORTED}/MEMORY.md"]
+    )
     assert got["extensions/opencode_import/instructions.md"] == template("codex_export")
     age_everything(codex_home)
     before = mtimes(codex_home)
@@ -268,8 +291,12 @@ def test_export_never_bootstraps_codex(tmp_path: Path, memory_root: Path) -> Non
     assert list(home.iterdir()) == []
 
 
-@pytest.mark.parametrize("summary", [None, "", "v2\n", " v1\n", "summary without version\n", "v1 trailing\n"])
-def test_export_needs_a_v1_summary(codex_home: Path, memory_root: Path, summary: str | None) -> None:
+@pytest.mark.parametrize(
+    "summary", [None, "", "v2\n", " v1\n", "summary without version\n", "v1 trailing\n"]
+)
+def test_export_needs_a_v1_summary(
+    codex_home: Path, memory_root: Path, summary: str | None
+) -> None:
     write(memory_root / "MEMORY.md", "m\n")
     if summary is not None:
         write(memory_root / "memory_summary.md", summary)
@@ -289,7 +316,8 @@ def test_export_needs_our_memory_file(codex_home: Path, memory_root: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "link_at", ["extensions", "extensions/opencode_import", "extensions/opencode_import/resources", EXPORTED]
+    "link_at",
+    ["extensions", "extensions/opencode_import", "extensions/opencode_import/resources", EXPORTED],
 )
 def test_export_refuses_symlinked_extension_dirs(
     codex_home: Path, memory_root: Path, tmp_path: Path, link_at: str
@@ -304,7 +332,9 @@ def test_export_refuses_symlinked_extension_dirs(
     assert list(elsewhere.iterdir()) == []
 
 
-def test_export_replaces_a_symlinked_target_file(codex_home: Path, memory_root: Path, tmp_path: Path) -> None:
+def test_export_replaces_a_symlinked_target_file(
+    codex_home: Path, memory_root: Path, tmp_path: Path
+) -> None:
     ours(memory_root)
     victim = write(tmp_path / "victim.txt", "keep me\n")
     dest = codex_home / "memories" / EXPORTED
@@ -312,10 +342,15 @@ def test_export_replaces_a_symlinked_target_file(codex_home: Path, memory_root: 
     (dest / "MEMORY.md").symlink_to(victim)
     assert export_codex(exp(codex_home), memory_root) is True
     assert victim.read_text() == "keep me\n"
-    assert not (dest / "MEMORY.md").is_symlink() and (dest / "MEMORY.md").read_text() == "# Project\n- fact\n"
+    assert (
+        not (dest / "MEMORY.md").is_symlink()
+        and (dest / "MEMORY.md").read_text() == "# Project\n- fact\n"
+    )
 
 
-def test_export_never_raises(codex_home: Path, memory_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_never_raises(
+    codex_home: Path, memory_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ours(memory_root)
 
     def boom(*_a: object, **_k: object) -> Path:
@@ -327,7 +362,10 @@ def test_export_never_raises(codex_home: Path, memory_root: Path, monkeypatch: p
 
 def test_export_disabled(codex_home: Path, memory_root: Path) -> None:
     ours(memory_root)
-    assert export_codex(settings_with(codex_home=str(codex_home), codex_import=True), memory_root) is False
+    assert (
+        export_codex(settings_with(codex_home=str(codex_home), codex_import=True), memory_root)
+        is False
+    )
     assert list((codex_home / "memories").iterdir()) == []
 
 

@@ -74,7 +74,9 @@ def message_json(mid: str, role: str = "user", text: str = "hi", **info: Any) ->
 
 
 def not_found(sid: str) -> httpx.Response:
-    return httpx.Response(404, json={"name": "NotFoundError", "data": {"message": f"Session not found: {sid}"}})
+    return httpx.Response(
+        404, json={"name": "NotFoundError", "data": {"message": f"Session not found: {sid}"}}
+    )
 
 
 class FakeHost:
@@ -91,7 +93,9 @@ class FakeHost:
         self.requests.append(request)
         handler = self.routes.get((request.method, request.url.path))
         if handler is None:
-            return httpx.Response(404, json={"name": "NotFoundError", "data": {"message": "no route"}})
+            return httpx.Response(
+                404, json={"name": "NotFoundError", "data": {"message": "no route"}}
+            )
         result = handler(request)
         if hasattr(result, "__await__"):
             result = await result
@@ -126,7 +130,9 @@ async def test_health_401_is_auth_error(host: FakeHost) -> None:
     host.on(
         "GET",
         "/global/health",
-        lambda r: httpx.Response(401, text="Unauthorized", headers={"www-authenticate": 'Basic realm="Secure Area"'}),
+        lambda r: httpx.Response(
+            401, text="Unauthorized", headers={"www-authenticate": 'Basic realm="Secure Area"'}
+        ),
     )
     async with host.client() as client:
         with pytest.raises(HostAuthError) as exc_info:
@@ -180,7 +186,9 @@ async def test_basic_auth_header_when_password_set(host: FakeHost) -> None:
     async with host.client() as client:
         await client.health()
     first, second, third = host.requests
-    assert first.headers["authorization"] == "Basic " + base64.b64encode(b"opencode:s3cret").decode()
+    assert (
+        first.headers["authorization"] == "Basic " + base64.b64encode(b"opencode:s3cret").decode()
+    )
     assert second.headers["authorization"] == "Basic " + base64.b64encode(b"me:pw").decode()
     assert "authorization" not in third.headers
 
@@ -229,7 +237,9 @@ async def test_list_sessions_archived_and_start_params(host: FakeHost) -> None:
 @pytest.mark.anyio
 async def test_list_sessions_stops_on_a_cursor_that_does_not_move(host: FakeHost) -> None:
     def stuck(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json=[session_json("ses_1", 1000)], headers={"x-next-cursor": "1000"})
+        return httpx.Response(
+            200, json=[session_json("ses_1", 1000)], headers={"x-next-cursor": "1000"}
+        )
 
     host.on("GET", "/experimental/session", stuck)
     async with host.client() as client:
@@ -272,8 +282,11 @@ async def test_session_missing_a_relied_on_field_is_protocol_error(host: FakeHos
 async def test_one_odd_session_in_a_listing_is_skipped_not_fatal(host: FakeHost) -> None:
     broken = session_json("ses_bad", 2000)
     del broken["directory"]
-    host.on("GET", "/experimental/session", lambda r: [session_json("ses_ok1", 3000), broken, "junk",
-                                                       session_json("ses_ok2", 1000)])
+    host.on(
+        "GET",
+        "/experimental/session",
+        lambda r: [session_json("ses_ok1", 3000), broken, "junk", session_json("ses_ok2", 1000)],
+    )
     async with host.client() as client:
         sessions = await client.list_sessions()
     assert [s.id for s in sessions] == ["ses_ok1", "ses_ok2"]
@@ -283,7 +296,10 @@ async def test_one_odd_session_in_a_listing_is_skipped_not_fatal(host: FakeHost)
 async def test_500_unknown_error_is_http_error_with_name(host: FakeHost) -> None:
     body = {
         "name": "UnknownError",
-        "data": {"message": "Unexpected server error. Check server logs for details.", "ref": "err_1"},
+        "data": {
+            "message": "Unexpected server error. Check server logs for details.",
+            "ref": "err_1",
+        },
     }
     host.on("GET", "/experimental/session", lambda r: httpx.Response(500, json=body))
     async with host.client() as client:
@@ -309,7 +325,11 @@ async def test_get_session_404_is_not_found(host: FakeHost) -> None:
 @pytest.mark.anyio
 async def test_get_session_parses_optional_fields(host: FakeHost) -> None:
     payload = session_json(
-        "ses_1", 1000, parentID="ses_0", metadata={"memoryd": {"kind": "extract"}}, extra_thing=[1, 2]
+        "ses_1",
+        1000,
+        parentID="ses_0",
+        metadata={"memoryd": {"kind": "extract"}},
+        extra_thing=[1, 2],
     )
     payload["time"]["archived"] = 999
     payload.pop("project")
@@ -324,11 +344,16 @@ async def test_get_session_parses_optional_fields(host: FakeHost) -> None:
 
 @pytest.mark.anyio
 async def test_create_session_sends_directory_and_body(host: FakeHost) -> None:
-    host.on("POST", "/session", lambda r: session_json("ses_new", 5000, title="memoryd-extract-ses_1"))
+    host.on(
+        "POST", "/session", lambda r: session_json("ses_new", 5000, title="memoryd-extract-ses_1")
+    )
     perm = [{"permission": "*", "pattern": "*", "action": "deny"}]
     async with host.client() as client:
         s = await client.create_session(
-            directory="/tmp/mem root", title="memoryd-extract-ses_1", metadata={"memoryd": True}, permission=perm
+            directory="/tmp/mem root",
+            title="memoryd-extract-ses_1",
+            metadata={"memoryd": True},
+            permission=perm,
         )
     assert s.id == "ses_new"
     (req,) = host.requests
@@ -380,7 +405,13 @@ async def test_messages_parse_tool_parts_and_tokens(host: FakeHost) -> None:
             "providerID": "mock",
             "finish": "tool-calls",
             "cost": 0,
-            "tokens": {"total": 230, "input": 200, "output": 20, "reasoning": 5, "cache": {"read": 3, "write": 2}},
+            "tokens": {
+                "total": 230,
+                "input": 200,
+                "output": 20,
+                "reasoning": 5,
+                "cache": {"read": 3, "write": 2},
+            },
             "time": {"created": 10, "completed": 20},
         },
         "parts": [
@@ -507,7 +538,9 @@ async def test_prompt_returns_structured_output(host: FakeHost) -> None:
     ]
     host.on("POST", "/session/ses_h/message", lambda r: reply)
     async with host.client() as client:
-        result = await client.prompt("ses_h", directory="/mem", text="t", agent="a", json_schema={"type": "object"})
+        result = await client.prompt(
+            "ses_h", directory="/mem", text="t", agent="a", json_schema={"type": "object"}
+        )
     assert result.structured == structured
     assert result.text == ""
 
@@ -545,7 +578,9 @@ async def test_prompt_structured_output_error(host: FakeHost) -> None:
     host.on("POST", "/session/ses_h/message", lambda r: assistant_reply(error=error))
     async with host.client() as client:
         with pytest.raises(ModelCallError) as exc_info:
-            await client.prompt("ses_h", directory="/mem", text="t", agent="a", json_schema={"type": "object"})
+            await client.prompt(
+                "ses_h", directory="/mem", text="t", agent="a", json_schema={"type": "object"}
+            )
     err = exc_info.value
     assert err.name == "StructuredOutputError"
     assert err.status is None and err.retryable is None
@@ -574,7 +609,9 @@ async def test_prompt_deadline_aborts_even_when_abort_fails(host: FakeHost) -> N
         return httpx.Response(200, json={})
 
     host.on("POST", "/session/ses_h/message", never)
-    host.on("POST", "/session/ses_h/abort", lambda r: httpx.Response(500, json={"name": "UnknownError"}))
+    host.on(
+        "POST", "/session/ses_h/abort", lambda r: httpx.Response(500, json={"name": "UnknownError"})
+    )
     async with host.client() as client:
         with anyio.fail_after(5):
             with pytest.raises(HostTimeout):
@@ -602,7 +639,9 @@ async def test_prompt_http_500_is_http_error_without_abort(host: FakeHost) -> No
     host.on(
         "POST",
         "/session/ses_h/message",
-        lambda r: httpx.Response(500, json={"name": "UnknownError", "data": {"message": "unknown agent"}}),
+        lambda r: httpx.Response(
+            500, json={"name": "UnknownError", "data": {"message": "unknown agent"}}
+        ),
     )
     async with host.client() as client:
         with pytest.raises(HostHTTPError) as exc_info:
@@ -662,7 +701,11 @@ async def test_delete_session_404_on_delete_counts_as_gone(host: FakeHost) -> No
 
 @pytest.mark.anyio
 async def test_agents_status_dispose_and_mcp(host: FakeHost) -> None:
-    host.on("GET", "/agent", lambda r: [{"name": "build", "mode": "primary"}, {"name": "memorize", "hidden": True}])
+    host.on(
+        "GET",
+        "/agent",
+        lambda r: [{"name": "build", "mode": "primary"}, {"name": "memorize", "hidden": True}],
+    )
     host.on("GET", "/session/status", lambda r: {"ses_1": {"type": "busy"}})
     host.on("POST", "/instance/dispose", lambda r: True)
     host.on("GET", "/mcp", lambda r: {"memoryd": {"status": "connected"}})
@@ -701,7 +744,9 @@ def _session(title: str, metadata: dict[str, Any] | None = None) -> Session:
 
 def test_is_helper_session() -> None:
     assert is_helper_session(_session("memoryd-extract-ses_1"))
-    assert is_helper_session(_session("fix the bug", {HELPER_METADATA_KEY: {"kind": "consolidate"}}))
+    assert is_helper_session(
+        _session("fix the bug", {HELPER_METADATA_KEY: {"kind": "consolidate"}})
+    )
     assert not is_helper_session(_session("fix the bug"))
     assert not is_helper_session(_session("fix the bug", {"other": 1}))
     assert not is_helper_session(_session("about memoryd-things"))

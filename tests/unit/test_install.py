@@ -20,7 +20,9 @@ def front_matter(text: str) -> list[str]:
     return lines[1 : lines.index("---", 1)]
 
 
-def test_install_is_idempotent_and_uninstall_removes_exactly_it(paths: Paths, tmp_path: Path) -> None:
+def test_install_is_idempotent_and_uninstall_removes_exactly_it(
+    paths: Paths, tmp_path: Path
+) -> None:
     cfg = tmp_path / "opencode"
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "mine.md").write_text("user agent")
@@ -31,7 +33,11 @@ def test_install_is_idempotent_and_uninstall_removes_exactly_it(paths: Paths, tm
     assert fm[0].startswith("# Installed by memoryd")
     assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
     consolidate = front_matter((cfg / "agent" / "memoryd-consolidate.md").read_text())
-    assert '  "*": deny' in consolidate and "  write: allow" in consolidate and "  bash: deny" in consolidate
+    assert (
+        '  "*": deny' in consolidate
+        and "  write: allow" in consolidate
+        and "  bash: deny" in consolidate
+    )
     assert file_actions(Installer(paths, cfg).install()) == ["unchanged", "unchanged", "unchanged"]
     # the installer remembers the config dir it used
     assert file_actions(Installer(paths).uninstall()) == ["remove", "remove", "remove"]
@@ -44,11 +50,19 @@ def test_user_edits_are_kept_unless_forced(paths: Paths, tmp_path: Path) -> None
     Installer(paths, cfg).install()
     target = cfg / "agent" / "memoryd-extract.md"
     target.write_text(target.read_text() + "\nmy extra line\n")
-    assert file_actions(Installer(paths, cfg).install()) == ["keep-modified", "unchanged", "unchanged"]
+    assert file_actions(Installer(paths, cfg).install()) == [
+        "keep-modified",
+        "unchanged",
+        "unchanged",
+    ]
     assert "my extra line" in target.read_text()
     assert file_actions(Installer(paths, cfg).uninstall()) == ["keep-modified", "remove", "remove"]
     assert target.exists()
-    assert file_actions(Installer(paths, cfg).install(force=True)) == ["replace", "create", "create"]
+    assert file_actions(Installer(paths, cfg).install(force=True)) == [
+        "replace",
+        "create",
+        "create",
+    ]
     assert "my extra line" not in target.read_text()
 
 
@@ -88,14 +102,19 @@ def test_shim_points_at_memoryd_state(paths: Paths, tmp_path: Path) -> None:
     Installer(paths, cfg).install()
     shim = (cfg / "plugin" / "memoryd.js").read_text()
     assert json.dumps(str(paths.readpath_block)) in shim
-    assert json.dumps(str(paths.citation_spool)) in shim and json.dumps(str(paths.server_state)) in shim
+    assert (
+        json.dumps(str(paths.citation_spool)) in shim
+        and json.dumps(str(paths.server_state)) in shim
+    )
     assert "{{" not in shim
 
 
 def test_mcp_server_registered_and_removed(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     cfg.mkdir()
-    (cfg / "opencode.json").write_text(json.dumps({"model": "x/y", "mcp": {"other": {"type": "local", "command": ["o"]}}}))
+    (cfg / "opencode.json").write_text(
+        json.dumps({"model": "x/y", "mcp": {"other": {"type": "local", "command": ["o"]}}})
+    )
     steps = Installer(paths, cfg).install()
     assert steps[-1].action == "add"
     data = json.loads((cfg / "opencode.json").read_text())
@@ -136,12 +155,16 @@ def test_print_snippets() -> None:
     from memoryd.host.mcp_config import snippet
 
     assert "claude mcp add" in snippet("claude-code") and '"mcpServers"' in snippet("claude-code")
-    assert "[mcp_servers.memoryd]" in snippet("codex") and 'args = ["-m", "memoryd", "mcp"]' in snippet("codex")
+    assert "[mcp_servers.memoryd]" in snippet(
+        "codex"
+    ) and 'args = ["-m", "memoryd", "mcp"]' in snippet("codex")
 
 
 def test_default_config_dir() -> None:
     from memoryd.host.install import default_config_dir
 
-    assert default_config_dir({"OPENCODE_CONFIG_DIR": "/x/oc", "XDG_CONFIG_HOME": "/y"}) == Path("/x/oc")
+    assert default_config_dir({"OPENCODE_CONFIG_DIR": "/x/oc", "XDG_CONFIG_HOME": "/y"}) == Path(
+        "/x/oc"
+    )
     assert default_config_dir({"XDG_CONFIG_HOME": "/y"}) == Path("/y/opencode")
     assert default_config_dir({"HOME": "/h"}) == Path("/h/.config/opencode")

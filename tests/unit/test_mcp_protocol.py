@@ -15,18 +15,35 @@ from memoryd.paths import Paths
 from memoryd.store import Store
 
 pytestmark = pytest.mark.anyio
-EXPECTED = {"memory_read", "memory_list", "memory_search", "memory_add_note", "memory_forget",
-            "memory_inspect", "memory_mode", "memory_reset"}
+EXPECTED = {
+    "memory_read",
+    "memory_list",
+    "memory_search",
+    "memory_add_note",
+    "memory_forget",
+    "memory_inspect",
+    "memory_mode",
+    "memory_reset",
+}
 
 
 def seed(home: Path) -> str:
     paths = Paths.from_env({"MEMORYD_HOME": str(home)})
     paths.ensure_dir(paths.memories)
-    (paths.memories / "MEMORY.md").write_text("# Memory\n- The team deploys with `make ship` on Fridays.\n")
+    (paths.memories / "MEMORY.md").write_text(
+        "# Memory\n- The team deploys with `make ship` on Fridays.\n"
+    )
     store = Store(paths.db, clock=ManualClock())
     c = store.claim_stage1("ses_mcpseed0001", 1, max_running=2, worker_id="t")
-    store.mark_stage1_succeeded("ses_mcpseed0001", c.token, raw_memory="deploys with make ship",
-                                rollout_summary="shipping", rollout_slug=None, cwd="/p", title="ship")
+    store.mark_stage1_succeeded(
+        "ses_mcpseed0001",
+        c.token,
+        raw_memory="deploys with make ship",
+        rollout_summary="shipping",
+        rollout_slug=None,
+        cwd="/p",
+        title="ship",
+    )
     store.close()
     return "ses_mcpseed0001"
 
@@ -52,8 +69,12 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         assert "MEMORY.md" in await call("memory_list")
         assert "make ship" in await call("memory_search", queries=["make ship"])
         assert "make ship" in await call("memory_search", queries=["ship"], ranked=True)
-        assert "saved note" in await call("memory_add_note", note="Prefer small PRs.", title="pr size")
-        assert "refused" in await call("memory_add_note", note="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+        assert "saved note" in await call(
+            "memory_add_note", note="Prefer small PRs.", title="pr size"
+        )
+        assert "refused" in await call(
+            "memory_add_note", note="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+        )
         assert "phase 2" in await call("memory_inspect")
         assert "disabled" in await call("memory_mode", mode="disabled", session_id="ses_other00001")
         assert sid in await call("memory_forget", session_id=sid)

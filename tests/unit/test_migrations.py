@@ -10,7 +10,15 @@ from memoryd.errors import PathError, SchemaTooNew, StoreCorrupt
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS, TABLE, applied, migrate
 
-EXPECTED_TABLES = {"stage1_outputs", "jobs", "session_meta", "model_calls", "kv", "citation_seen", TABLE}
+EXPECTED_TABLES = {
+    "stage1_outputs",
+    "jobs",
+    "session_meta",
+    "model_calls",
+    "kv",
+    "citation_seen",
+    TABLE,
+}
 
 
 def tables(conn: sqlite3.Connection) -> set[str]:

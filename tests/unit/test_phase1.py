@@ -25,40 +25,65 @@ def host(clock: ManualClock) -> FakeOpencode:
     h = FakeOpencode()
     now = clock.now_ms()
     for i in range(3):
-        h.add_session(f"ses_old{i}aaaaaa", updated=now - 7 * HOUR - i * MINUTE, title=f"session {i}")
+        h.add_session(
+            f"ses_old{i}aaaaaa", updated=now - 7 * HOUR - i * MINUTE, title=f"session {i}"
+        )
     return h
 
 
 def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides) -> Phase1:
     settings = Settings(**overrides)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    return Phase1(store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="test")
+    return Phase1(
+        store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="test"
+    )
 
 
 async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, clock) -> None:
     now = clock.now_ms()
     host.add_session("ses_child0000", updated=now - 8 * HOUR, parent="ses_old0aaaaaa")
-    host.add_session("ses_helperold", updated=now - 8 * HOUR, title="memoryd-extract-ses_x", metadata={"memoryd": "extract"})
+    host.add_session(
+        "ses_helperold",
+        updated=now - 8 * HOUR,
+        title="memoryd-extract-ses_x",
+        metadata={"memoryd": "extract"},
+    )
     host.add_session("ses_recent000", updated=now - 1 * HOUR)
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.succeeded == 3 and report.failed == 0
     assert report.skipped["not_idle"] == 1
     assert {o.session_id for o in store.outputs()} == {f"ses_old{i}aaaaaa" for i in range(3)}
-    assert host.helper_sessions == []  # ours were deleted, the stale leftover too; neither was a candidate
+    assert (
+        host.helper_sessions == []
+    )  # ours were deleted, the stale leftover too; neither was a candidate
     assert report.stale_helpers == 1
     body = host.prompts[0]
     assert body["agent"] == EXTRACT_AGENT
     assert body["format"]["type"] == "json_schema"
-    assert set(body["format"]["schema"]["required"]) == {"raw_memory", "rollout_summary", "rollout_slug"}
+    assert set(body["format"]["schema"]["required"]) == {
+        "raw_memory",
+        "rollout_summary",
+        "rollout_slug",
+    }
     assert "BEGIN SESSION TRANSCRIPT" in body["parts"][0]["text"] and body["system"]
-    assert body["tools"] == {"list_mcp_resources": False, "list_mcp_resource_templates": False, "read_mcp_resource": False}
+    assert body["tools"] == {
+        "list_mcp_resources": False,
+        "list_mcp_resource_templates": False,
+        "read_mcp_resource": False,
+    }
     out = store.output("ses_old0aaaaaa")
-    assert out.rollout_slug == "fixed_the_build" and out.cwd == "/srv/proj" and out.title == "session 0"
+    assert (
+        out.rollout_slug == "fixed_the_build"
+        and out.cwd == "/srv/proj"
+        and out.title == "session 0"
+    )
     totals = store.token_totals()["phase1"]
     assert totals["calls"] == 3 and totals["input"] == 3 * 1200 and totals["output"] == 3 * 150
 
 
-async def test_claims_per_pass_are_capped_and_second_pass_is_free(store, host, paths, clock) -> None:
+async def test_claims_per_pass_are_capped_and_second_pass_is_free(
+    store, host, paths, clock
+) -> None:
     p1 = make(store, host, paths, clock)  # default cap 2
     first = await p1.run_pass()
     assert first.claimed == 2 and first.succeeded == 2
@@ -75,7 +100,9 @@ async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, c
     host.prompts.clear()
     clock.advance(10 * MINUTE)
     host.touch("ses_old1aaaaaa", clock.now_ms() - 1)
-    report = await make(store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0).run_pass()
+    report = await make(
+        store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0
+    ).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
     assert store.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
 
@@ -93,13 +120,21 @@ async def test_idle_and_age_windows(store, paths, clock) -> None:
     assert report0.succeeded == 1 and store.output("ses_fresh0000") is not None
 
 
-async def test_schema_breaking_answer_fails_with_backoff_not_crash(store, host, paths, clock) -> None:
-    host.reply = lambda body: {"structured": {"raw_memory": ["not", "a", "string"], "rollout_summary": "x"}}
+async def test_schema_breaking_answer_fails_with_backoff_not_crash(
+    store, host, paths, clock
+) -> None:
+    host.reply = lambda body: {
+        "structured": {"raw_memory": ["not", "a", "string"], "rollout_summary": "x"}
+    }
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.failed == 3 and report.succeeded == 0
     assert "breaks the schema" in report.errors[0]
     job = store.stage1_job("ses_old0aaaaaa")
-    assert job["status"] == "pending" and job["retry_remaining"] == 2 and job["retry_at"] == clock.now_ms() + HOUR
+    assert (
+        job["status"] == "pending"
+        and job["retry_remaining"] == 2
+        and job["retry_at"] == clock.now_ms() + HOUR
+    )
     assert host.helper_sessions == []  # helpers removed even on failure
     assert store.token_totals()["phase1"]["calls"] == 3  # the tokens were spent and are recorded
     host.prompts.clear()
@@ -114,15 +149,49 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(store, host, 
 @pytest.mark.parametrize(
     ("reply", "fragment"),
     [
-        (lambda b: {"text": "I think the session was about builds."}, "did not return structured output"),
-        (lambda b: {"structured": {"raw_memory": "a", "rollout_summary": "b", "rollout_slug": None, "extra": 1}}, "extra"),
-        (lambda b: {"structured": {"raw_memory": f"x {SKELETON_MARKERS[0]} y", "rollout_summary": "b"}}, "echoes the template"),
-        (lambda b: {"error": {"name": "APIError", "data": {"message": "prompt is too long", "statusCode": 400}}}, "too long"),
-        (lambda b: {"http_status": 500, "json": {"name": "UnknownError", "data": {"message": "Unexpected server error"}}}, "HTTP 500"),
+        (
+            lambda b: {"text": "I think the session was about builds."},
+            "did not return structured output",
+        ),
+        (
+            lambda b: {
+                "structured": {
+                    "raw_memory": "a",
+                    "rollout_summary": "b",
+                    "rollout_slug": None,
+                    "extra": 1,
+                }
+            },
+            "extra",
+        ),
+        (
+            lambda b: {
+                "structured": {"raw_memory": f"x {SKELETON_MARKERS[0]} y", "rollout_summary": "b"}
+            },
+            "echoes the template",
+        ),
+        (
+            lambda b: {
+                "error": {
+                    "name": "APIError",
+                    "data": {"message": "prompt is too long", "statusCode": 400},
+                }
+            },
+            "too long",
+        ),
+        (
+            lambda b: {
+                "http_status": 500,
+                "json": {"name": "UnknownError", "data": {"message": "Unexpected server error"}},
+            },
+            "HTTP 500",
+        ),
         (lambda b: {"http_status": 200, "content": b"<html>not json"}, "unexpected answer"),
     ],
 )
-async def test_bad_model_or_host_answers_fail_the_job(store, host, paths, clock, reply, fragment) -> None:
+async def test_bad_model_or_host_answers_fail_the_job(
+    store, host, paths, clock, reply, fragment
+) -> None:
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 2 and report.succeeded == 0
@@ -132,16 +201,22 @@ async def test_bad_model_or_host_answers_fail_the_job(store, host, paths, clock,
 
 
 async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None:
-    host.reply = lambda b: {"text": '```json\n{"raw_memory": "r", "rollout_summary": "s", "rollout_slug": null}\n```'}
+    host.reply = lambda b: {
+        "text": '```json\n{"raw_memory": "r", "rollout_summary": "s", "rollout_slug": null}\n```'
+    }
     report = await make(store, host, paths, clock).run_pass()
     assert report.succeeded == 2
 
 
-async def test_empty_answer_means_no_output_and_removes_stale_row(store, host, paths, clock) -> None:
+async def test_empty_answer_means_no_output_and_removes_stale_row(
+    store, host, paths, clock
+) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
     assert store.output("ses_old0aaaaaa") is not None
-    host.reply = lambda b: {"structured": {"raw_memory": "", "rollout_summary": "", "rollout_slug": None}}
+    host.reply = lambda b: {
+        "structured": {"raw_memory": "", "rollout_summary": "", "rollout_slug": None}
+    }
     clock.advance(MINUTE)
     host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR + 2 * MINUTE)
     report = await p1.run_pass()
@@ -163,10 +238,23 @@ async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> 
     now = clock.now_ms()
     s = host.add_session("ses_web00000", updated=now - 7 * HOUR, turns=[("user", "look this up")])
     host.messages["ses_web00000"].append(
-        host.message("ses_web00000", "assistant", [
-            {"type": "tool", "callID": "c1", "tool": "webfetch",
-             "state": {"status": "completed", "input": {"url": "https://example.com"}, "output": "page"}},
-        ], created=s["time"]["updated"])
+        host.message(
+            "ses_web00000",
+            "assistant",
+            [
+                {
+                    "type": "tool",
+                    "callID": "c1",
+                    "tool": "webfetch",
+                    "state": {
+                        "status": "completed",
+                        "input": {"url": "https://example.com"},
+                        "output": "page",
+                    },
+                },
+            ],
+            created=s["time"]["updated"],
+        )
     )
     report = await make(store, host, paths, clock, disable_on_external_context=True).run_pass()
     assert report.polluted == 1 and host.prompts == []
@@ -185,11 +273,17 @@ async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> 
 async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> None:
     host = FakeOpencode()
     host.add_session(
-        "ses_secret000", updated=clock.now_ms() - 7 * HOUR,
+        "ses_secret000",
+        updated=clock.now_ms() - 7 * HOUR,
         turns=[("user", f"my key is {SECRET} please set OPENAI_API_KEY"), ("assistant", "done")],
     )
-    host.reply = lambda b: {"structured": {
-        "raw_memory": f"user key {SECRET}", "rollout_summary": f"set key {SECRET}", "rollout_slug": "key"}}
+    host.reply = lambda b: {
+        "structured": {
+            "raw_memory": f"user key {SECRET}",
+            "rollout_summary": f"set key {SECRET}",
+            "rollout_slug": "key",
+        }
+    }
     report = await make(store, host, paths, clock).run_pass()
     assert report.succeeded == 1
     assert SECRET not in str(host.prompts)
@@ -214,7 +308,9 @@ async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None
     assert store.stage1_counts()["running"] == 0
 
 
-async def test_cancellation_releases_claims_without_burning_retries(store, host, paths, clock) -> None:
+async def test_cancellation_releases_claims_without_burning_retries(
+    store, host, paths, clock
+) -> None:
     host.prompt_delay = 30
     task = asyncio.ensure_future(make(store, host, paths, clock).run_pass())
     for _ in range(200):
@@ -241,8 +337,12 @@ def test_slug_normalization() -> None:
     assert normalize_slug("!!!") is None and normalize_slug(None) is None
 
 
-async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(store, host, paths, clock) -> None:
-    host.reply = lambda b: {"error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}}
+async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
+    store, host, paths, clock
+) -> None:
+    host.reply = lambda b: {
+        "error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}
+    }
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
     job = store.stage1_job("ses_old0aaaaaa")
@@ -256,7 +356,9 @@ async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(sto
 
 
 async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) -> None:
-    report = await make(store, host, paths, clock, daily_token_budget=1000, max_rollouts_per_startup=1).run_pass()
+    report = await make(
+        store, host, paths, clock, daily_token_budget=1000, max_rollouts_per_startup=1
+    ).run_pass()
     assert report.succeeded == 1  # 1,350 tokens: now over the budget
     host.prompts.clear()
     again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
@@ -279,19 +381,36 @@ async def test_host_going_away_releases_without_burning_retries(store, host, pat
 
 async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, paths, clock) -> None:
     now = clock.now_ms()
-    host.add_session("ses_stalehelp1", updated=now - 2 * HOUR, title="memoryd-extract-ses_abc123",
-                     metadata={"memoryd": "extract"}, turns=[])
-    host.add_session("ses_freshhelp", updated=now - 10 * MINUTE, title="memoryd-consolidate",
-                     metadata={"memoryd": "consolidate"}, turns=[])
-    host.add_session("ses_userfork0", updated=now - 2 * HOUR, title="Fork of my work",
-                     metadata={"memoryd": "extract"}, turns=[])
+    host.add_session(
+        "ses_stalehelp1",
+        updated=now - 2 * HOUR,
+        title="memoryd-extract-ses_abc123",
+        metadata={"memoryd": "extract"},
+        turns=[],
+    )
+    host.add_session(
+        "ses_freshhelp",
+        updated=now - 10 * MINUTE,
+        title="memoryd-consolidate",
+        metadata={"memoryd": "consolidate"},
+        turns=[],
+    )
+    host.add_session(
+        "ses_userfork0",
+        updated=now - 2 * HOUR,
+        title="Fork of my work",
+        metadata={"memoryd": "extract"},
+        turns=[],
+    )
     report = await make(store, host, paths, clock).run_pass()
     assert report.stale_helpers == 1
     assert "ses_stalehelp1" in host.deleted
     assert "ses_freshhelp" in host.sessions and "ses_userfork0" in host.sessions
 
 
-async def test_archived_sessions_are_neither_extracted_nor_forgotten(store, host, paths, clock) -> None:
+async def test_archived_sessions_are_neither_extracted_nor_forgotten(
+    store, host, paths, clock
+) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     host.sessions["ses_old1aaaaaa"]["time"]["archived"] = clock.now_ms()
     host.touch("ses_old1aaaaaa", clock.now_ms() - 7 * HOUR + 1)
@@ -302,12 +421,16 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(store, host
     assert not [c for c in host.calls if c.startswith("GET /session/ses_")]  # no per-session probes
 
 
-async def test_cancel_releases_claims_still_waiting_for_a_slot(store, host, paths, clock, monkeypatch) -> None:
+async def test_cancel_releases_claims_still_waiting_for_a_slot(
+    store, host, paths, clock, monkeypatch
+) -> None:
     import memoryd.phase1 as phase1
 
     monkeypatch.setattr(phase1, "EXTRACTION_CONCURRENCY", 1)
     host.prompt_delay = 30
-    task = asyncio.ensure_future(make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass())
+    task = asyncio.ensure_future(
+        make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
+    )
     for _ in range(200):
         await asyncio.sleep(0.01)
         if host.prompts:
@@ -324,7 +447,10 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     clock.advance(MINUTE)
     host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR)
-    host.reply = lambda b: {"http_status": 404, "json": {"name": "NotFoundError", "data": {"message": "Session not found"}}}
+    host.reply = lambda b: {
+        "http_status": 404,
+        "json": {"name": "NotFoundError", "data": {"message": "Session not found"}},
+    }
     report = await make(store, host, paths, clock).run_pass()
     assert report.forgotten == 0 and report.failed == 1
     assert store.output("ses_old0aaaaaa") is not None

@@ -9,7 +9,13 @@ from memoryd.store import Store
 def add_output(store: Store, sid: str, wm: int) -> None:
     c = store.claim_stage1(sid, wm, max_running=100, worker_id="w")
     assert store.mark_stage1_succeeded(
-        sid, c.token, raw_memory=f"mem {sid}", rollout_summary=f"sum {sid}", rollout_slug=None, cwd="/p", title="t"
+        sid,
+        c.token,
+        raw_memory=f"mem {sid}",
+        rollout_summary=f"sum {sid}",
+        rollout_slug=None,
+        cwd="/p",
+        title="t",
     )
 
 
@@ -172,8 +178,12 @@ def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None
     store.enqueue_phase2(5)
     c = store.claim_phase2(worker_id="a")
     store.enqueue_phase2(9)  # a session finished extracting while the consolidator worked
-    store.mark_phase2_succeeded(c.token, [], consolidated=False, watermark=5, claimed_input=c.watermark)
+    store.mark_phase2_succeeded(
+        c.token, [], consolidated=False, watermark=5, claimed_input=c.watermark
+    )
     assert store.phase2_job()["status"] == "pending"
     c2 = store.claim_phase2(worker_id="a")
-    store.mark_phase2_succeeded(c2.token, [], consolidated=False, watermark=9, claimed_input=c2.watermark)
+    store.mark_phase2_succeeded(
+        c2.token, [], consolidated=False, watermark=9, claimed_input=c2.watermark
+    )
     assert store.phase2_job()["status"] == "done"

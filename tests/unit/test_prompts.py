@@ -63,7 +63,9 @@ CONSOLIDATION_PROMPT_TOKEN_BUDGET = (2_500, 5_000)
 
 
 def _all_templates() -> list[str]:
-    return sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.md") if p.is_file())
+    return sorted(
+        p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.md") if p.is_file()
+    )
 
 
 def _tokens(text: str) -> int:
@@ -126,7 +128,9 @@ def test_render_fills_everything_literally(name):
 
 
 def test_values_are_not_re_expanded():
-    values = dict(SAMPLES["stage_one_input.md"], transcript="quoted: {{ transcript }} and {{session_id}}")
+    values = dict(
+        SAMPLES["stage_one_input.md"], transcript="quoted: {{ transcript }} and {{session_id}}"
+    )
     out = prompts.render("stage_one_input.md", **values)
     assert "quoted: {{ transcript }} and {{session_id}}" in out
     assert out.count("{{") == 2
@@ -139,7 +143,9 @@ def test_dollar_and_backslash_survive():
 
 
 def test_input_template_fences_transcript():
-    out = prompts.render("stage_one_input.md", **dict(SAMPLES["stage_one_input.md"], transcript="XYZZY"))
+    out = prompts.render(
+        "stage_one_input.md", **dict(SAMPLES["stage_one_input.md"], transcript="XYZZY")
+    )
     begin = out.index("===== BEGIN SESSION TRANSCRIPT ses_01HZXSAMPLE =====")
     end = out.index("===== END SESSION TRANSCRIPT ses_01HZXSAMPLE =====")
     assert begin < out.index("XYZZY") < end
@@ -226,7 +232,13 @@ def test_system_prompt_size_budget():
 
 def test_system_prompt_covers_the_contract():
     text = prompts.render("stage_one_system.md")
-    for needle in ("raw_memory", "rollout_summary", "rollout_slug", "[REDACTED_SECRET]", "60 characters"):
+    for needle in (
+        "raw_memory",
+        "rollout_summary",
+        "rollout_slug",
+        "[REDACTED_SECRET]",
+        "60 characters",
+    ):
         assert needle in text
     for outcome in ("success", "partial", "failed", "unknown"):
         assert f"`{outcome}`" in text
@@ -317,7 +329,11 @@ def test_consolidation_extensions_block_placement():
     text = _consolidation()
     assert text.count(block) == 1
     # Beside the inputs it explains: after the folder description, before the rules.
-    assert text.index("## The memory folder") < text.index(block) < text.index("## Rules that always hold")
+    assert (
+        text.index("## The memory folder")
+        < text.index(block)
+        < text.index("## Rules that always hold")
+    )
 
 
 def test_consolidation_reads_well_without_extensions():
@@ -331,7 +347,9 @@ def test_consolidation_reads_well_without_extensions():
     assert "\n\n\n\n\n" not in text
     # Markdown-wise, leaving the block out only removes the block.
     block = SAMPLES["consolidation.md"]["extensions_block"]
-    assert re.sub(r"\n{3,}", "\n\n", with_block.replace(block, "")) == re.sub(r"\n{3,}", "\n\n", text)
+    assert re.sub(r"\n{3,}", "\n\n", with_block.replace(block, "")) == re.sub(
+        r"\n{3,}", "\n\n", text
+    )
 
 
 def test_consolidation_prompt_size_budget():

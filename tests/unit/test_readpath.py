@@ -60,14 +60,18 @@ def settings() -> Settings:
 # --- budget ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [1_000, 100_000, 1_000_000, 5_000_000], ids=["1KB", "100KB", "1MB", "5MB"])
+@pytest.mark.parametrize(
+    "size", [1_000, 100_000, 1_000_000, 5_000_000], ids=["1KB", "100KB", "1MB", "5MB"]
+)
 def test_budget_respected_head_and_tail_survive(paths, size):
     text = _generated(size)
     _write_summary(paths, text)
     block = readpath.render_block(paths)
     assert block is not None
     assert tokens.count(block) <= readpath.BLOCK_TOKEN_BUDGET
-    summary = block.split(readpath.SUMMARY_BEGIN + "\n", 1)[1].rsplit("\n" + readpath.SUMMARY_END, 1)[0]
+    summary = block.split(readpath.SUMMARY_BEGIN + "\n", 1)[1].rsplit(
+        "\n" + readpath.SUMMARY_END, 1
+    )[0]
     assert summary.startswith(HEAD)
     assert summary.endswith(TAIL)
     marker = MARKER_RE.search(summary)
@@ -91,7 +95,9 @@ def test_budget_holds_for_awkward_text(paths):
 
 
 def test_instruction_overhead_is_compact(paths):
-    empty = readpath.prompts.render(readpath.TEMPLATE, base_path=str(paths.memories), memory_summary="")
+    empty = readpath.prompts.render(
+        readpath.TEMPLATE, base_path=str(paths.memories), memory_summary=""
+    )
     overhead = tokens.count(empty)
     assert overhead < 720  # paid on every model request of every session
     assert readpath.summary_token_budget(paths) == readpath.BLOCK_TOKEN_BUDGET - overhead
@@ -121,7 +127,10 @@ def test_version_line_dropped_with_crlf(paths):
 
 def test_summary_without_version_line_is_kept(paths):
     _write_summary(paths, "v2\n## Preferences\n")
-    assert f"{readpath.SUMMARY_BEGIN}\nv2\n## Preferences\n{readpath.SUMMARY_END}" in readpath.render_block(paths)
+    assert (
+        f"{readpath.SUMMARY_BEGIN}\nv2\n## Preferences\n{readpath.SUMMARY_END}"
+        in readpath.render_block(paths)
+    )
     _write_summary(paths, "  v1\n## Preferences\n")  # not exactly "v1": shown as written (trimmed)
     assert f"{readpath.SUMMARY_BEGIN}\nv1\n## Preferences\n" in readpath.render_block(paths)
 
@@ -356,7 +365,9 @@ def test_stamp_tracks_the_template(paths, settings, monkeypatch, tmp_path, fresh
     other = tmp_path / "templates"
     other.mkdir()
     (other / readpath.TEMPLATE).write_text(
-        (templates_dir() / readpath.TEMPLATE).read_text(encoding="utf-8").replace("## Memory", "## Recall"),
+        (templates_dir() / readpath.TEMPLATE)
+        .read_text(encoding="utf-8")
+        .replace("## Memory", "## Recall"),
         encoding="utf-8",
     )
     monkeypatch.setattr(readpath, "templates_dir", lambda: other)
@@ -400,19 +411,36 @@ def test_block_carries_base_path_markers_and_citation_format(paths):
 def test_template_example_citation_parses():
     text = (templates_dir() / readpath.TEMPLATE).read_text(encoding="utf-8")
     assert text.count("<memory-citation>") == 1 and text.count("</memory-citation>") == 1
-    example = text[text.index("<memory-citation>") : text.index("</memory-citation>") + len("</memory-citation>")]
+    example = text[
+        text.index("<memory-citation>") : text.index("</memory-citation>")
+        + len("</memory-citation>")
+    ]
     cited = parse_citations(example)
     entry_lines = [
-        ln for ln in example.split("<citation_entries>")[1].split("</citation_entries>")[0].splitlines() if ln.strip()
+        ln
+        for ln in example.split("<citation_entries>")[1]
+        .split("</citation_entries>")[0]
+        .splitlines()
+        if ln.strip()
     ]
-    assert entry_lines and len(cited.entries) == len(entry_lines)  # every example line is well formed
+    assert entry_lines and len(cited.entries) == len(
+        entry_lines
+    )  # every example line is well formed
     for entry in cited.entries:
         assert entry.path and not entry.path.startswith("/")
-        assert entry.line_start is not None and entry.line_end is not None and entry.line_start <= entry.line_end
+        assert (
+            entry.line_start is not None
+            and entry.line_end is not None
+            and entry.line_start <= entry.line_end
+        )
         assert entry.note
     assert cited.session_ids and all(s.startswith("ses_") for s in cited.session_ids)
     # The example paths follow the memory folder's own names.
-    assert {e.path.split("/")[0] for e in cited.entries} <= {"MEMORY.md", "rollout_summaries", "skills"}
+    assert {e.path.split("/")[0] for e in cited.entries} <= {
+        "MEMORY.md",
+        "rollout_summaries",
+        "skills",
+    }
 
 
 def test_summary_markers_are_in_the_template():

@@ -47,8 +47,18 @@ PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY---
 TRUE_POSITIVES = [
     ("bearer", f"Authorization: Bearer {fake('', 32)}", fake("", 32), "Bearer [REDACTED]"),
     ("bearer", f"authorization: bearer {fake('', 20)}==", fake("", 20), "bearer [REDACTED]"),
-    ("bearer", f"Bearer\t{fake('', 24, _ALNUM + '._-')}", fake("", 24, _ALNUM + "._-"), "Bearer\t[REDACTED]"),
-    ("basic-auth", "Authorization: Basic dXNlcjpodW50ZXIyMg==", "dXNlcjpodW50ZXIyMg", "Basic [REDACTED]"),
+    (
+        "bearer",
+        f"Bearer\t{fake('', 24, _ALNUM + '._-')}",
+        fake("", 24, _ALNUM + "._-"),
+        "Bearer\t[REDACTED]",
+    ),
+    (
+        "basic-auth",
+        "Authorization: Basic dXNlcjpodW50ZXIyMg==",
+        "dXNlcjpodW50ZXIyMg",
+        "Basic [REDACTED]",
+    ),
     ("anthropic-key", f"key is {ANTHROPIC}.", ANTHROPIC, "[REDACTED:anthropic-key]"),
     ("openai-key", f"use {OPENAI} now", OPENAI, "[REDACTED:openai-key]"),
     ("openai-key", f"OPENAI={OPENAI_PROJ}", OPENAI_PROJ, "[REDACTED:openai-key]"),
@@ -60,12 +70,22 @@ TRUE_POSITIVES = [
     ),
     ("aws-key", f"aws id {AWS}", AWS, "[REDACTED:aws-key]"),
     ("aws-key", f"sts {AWS_STS} ok", AWS_STS, "[REDACTED:aws-key]"),
-    ("github-token", f"git clone https://{GITHUB}@github.com/o/r", GITHUB, "[REDACTED:github-token]"),
+    (
+        "github-token",
+        f"git clone https://{GITHUB}@github.com/o/r",
+        GITHUB,
+        "[REDACTED:github-token]",
+    ),
     ("github-token", f"token {GITHUB_PAT}", GITHUB_PAT, "[REDACTED:github-token]"),
     ("slack-token", f"slack {SLACK}", SLACK, "[REDACTED:slack-token]"),
     ("private-key", f"key:\n{PEM}\nafter", PEM_BODY.splitlines()[2], "[REDACTED:private-key]"),
     ("jwt", f"cookie session={JWT}; Path=/", JWT.split(".")[2], "[REDACTED:jwt]"),
-    ("url-credentials", "postgres://admin:hunter22@db.internal:5432/app", "hunter22", "admin:[REDACTED]@db.internal"),
+    (
+        "url-credentials",
+        "postgres://admin:hunter22@db.internal:5432/app",
+        "hunter22",
+        "admin:[REDACTED]@db.internal",
+    ),
     ("google-api-key", f"maps key {GOOGLE}", GOOGLE, "[REDACTED:google-api-key]"),
     ("stripe-key", f"stripe {STRIPE}", STRIPE, "[REDACTED:stripe-key]"),
     ("stripe-key", f"stripe {STRIPE_RESTRICTED}", STRIPE_RESTRICTED, "[REDACTED:stripe-key]"),
@@ -74,9 +94,13 @@ TRUE_POSITIVES = [
 
 
 @pytest.mark.parametrize(
-    ("family", "text", "secret", "marker"), TRUE_POSITIVES, ids=[f"{t[0]}-{i}" for i, t in enumerate(TRUE_POSITIVES)]
+    ("family", "text", "secret", "marker"),
+    TRUE_POSITIVES,
+    ids=[f"{t[0]}-{i}" for i, t in enumerate(TRUE_POSITIVES)],
 )
-def test_each_family_is_redacted_and_named(family: str, text: str, secret: str, marker: str) -> None:
+def test_each_family_is_redacted_and_named(
+    family: str, text: str, secret: str, marker: str
+) -> None:
     out = redact(text)
     assert secret not in out
     assert marker in out
@@ -92,7 +116,9 @@ def test_bearer_runs_first_so_a_bearer_openai_key_is_redacted_once() -> None:
 
 def test_pem_variants_and_a_truncated_block() -> None:
     for kind in ("", "EC ", "OPENSSH ", "ENCRYPTED "):
-        text = f"-----BEGIN {kind}PRIVATE KEY-----\n{PEM_BODY}\n-----END {kind}PRIVATE KEY-----\ntail"
+        text = (
+            f"-----BEGIN {kind}PRIVATE KEY-----\n{PEM_BODY}\n-----END {kind}PRIVATE KEY-----\ntail"
+        )
         assert redact(text) == "[REDACTED:private-key]\ntail"
     cut = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}"
     assert redact(cut) == "[REDACTED:private-key]"
@@ -105,7 +131,9 @@ def test_pem_inside_a_json_string_keeps_the_json_valid() -> None:
 
 
 def test_url_credentials_keep_scheme_user_and_host() -> None:
-    assert redact("redis://default:s3cr3tpw@cache:6379/0") == "redis://default:[REDACTED]@cache:6379/0"
+    assert (
+        redact("redis://default:s3cr3tpw@cache:6379/0") == "redis://default:[REDACTED]@cache:6379/0"
+    )
     assert redact("https://user:p%40ss@example.com/x") == "https://user:[REDACTED]@example.com/x"
 
 
@@ -199,7 +227,10 @@ ASSIGNMENTS = [
     ("db_pwd: p4ssw0rd", 'db_pwd: "[REDACTED]"'),
     ("passphrase => 'open sesame'", "passphrase => '[REDACTED]'"),
     ('token := "abcd1234"', 'token := "[REDACTED]"'),
-    ("curl 'https://x.io/api?token=abc123def&page=2'", "curl 'https://x.io/api?token=[REDACTED]&page=2'"),
+    (
+        "curl 'https://x.io/api?token=abc123def&page=2'",
+        "curl 'https://x.io/api?token=[REDACTED]&page=2'",
+    ),
     ("mysql --password=s3cr3tpw db", "mysql --password=[REDACTED] db"),
     ("login --password Hunter22 --user bob", "login --password [REDACTED] --user bob"),
     ('api_key: str = "live-key-1234"', 'api_key: str = "[REDACTED]"'),
@@ -263,7 +294,11 @@ def test_json_payload_stays_parseable() -> None:
         "user": "bob",
         "enabled": True,
     }
-    for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc, separators=(",", ":"))):
+    for text in (
+        json.dumps(doc),
+        json.dumps(doc, indent=2),
+        json.dumps(doc, separators=(",", ":")),
+    ):
         out = json.loads(redact(text))
         assert out == {
             "password": REDACTED,
@@ -282,7 +317,9 @@ def test_json_payload_stays_parseable() -> None:
 
 def test_json_inside_a_json_string_stays_parseable_at_both_levels() -> None:
     inner = json.dumps({"password": "hunter22", "secret": {"a": "b}"}, "n": 1})
-    outer = json.dumps({"tool": "read", "output": inner, "note": "DB_PASSWORD=hunter22\nDB_HOST=h\n"})
+    outer = json.dumps(
+        {"tool": "read", "output": inner, "note": "DB_PASSWORD=hunter22\nDB_HOST=h\n"}
+    )
     out = json.loads(redact(outer))
     assert json.loads(out["output"]) == {"password": REDACTED, "secret": REDACTED, "n": 1}
     assert out["note"] == "DB_PASSWORD=[REDACTED]\nDB_HOST=h\n"
@@ -327,8 +364,14 @@ def test_yaml_block_keeps_its_shape() -> None:
 
 
 def test_python_dict_and_kwargs() -> None:
-    assert redact("{'password': 'hunter22', 'user': 'bob'}") == "{'password': '[REDACTED]', 'user': 'bob'}"
-    assert redact("connect(host='h', password='hunter22')") == "connect(host='h', password='[REDACTED]')"
+    assert (
+        redact("{'password': 'hunter22', 'user': 'bob'}")
+        == "{'password': '[REDACTED]', 'user': 'bob'}"
+    )
+    assert (
+        redact("connect(host='h', password='hunter22')")
+        == "connect(host='h', password='[REDACTED]')"
+    )
     assert redact("connect(token=abcd1234, retries=3)") == "connect(token=[REDACTED], retries=3)"
 
 
@@ -338,14 +381,18 @@ def test_yaml_block_scalar_with_crlf_line_endings() -> None:
 
 
 def test_command_line_flags() -> None:
-    assert redact("gh auth --token ghx9Abc123def --verbose") == "gh auth --token [REDACTED] --verbose"
+    assert (
+        redact("gh auth --token ghx9Abc123def --verbose") == "gh auth --token [REDACTED] --verbose"
+    )
     assert redact("pass it with the --token flag") == "pass it with the --token flag"
     assert redact("run --password --user bob") == "run --password --user bob"
 
 
 def test_references_inside_quotes_are_kept_but_literals_are_not() -> None:
     assert redact('"authorization": "Bearer ${TOKEN}"') == '"authorization": "Bearer ${TOKEN}"'
-    assert redact('{"token": "${{ secrets.NPM_TOKEN }}"}') == '{"token": "${{ secrets.NPM_TOKEN }}"}'
+    assert (
+        redact('{"token": "${{ secrets.NPM_TOKEN }}"}') == '{"token": "${{ secrets.NPM_TOKEN }}"}'
+    )
     assert redact('password="auth_info"') == 'password="[REDACTED]"'
     assert redact("DB_PASSWORD=super_secret_pw") == "DB_PASSWORD=[REDACTED]"
 
@@ -378,10 +425,14 @@ def test_redaction_is_idempotent(text: str) -> None:
 
 def test_one_megabyte_of_mixed_text_is_fast() -> None:
     lines = [
-        json.dumps({"type": "step-finish", "tokens": {"input": 203, "output": 20}, "max_tokens": 4096}),
+        json.dumps(
+            {"type": "step-finish", "tokens": {"input": 203, "output": 20}, "max_tokens": 4096}
+        ),
         "The tokenizer splits the password reset flow into key steps; see src/keys/token_store.py",
         f"export GITHUB_TOKEN={GITHUB} && git push",
-        json.dumps({"tool": "bash", "output": "DB_PASSWORD=hunter22\nAPI_KEY=abc123\n", "key": "value"}),
+        json.dumps(
+            {"tool": "bash", "output": "DB_PASSWORD=hunter22\nAPI_KEY=abc123\n", "key": "value"}
+        ),
         "commit 3f786850e387550fdab836ed7e6dc881de23001b uuid 550e8400-e29b-41d4-a716-446655440000",
         f"Authorization: Bearer {fake('', 40)}",
         "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 6,
@@ -407,7 +458,16 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
         "password: '" * 30_000,
         'token: "${A} ' * 30_000,
     ],
-    ids=["jwt-prefix", "pem-no-end", "keyword-run", "unclosed-objects", "url-prefix", "deep-brace", "quotes", "refs"],
+    ids=[
+        "jwt-prefix",
+        "pem-no-end",
+        "keyword-run",
+        "unclosed-objects",
+        "url-prefix",
+        "deep-brace",
+        "quotes",
+        "refs",
+    ],
 )
 def test_pathological_inputs_stay_linear(text: str) -> None:
     start = time.perf_counter()

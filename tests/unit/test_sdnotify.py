@@ -43,7 +43,9 @@ def test_reads_notify_socket_from_the_process_environment(
     assert sock.recv(4096) == b"STOPPING=1"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract unix sockets are Linux-only")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="abstract unix sockets are Linux-only"
+)
 def test_abstract_socket_from_at_prefix() -> None:
     name = f"memoryd-test-{uuid.uuid4().hex}"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
@@ -80,7 +82,9 @@ def test_nothing_to_send_returns_false(receiver: tuple[socket.socket, str]) -> N
     assert notify("", environ={"NOTIFY_SOCKET": path}) is False
 
 
-def test_a_failing_socket_call_is_contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_failing_socket_call_is_contained(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """gunicorn's bug: socket() raising must not lead to touching an unbound name."""
 
     def boom(*args: object, **kwargs: object) -> socket.socket:
@@ -90,7 +94,9 @@ def test_a_failing_socket_call_is_contained(monkeypatch: pytest.MonkeyPatch, tmp
     assert notify("READY=1", environ={"NOTIFY_SOCKET": str(tmp_path / "s")}) is False
 
 
-def test_socket_is_closed_when_sending_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_socket_is_closed_when_sending_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     made: list[FakeSocket] = []
 
     class FakeSocket:

@@ -35,7 +35,14 @@ PY = "/opt/memoryd venv/bin/python"  # absolute, with a space: must be quoted, n
 
 # -- a small systemd unit validator (always runs; systemd-analyze is a bonus) --------------------
 
-SERVICE_LIFECYCLE = {"Type", "ExecStart", "Restart", "RestartSec", "RestartPreventExitStatus", "TimeoutStopSec"}
+SERVICE_LIFECYCLE = {
+    "Type",
+    "ExecStart",
+    "Restart",
+    "RestartSec",
+    "RestartPreventExitStatus",
+    "TimeoutStopSec",
+}
 SERVICE_EXEC = {"KillMode", "Environment", "SyslogIdentifier", "NoNewPrivileges", "UMask"}
 SECTIONS = {
     "Unit": {"Description", "StartLimitIntervalSec", "StartLimitBurst", "After", "Wants"},
@@ -45,7 +52,15 @@ SECTIONS = {
 REPEATABLE = {"Environment", "After", "Wants", "WantedBy"}
 CHOICES = {
     "Type": {"simple", "exec", "forking", "oneshot", "dbus", "notify", "notify-reload", "idle"},
-    "Restart": {"no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always"},
+    "Restart": {
+        "no",
+        "on-success",
+        "on-failure",
+        "on-abnormal",
+        "on-watchdog",
+        "on-abort",
+        "always",
+    },
     "KillMode": {"control-group", "mixed", "process", "none"},
     "NoNewPrivileges": {"yes", "no", "true", "false"},
 }
@@ -128,14 +143,20 @@ def validate_unit(text: str) -> tuple[list[str], dict[str, dict[str, list[str]]]
             problems.append(f"{no}: UMask wants an octal mode")
         if key == "RestartPreventExitStatus" and not all(w.isdigit() for w in words):
             problems.append(f"{no}: RestartPreventExitStatus wants exit codes")
-        if key == "Environment" and not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, re.DOTALL) for w in words):
+        if key == "Environment" and not all(
+            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, re.DOTALL) for w in words
+        ):
             problems.append(f"{no}: Environment wants NAME=value words")
         if key == "ExecStart":
             if not words or not words[0].startswith("/"):
                 problems.append(f"{no}: ExecStart must start with an absolute path")
             elif re.search(r"[\"'\\$]", words[0]):
                 problems.append(f"{no}: systemd refuses special characters in the executable name")
-    for section, required in (("Service", "ExecStart"), ("Service", "Type"), ("Install", "WantedBy")):
+    for section, required in (
+        ("Service", "ExecStart"),
+        ("Service", "Type"),
+        ("Install", "WantedBy"),
+    ):
         if required not in parsed.get(section, {}):
             problems.append(f"missing {required} in [{section}]")
     return problems, parsed
@@ -192,17 +213,23 @@ def env(bare: dict[str, str], memoryd_home: Path) -> dict[str, str]:
     return {**bare, "MEMORYD_HOME": str(memoryd_home)}
 
 
-def make(env: dict[str, str], runner: FakeRunner, platform: str = "systemd", **kw: object) -> Service:
+def make(
+    env: dict[str, str], runner: FakeRunner, platform: str = "systemd", **kw: object
+) -> Service:
     kw.setdefault("python", PY)
     paths = Paths.from_env(env)
-    assert "MEMORYD_HOME" in env and paths.state_dir.is_relative_to(Path(env["HOME"]).parent), "tests stay in tmp"
+    assert "MEMORYD_HOME" in env and paths.state_dir.is_relative_to(Path(env["HOME"]).parent), (
+        "tests stay in tmp"
+    )
     return Service(platform, environ=env, runner=runner, paths=paths, **kw)  # type: ignore[arg-type]
 
 
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_policy(bare: dict[str, str]) -> None:
+def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_policy(
+    bare: dict[str, str],
+) -> None:
     env = bare
     path, data = render("systemd", python=PY, environ=env)
     assert path == Path(env["HOME"]) / ".config/systemd/user/memoryd.service"
@@ -217,9 +244,13 @@ def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_polic
     assert setting(parsed, "Service", "KillMode") == "mixed"
     assert setting(parsed, "Service", "NoNewPrivileges") == "yes"
     assert int(setting(parsed, "Unit", "StartLimitBurst")) >= 1
-    assert int(setting(parsed, "Unit", "StartLimitIntervalSec")) > 10 * int(setting(parsed, "Unit", "StartLimitBurst"))
+    assert int(setting(parsed, "Unit", "StartLimitIntervalSec")) > 10 * int(
+        setting(parsed, "Unit", "StartLimitBurst")
+    )
     assert setting(parsed, "Install", "WantedBy") == "default.target"
-    assert "After" not in parsed["Unit"]  # loopback only; network.target means nothing to a user manager
+    assert (
+        "After" not in parsed["Unit"]
+    )  # loopback only; network.target means nothing to a user manager
     env_vars = environment(parsed)
     assert env_vars["PYTHONUNBUFFERED"] == "1"
     assert env_vars["PATH"] == env["PATH"]  # so the daemon finds opencode as the shell did
@@ -235,7 +266,9 @@ def test_no_restart_for_exit_codes_a_restart_cannot_fix(env: dict[str, str]) -> 
     assert systemd_words(setting(parsed, "Service", "RestartPreventExitStatus")) == ["2", "4"]
 
 
-def test_memoryd_home_is_passed_through_only_when_set_and_quoted(env: dict[str, str], tmp_path: Path) -> None:
+def test_memoryd_home_is_passed_through_only_when_set_and_quoted(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     plain = tmp_path / "plain"
     _, data = render("systemd", python=PY, environ={**env, "MEMORYD_HOME": str(plain)})
     assert f"\nEnvironment=MEMORYD_HOME={plain}\n" in data.decode()
@@ -249,15 +282,21 @@ def test_memoryd_home_is_passed_through_only_when_set_and_quoted(env: dict[str, 
     assert "MEMORYD_HOME" not in data.decode()
 
 
-def test_memoryd_home_is_pinned_to_an_absolute_path(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memoryd_home_is_pinned_to_an_absolute_path(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(env["HOME"])
     _, data = render("systemd", python=PY, environ={**env, "MEMORYD_HOME": "rel/home"})
     _, parsed = validate_unit(data.decode())
     assert environment(parsed)["MEMORYD_HOME"] == str(Path(env["HOME"]) / "rel" / "home")
 
 
-@pytest.mark.parametrize("value", ['/tmp/"quoted"', "/tmp/back\\slash", "/tmp/$HOME", "/tmp/it's", "/tmp/%h %%"])
-def test_environment_values_round_trip_through_systemd_quoting(env: dict[str, str], value: str) -> None:
+@pytest.mark.parametrize(
+    "value", ['/tmp/"quoted"', "/tmp/back\\slash", "/tmp/$HOME", "/tmp/it's", "/tmp/%h %%"]
+)
+def test_environment_values_round_trip_through_systemd_quoting(
+    env: dict[str, str], value: str
+) -> None:
     _, data = render("systemd", python=PY, environ={**env, "XDG_DATA_HOME": value})
     problems, parsed = validate_unit(data.decode())
     assert problems == []
@@ -266,8 +305,15 @@ def test_environment_values_round_trip_through_systemd_quoting(env: dict[str, st
 
 def test_control_characters_and_unstartable_interpreters_are_refused(env: dict[str, str]) -> None:
     with pytest.raises(ServiceError, match="control characters"):
-        render("systemd", python=PY, environ={**env, "MEMORYD_HOME": "/tmp/a\nExecStartPre=/bin/evil"})
-    for bad in ('/opt/o"brien/python', "/opt/o'brien/python", "/opt/back\\slash/python", "/opt/$X/python"):
+        render(
+            "systemd", python=PY, environ={**env, "MEMORYD_HOME": "/tmp/a\nExecStartPre=/bin/evil"}
+        )
+    for bad in (
+        '/opt/o"brien/python',
+        "/opt/o'brien/python",
+        "/opt/back\\slash/python",
+        "/opt/$X/python",
+    ):
         with pytest.raises(ServiceError, match="systemd cannot start"):
             render("systemd", python=bad, environ=env)
     with pytest.raises(ServiceError, match="absolute"):
@@ -288,26 +334,38 @@ def test_unit_dir_respects_xdg_config_home(env: dict[str, str], tmp_path: Path) 
     assert service_path("systemd", {**env, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}) == (
         tmp_path / "cfg" / "systemd" / "user" / UNIT
     )
-    assert service_path("systemd", {**env, "XDG_CONFIG_HOME": "relative"}).is_relative_to(env["HOME"])
+    assert service_path("systemd", {**env, "XDG_CONFIG_HOME": "relative"}).is_relative_to(
+        env["HOME"]
+    )
 
 
 def _systemd_analyze(unit: Path, runtime: Path) -> subprocess.CompletedProcess[str]:
     runtime.mkdir(mode=0o700, exist_ok=True)
-    sub_env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_UNIT_PATH": f"{unit.parent}:"}
+    sub_env = {
+        **os.environ,
+        "XDG_RUNTIME_DIR": str(runtime),
+        "SYSTEMD_UNIT_PATH": f"{unit.parent}:",
+    }
     return subprocess.run(
         ["systemd-analyze", "--user", "--man=no", "verify", str(unit)],
         capture_output=True, text=True, timeout=60, env=sub_env, check=False,
     )  # fmt: skip
 
 
-def test_unit_passes_the_validator_and_systemd_analyze_when_present(env: dict[str, str], tmp_path: Path) -> None:
+def test_unit_passes_the_validator_and_systemd_analyze_when_present(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     """The validator always runs; ``systemd-analyze verify`` runs too when installed (it also checks
     that the quoted interpreter path unquotes to an executable file)."""
     odd_dir = tmp_path / "venv with space 100%"
     odd_dir.mkdir()
     python = odd_dir / "python"
     python.symlink_to(sys.executable)
-    environ = {**env, "MEMORYD_HOME": str(tmp_path / "home dir %i"), "XDG_STATE_HOME": '/tmp/"s"\\x'}
+    environ = {
+        **env,
+        "MEMORYD_HOME": str(tmp_path / "home dir %i"),
+        "XDG_STATE_HOME": '/tmp/"s"\\x',
+    }
     units = []
     for py in (interpreter(), str(python)):
         _, data = render("systemd", python=py, environ=environ)
@@ -326,7 +384,9 @@ def test_unit_passes_the_validator_and_systemd_analyze_when_present(env: dict[st
         if "Failed to initialize manager" in res.stderr or "RuntimeDirectory" in res.stderr:
             pytest.fail(f"systemd-analyze could not run here: {res.stderr}")
         assert res.returncode == 0, res.stderr
-        assert str(unit) not in res.stderr and UNIT not in res.stderr, res.stderr  # no warnings for our file
+        assert str(unit) not in res.stderr and UNIT not in res.stderr, (
+            res.stderr
+        )  # no warnings for our file
 
 
 def test_plist_round_trips_with_the_expected_keys(bare: dict[str, str], tmp_path: Path) -> None:
@@ -341,13 +401,21 @@ def test_plist_round_trips_with_the_expected_keys(bare: dict[str, str], tmp_path
     assert isinstance(plist["ThrottleInterval"], int) and plist["ThrottleInterval"] >= 10
     assert plist["ProcessType"] == "Background"
     logs = Paths.from_env(env).logs  # platformdirs' folder here: rendering writes nothing
-    assert Path(plist["StandardOutPath"]).parent == logs and Path(plist["StandardErrorPath"]).parent == logs
+    assert (
+        Path(plist["StandardOutPath"]).parent == logs
+        and Path(plist["StandardErrorPath"]).parent == logs
+    )
     assert plist["EnvironmentVariables"] == {"PYTHONUNBUFFERED": "1", "PATH": env["PATH"]}
     home = tmp_path / "mem home"
-    plist = plistlib.loads(render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1])
+    plist = plistlib.loads(
+        render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1]
+    )
     assert plist["EnvironmentVariables"]["MEMORYD_HOME"] == str(home)
     assert Path(plist["StandardErrorPath"]).parent == home / "state" / "logs"
-    assert plistlib.dumps(plist) == render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1]
+    assert (
+        plistlib.dumps(plist)
+        == render("launchd", python=PY, environ={**env, "MEMORYD_HOME": str(home)})[1]
+    )
 
 
 def test_platform_detection() -> None:
@@ -370,12 +438,20 @@ def test_dry_run_changes_nothing_and_runs_nothing(env: dict[str, str]) -> None:
     assert not svc.path.exists() and not svc.paths.install_manifest.exists()
     assert list(Path(env["HOME"]).iterdir()) == [] and not Path(env["MEMORYD_HOME"]).exists()
     text = "\n".join(service_cli.report_lines(report))
-    assert "would create" in text and "Type=notify" in text and "systemctl --user daemon-reload" in text
+    assert (
+        "would create" in text
+        and "Type=notify" in text
+        and "systemctl --user daemon-reload" in text
+    )
     # the module-level entry point takes the same injections
-    again = service_mod.install("systemd", dry_run=True, environ=env, python=PY, runner=runner, paths=svc.paths)
+    again = service_mod.install(
+        "systemd", dry_run=True, environ=env, python=PY, runner=runner, paths=svc.paths
+    )
     assert again.action == "create" and again.content == svc.content and runner.calls == []
     # launchd too, and uninstall of a real install
-    assert make(env, runner, "launchd", sys_platform="darwin", uid=501).install(dry_run=True).planned
+    assert (
+        make(env, runner, "launchd", sys_platform="darwin", uid=501).install(dry_run=True).planned
+    )
     assert runner.calls == []
     svc.install()
     runner.calls.clear()
@@ -383,13 +459,18 @@ def test_dry_run_changes_nothing_and_runs_nothing(env: dict[str, str]) -> None:
     assert report.action == "remove" and runner.calls == [] and svc.path.exists()
 
 
-def test_install_without_a_user_bus_writes_the_file_and_returns_manual_steps(env: dict[str, str]) -> None:
+def test_install_without_a_user_bus_writes_the_file_and_returns_manual_steps(
+    env: dict[str, str],
+) -> None:
     runner = FakeRunner({("systemctl", "--user"): NO_BUS})
     svc = make(env, runner)
     report = svc.install()
     assert svc.path.read_bytes() == svc.content and report.wrote
     assert report.manager == "unavailable" and "Failed to connect to bus" in report.detail
-    assert report.manual == ["systemctl --user daemon-reload", "systemctl --user enable --now memoryd.service"]
+    assert report.manual == [
+        "systemctl --user daemon-reload",
+        "systemctl --user enable --now memoryd.service",
+    ]
     assert runner.calls == [("systemctl", "--user", "show-environment")]  # one probe, then nothing
     manifest = json.loads(svc.paths.install_manifest.read_text())
     assert manifest["service"]["systemd"]["path"] == str(svc.path)
@@ -404,7 +485,10 @@ def test_install_with_a_manager_reloads_enables_and_starts(env: dict[str, str]) 
         ("systemctl", "--user", "daemon-reload"),
         ("systemctl", "--user", "enable", "--now", "--no-block", UNIT),
     ]
-    assert any("enable-linger tester" in n for n in report.notes) or Path("/var/lib/systemd/linger/tester").exists()
+    assert (
+        any("enable-linger tester" in n for n in report.notes)
+        or Path("/var/lib/systemd/linger/tester").exists()
+    )
     runner.calls.clear()
     assert make(env, runner).install().action == "unchanged"
     assert ("systemctl", "--user", "try-restart", "--no-block", UNIT) not in runner.calls
@@ -414,9 +498,15 @@ def test_install_with_a_manager_reloads_enables_and_starts(env: dict[str, str]) 
     assert ("systemctl", "--user", "try-restart", "--no-block", UNIT) in runner.calls
 
 
-def test_a_failing_manager_command_is_an_error_with_the_rest_to_run_by_hand(env: dict[str, str]) -> None:
+def test_a_failing_manager_command_is_an_error_with_the_rest_to_run_by_hand(
+    env: dict[str, str],
+) -> None:
     runner = FakeRunner(
-        {("systemctl", "--user", "enable"): RunResult(1, "", "Unit file memoryd.service does not exist.")}
+        {
+            ("systemctl", "--user", "enable"): RunResult(
+                1, "", "Unit file memoryd.service does not exist."
+            )
+        }
     )
     report = make(env, runner).install()
     assert report.manager == "failed" and "does not exist" in report.detail
@@ -428,7 +518,9 @@ def test_uninstall_removes_only_our_file(env: dict[str, str]) -> None:
     runner = FakeRunner()
     svc = make(env, runner)
     svc.paths.ensure_dir(svc.paths.state_dir)
-    svc.paths.install_manifest.write_text(json.dumps({"opencode": {"files": {"agent/x.md": "abc"}}}))
+    svc.paths.install_manifest.write_text(
+        json.dumps({"opencode": {"files": {"agent/x.md": "abc"}}})
+    )
     svc.install()
     other = svc.path.parent / "other.service"
     other.write_text("[Service]\nExecStart=/bin/true\n")
@@ -477,7 +569,9 @@ def test_a_foreign_file_is_not_overwritten(env: dict[str, str]) -> None:
     assert svc.path.read_bytes() == svc.content
 
 
-def test_uninstall_without_a_manager_removes_the_file_and_its_enable_link(env: dict[str, str]) -> None:
+def test_uninstall_without_a_manager_removes_the_file_and_its_enable_link(
+    env: dict[str, str],
+) -> None:
     svc = make(env, FakeRunner())
     svc.install()
     wants = svc.path.parent / "default.target.wants"
@@ -487,7 +581,10 @@ def test_uninstall_without_a_manager_removes_the_file_and_its_enable_link(env: d
     report = make(env, runner).uninstall()
     assert report.removed and report.manager == "unavailable"
     assert not svc.path.exists() and not (wants / UNIT).is_symlink()
-    assert report.manual == ["systemctl --user stop memoryd.service", "systemctl --user daemon-reload"]
+    assert report.manual == [
+        "systemctl --user stop memoryd.service",
+        "systemctl --user daemon-reload",
+    ]
 
 
 def test_uninstall_keeps_the_file_while_the_service_is_still_running(env: dict[str, str]) -> None:
@@ -508,7 +605,9 @@ def test_stop_failing_for_a_never_loaded_unit_is_fine(env: dict[str, str]) -> No
     make(env, FakeRunner({("systemctl",): NO_BUS})).install()
     runner = FakeRunner(
         {
-            ("systemctl", "--user", "stop"): RunResult(5, "", "Failed to stop memoryd.service: Unit not loaded."),
+            ("systemctl", "--user", "stop"): RunResult(
+                5, "", "Failed to stop memoryd.service: Unit not loaded."
+            ),
             ("systemctl", "--user", "is-active"): RunResult(3, "inactive\n", ""),
         }
     )
@@ -526,7 +625,9 @@ def test_symlinked_unit_file_is_refused(env: dict[str, str], tmp_path: Path) -> 
 
 def test_launchd_install_and_uninstall_on_macos(env: dict[str, str]) -> None:
     target = f"gui/501/{LABEL}"
-    runner = FakeRunner({("launchctl", "print", target): RunResult(113, "", "Could not find service")})
+    runner = FakeRunner(
+        {("launchctl", "print", target): RunResult(113, "", "Could not find service")}
+    )
     svc = make(env, runner, "launchd", sys_platform="darwin", uid=501)
     report = svc.install()
     assert report.manager == "ok" and svc.path.exists() and svc.paths.logs.is_dir()
@@ -567,7 +668,9 @@ def test_status_reports_file_and_manager_state(env: dict[str, str]) -> None:
     assert make(env, FakeRunner({("systemctl",): NO_BUS})).status().file == "modified"
 
 
-def test_uninstall_and_status_work_even_if_the_interpreter_path_is_unrenderable(env: dict[str, str]) -> None:
+def test_uninstall_and_status_work_even_if_the_interpreter_path_is_unrenderable(
+    env: dict[str, str],
+) -> None:
     make(env, FakeRunner()).install()
     bad = make(env, FakeRunner(), python="/opt/o'brien/python")
     assert bad.status().file == "ours"  # via the manifest hash
@@ -610,7 +713,9 @@ def test_cli_install_exits_zero_and_prints_manual_steps_without_a_manager(
     args = _parse(["service", "uninstall", "--platform", "systemd", "--dry-run"])
     assert args.handler(App(), args) == 0
     assert "would remove" in capsys.readouterr().out
-    monkeypatch.setattr(service_mod, "run_command", FakeRunner({("systemctl", "--user", "enable"): RunResult(1)}))
+    monkeypatch.setattr(
+        service_mod, "run_command", FakeRunner({("systemctl", "--user", "enable"): RunResult(1)})
+    )
     args = _parse(["service", "install", "--platform", "systemd", "--force"])
     assert args.handler(App(), args) == 1
     assert "error:" in capsys.readouterr().out

@@ -31,7 +31,11 @@ def test_file_then_env_layering_and_sources(tmp_path: Path) -> None:
         tmp_path / "c.toml",
         'min_rollout_idle_hours = 2\nextract_model = "mock/mock-small"\n[host]\nurl = "http://127.0.0.1:4096/"\n',
     )
-    env = {"MEMORYD_MIN_ROLLOUT_IDLE_HOURS": "0", "MEMORYD_HOST_PASSWORD": "pw", "MEMORYD_GENERATE_MEMORIES": "false"}
+    env = {
+        "MEMORYD_MIN_ROLLOUT_IDLE_HOURS": "0",
+        "MEMORYD_HOST_PASSWORD": "pw",
+        "MEMORYD_GENERATE_MEMORIES": "false",
+    }
     s = load_settings(cfg, environ=env)
     assert s.min_rollout_idle_hours == 0
     assert s.extract_model == "mock/mock-small"
@@ -59,9 +63,17 @@ def test_password_from_named_env_var(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "key", "fragment"),
     [
-        ("min_rollout_idel_hours = 1\n", "min_rollout_idel_hours", "did you mean 'min_rollout_idle_hours'"),
+        (
+            "min_rollout_idel_hours = 1\n",
+            "min_rollout_idel_hours",
+            "did you mean 'min_rollout_idle_hours'",
+        ),
         ("[host]\nurll = 'x'\n", "host.urll", "did you mean 'url'"),
-        ("max_rollouts_per_startup = 0\n", "max_rollouts_per_startup", "greater than or equal to 1"),
+        (
+            "max_rollouts_per_startup = 0\n",
+            "max_rollouts_per_startup",
+            "greater than or equal to 1",
+        ),
         ("min_rollout_idle_hours = 49\n", "min_rollout_idle_hours", "less than or equal to 48"),
         ("max_unused_days = 'soon'\n", "max_unused_days", "integer"),
         ("extract_model = 'gpt'\n", "extract_model", "provider/model"),

@@ -21,29 +21,42 @@ PLACEHOLDERS = {"block_file", "spool_file", "server_file", "helper_agent_prefix"
 def _node() -> str:
     node = shutil.which("node")
     if node is None:
-        pytest.fail("node is not on PATH: the opencode shim tests need node >= 18 (node:test)", pytrace=False)
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        pytest.fail(
+            "node is not on PATH: the opencode shim tests need node >= 18 (node:test)",
+            pytrace=False,
+        )
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
     m = re.match(r"v(\d+)\.", version)
     if not m or int(m.group(1)) < 18:
-        pytest.fail(f"node {version or '?'} is too old for the shim tests: need >= 18", pytrace=False)
+        pytest.fail(
+            f"node {version or '?'} is too old for the shim tests: need >= 18", pytrace=False
+        )
     return node
 
 
 def test_shim_node_suite_passes() -> None:
     node = _node()
-    proc = subprocess.run([node, "--test", "tests/shim/"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [node, "--test", "tests/shim/"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"node --test tests/shim/ failed ({proc.returncode}):\n{out[-6000:]}"
+    assert proc.returncode == 0, (
+        f"node --test tests/shim/ failed ({proc.returncode}):\n{out[-6000:]}"
+    )
     tests = re.search(r"^# tests (\d+)$", out, re.M)
     assert tests and int(tests.group(1)) >= 10, f"node found too few shim tests:\n{out[-2000:]}"
-    assert re.search(r"^# fail 0$", out, re.M) and re.search(r"^# skipped 0$", out, re.M), out[-2000:]
+    assert re.search(r"^# fail 0$", out, re.M) and re.search(r"^# skipped 0$", out, re.M), out[
+        -2000:
+    ]
 
 
 def test_memoryd_renders_a_loadable_shim(tmp_path: Path) -> None:
     """Render with memoryd.prompts (values as JSON literals, awkward paths) and load it in node."""
     node = _node()
     assert prompts.placeholders(SHIM) == PLACEHOLDERS
-    state = tmp_path / "st'ate \"dir\" $1 \\g<0> \u2713"
+    state = tmp_path / 'st\'ate "dir" $1 \\g<0> \u2713'
     values = {
         "block_file": state / "readpath" / "block.md",
         "spool_file": state / "spool" / "citations.jsonl",
@@ -64,13 +77,21 @@ const out = { system: ['provider prompt'] };
 await hooks['experimental.chat.system.transform']({ sessionID: 'ses_x' }, out);
 console.log(JSON.stringify({ exports: Object.keys(mod), hooks: Object.keys(hooks).sort(), system: out.system }));
 """.replace("require('node:url')", "(await import('node:url'))")
-    proc = subprocess.run([node, "--input-type=module", "-e", script, str(shim)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [node, "--input-type=module", "-e", script, str(shim)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["exports"] == ["MemorydShim"]
-    assert got["hooks"] == ["chat.message", "config", "experimental.chat.system.transform",
-                            "experimental.text.complete"]
+    assert got["hooks"] == [
+        "chat.message",
+        "config",
+        "experimental.chat.system.transform",
+        "experimental.text.complete",
+    ]
     assert got["system"] == ["provider prompt", "## memory block\n"]
     info = json.loads(values["server_file"].read_text(encoding="utf-8"))
     assert info["url"] == "http://127.0.0.1:4096/" and info["version"] == "0.1.0"

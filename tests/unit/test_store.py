@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
@@ -16,7 +15,13 @@ def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2):
 
 def succeed(store: Store, sid: str, token: str, text: str = "mem") -> bool:
     return store.mark_stage1_succeeded(
-        sid, token, raw_memory=text, rollout_summary=f"summary {text}", rollout_slug="slug", cwd="/p", title="t"
+        sid,
+        token,
+        raw_memory=text,
+        rollout_summary=f"summary {text}",
+        rollout_slug="slug",
+        cwd="/p",
+        title="t",
     )
 
 
@@ -27,7 +32,9 @@ def test_claim_then_second_claim_is_skipped_while_leased(store: Store) -> None:
     assert again.status == "skipped_running"
 
 
-def test_lease_expiry_allows_takeover_and_old_token_cannot_finalize(store: Store, clock: ManualClock) -> None:
+def test_lease_expiry_allows_takeover_and_old_token_cannot_finalize(
+    store: Store, clock: ManualClock
+) -> None:
     first = claim(store)
     clock.advance(HOUR + 1)
     second = claim(store)
@@ -45,7 +52,11 @@ def test_success_stores_output_and_enqueues_phase2(store: Store) -> None:
     out = store.output("ses_a")
     assert out.source_updated_at == 500 and out.rollout_summary == "summary mem"
     job = store.stage1_job("ses_a")
-    assert job["status"] == "done" and job["last_success_watermark"] == 500 and job["ownership_token"] is None
+    assert (
+        job["status"] == "done"
+        and job["last_success_watermark"] == 500
+        and job["ownership_token"] is None
+    )
     p2 = store.phase2_job()
     assert p2["status"] == "pending" and p2["input_watermark"] == 500
 
@@ -88,7 +99,9 @@ def test_failures_back_off_then_exhaust(store: Store, clock: ManualClock) -> Non
     assert claim(store).status == "skipped_exhausted"
 
 
-def test_newer_session_update_revives_exhausted_and_backoff_jobs(store: Store, clock: ManualClock) -> None:
+def test_newer_session_update_revives_exhausted_and_backoff_jobs(
+    store: Store, clock: ManualClock
+) -> None:
     for _ in range(3):
         c = claim(store, wm=100)
         store.mark_stage1_failed("ses_a", c.token, "boom")
@@ -166,7 +179,11 @@ def test_record_usage_ignores_unknown_and_dedupes(store: Store, clock: ManualClo
 
 def test_prune_drops_only_stale_unselected_rows(store: Store, clock: ManualClock) -> None:
     now = clock.now_ms()
-    for sid, wm in (("old", now - 40 * DAY), ("fresh", now - 1 * DAY), ("old_used", now - 40 * DAY)):
+    for sid, wm in (
+        ("old", now - 40 * DAY),
+        ("fresh", now - 1 * DAY),
+        ("old_used", now - 40 * DAY),
+    ):
         c = claim(store, sid, wm, cap=10)
         succeed(store, sid, c.token)
     store.record_usage(["old_used"])
@@ -194,15 +211,28 @@ def test_delete_session_memory(store: Store) -> None:
 
 def test_model_call_ledger(store: Store, clock: ManualClock) -> None:
     store.record_model_call(
-        phase="phase1", job_kind=STAGE1, job_key="s", model="mock/m", outcome="ok",
+        phase="phase1",
+        job_kind=STAGE1,
+        job_key="s",
+        model="mock/m",
+        outcome="ok",
         usage=CallUsage(input_tokens=100, output_tokens=20, cache_read_tokens=5, cost=0.01),
     )
     clock.advance(MINUTE)
     store.record_model_call(
-        phase="phase1", job_kind=STAGE1, job_key="s", model=None, outcome="error", usage=CallUsage(input_tokens=7)
+        phase="phase1",
+        job_kind=STAGE1,
+        job_key="s",
+        model=None,
+        outcome="error",
+        usage=CallUsage(input_tokens=7),
     )
     totals = store.token_totals()
-    assert totals["phase1"]["calls"] == 2 and totals["phase1"]["input"] == 107 and totals["phase1"]["output"] == 20
+    assert (
+        totals["phase1"]["calls"] == 2
+        and totals["phase1"]["input"] == 107
+        and totals["phase1"]["output"] == 20
+    )
     assert store.job_tokens(STAGE1, "s").input_tokens == 107
     assert store.token_totals(since_ms=clock.now_ms())["phase1"]["calls"] == 1
 

@@ -28,7 +28,13 @@ from tests.conftest import T0
 def add_output(store: Store, sid: str, raw: str = "raw") -> None:
     claim = store.claim_stage1(sid, T0, max_running=100, worker_id="test")
     assert store.mark_stage1_succeeded(
-        sid, claim.token, raw_memory=raw, rollout_summary="sum", rollout_slug=None, cwd=None, title=None
+        sid,
+        claim.token,
+        raw_memory=raw,
+        rollout_summary="sum",
+        rollout_slug=None,
+        cwd=None,
+        title=None,
     )
 
 
@@ -46,7 +52,9 @@ def folder(paths: Paths) -> Path:
 # -- inspect ----------------------------------------------------------------------------------
 
 
-def test_inspect_reports_pipeline_folder_and_summary(store: Store, paths: Paths, folder: Path, tmp_path: Path) -> None:
+def test_inspect_reports_pipeline_folder_and_summary(
+    store: Store, paths: Paths, folder: Path, tmp_path: Path
+) -> None:
     add_output(store, "ses_a")
     store.set_mode("ses_b", "disabled")
     (tmp_path / "target.md").write_text("x")
@@ -103,7 +111,9 @@ def test_mode_validation(store: Store, mode: str, sid: str | None) -> None:
 def test_disabling_a_consumed_session_enqueues_phase2(store: Store) -> None:
     add_output(store, "ses_a")
     claim = store.claim_phase2(worker_id="t", ignore_cooldown=True)
-    store.mark_phase2_succeeded(claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0)
+    store.mark_phase2_succeeded(
+        claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
+    )
     memory_mode(store, "disabled", "ses_a")
     assert store.phase2_job()["status"] == "pending"
 
@@ -112,14 +122,18 @@ def test_disabling_a_consumed_session_enqueues_phase2(store: Store) -> None:
 
 
 @pytest.mark.parametrize("confirm", [False, None, "true", 1, "yes"])
-def test_reset_needs_confirm_true(store: Store, paths: Paths, folder: Path, confirm: object) -> None:
+def test_reset_needs_confirm_true(
+    store: Store, paths: Paths, folder: Path, confirm: object
+) -> None:
     add_output(store, "ses_a")
     with pytest.raises(Refused, match="confirm"):
         memory_reset(store, paths, confirm)
     assert (folder / "MEMORY.md").exists() and store.output("ses_a") is not None
 
 
-def test_reset_refused_while_the_lease_is_held(store: Store, paths: Paths, folder: Path, clock: ManualClock) -> None:
+def test_reset_refused_while_the_lease_is_held(
+    store: Store, paths: Paths, folder: Path, clock: ManualClock
+) -> None:
     add_output(store, "ses_a")
     assert store.claim_phase2(worker_id="other", ignore_cooldown=True).claimed
     with pytest.raises(Refused, match="consolidation is running"):
@@ -130,7 +144,9 @@ def test_reset_refused_while_the_lease_is_held(store: Store, paths: Paths, folde
     assert store.output("ses_a") is None
 
 
-def test_reset_clears_folder_outputs_and_index(store: Store, paths: Paths, folder: Path, clock: ManualClock) -> None:
+def test_reset_clears_folder_outputs_and_index(
+    store: Store, paths: Paths, folder: Path, clock: ManualClock
+) -> None:
     add_output(store, "ses_a", raw="pangolin facts")
     memory_add_note(folder, "pangolin note", clock=clock)
     store.set_mode("ses_keep", "disabled")

@@ -35,7 +35,9 @@ def outside(tmp_path: Path) -> Path:
 # -- traversal and path shapes ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["../x", "a/../../x", "skills/../../outside.txt", "..", "skills/.."])
+@pytest.mark.parametrize(
+    "bad", ["../x", "a/../../x", "skills/../../outside.txt", "..", "skills/.."]
+)
 def test_dotdot_is_rejected(root: Path, bad: str) -> None:
     with pytest.raises(InvalidArgument, match=r"'\.\.'"):
         memory_read(root, bad)
@@ -59,7 +61,9 @@ def test_nul_in_path_is_rejected(root: Path) -> None:
         memory_read(root, "MEMORY.md\x00x")
 
 
-@pytest.mark.parametrize("hidden", [".git/config", ".git", ".hidden.md", "skills/.x", DIFF_FILE, "./.git"])
+@pytest.mark.parametrize(
+    "hidden", [".git/config", ".git", ".hidden.md", "skills/.x", DIFF_FILE, "./.git"]
+)
 def test_hidden_paths_are_not_found(root: Path, hidden: str) -> None:
     with pytest.raises(NotFound):
         memory_read(root, hidden)
@@ -147,7 +151,9 @@ def test_directory_swapped_for_a_link_after_validation_is_refused(
         memory_read(root, "skills/deploy/SKILL.md")
 
 
-def test_file_replaced_by_another_file_after_validation_is_refused(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_replaced_by_another_file_after_validation_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = guard._lstat_at
 
     def lstat_then_replace(dir_fd: int, name: str) -> os.stat_result:
@@ -260,7 +266,9 @@ def test_list_root_sorted_marks_kinds_and_hides(root: Path, outside: Path) -> No
 
 
 def test_list_subfolder_gives_paths_from_the_root(root: Path) -> None:
-    assert [e.path for e in memory_list(root, "skills/deploy").entries] == ["skills/deploy/SKILL.md"]
+    assert [e.path for e in memory_list(root, "skills/deploy").entries] == [
+        "skills/deploy/SKILL.md"
+    ]
 
 
 def test_list_a_file_is_an_error(root: Path) -> None:
@@ -268,7 +276,9 @@ def test_list_a_file_is_an_error(root: Path) -> None:
         memory_list(root, "MEMORY.md")
 
 
-def test_list_missing_folder_is_not_found_but_missing_root_is_empty(root: Path, tmp_path: Path) -> None:
+def test_list_missing_folder_is_not_found_but_missing_root_is_empty(
+    root: Path, tmp_path: Path
+) -> None:
     with pytest.raises(NotFound):
         memory_list(root, "nope")
     assert memory_list(tmp_path / "never-created").entries == []
@@ -296,4 +306,8 @@ def test_list_max_results_range(root: Path, n: int) -> None:
 def test_results_serialise(root: Path) -> None:
     d = memory_read(root, "MEMORY.md", max_lines=1).to_dict()
     assert d["next_line_offset"] == 2 and d["kind"] == "file"
-    assert memory_list(root).to_dict()["entries"][0] == {"path": "MEMORY.md", "kind": "f", "size": 71}
+    assert memory_list(root).to_dict()["entries"][0] == {
+        "path": "MEMORY.md",
+        "kind": "f",
+        "size": 71,
+    }

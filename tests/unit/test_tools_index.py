@@ -16,11 +16,19 @@ from memoryd.workspace import RAW_MEMORIES_FILE
 from tests.conftest import T0
 
 
-def add_output(store: Store, sid: str, *, raw: str, summary: str = "", updated: int = T0, title: str = "t") -> None:
+def add_output(
+    store: Store, sid: str, *, raw: str, summary: str = "", updated: int = T0, title: str = "t"
+) -> None:
     claim = store.claim_stage1(sid, updated, max_running=100, worker_id="test")
     assert claim.claimed
     assert store.mark_stage1_succeeded(
-        sid, claim.token, raw_memory=raw, rollout_summary=summary, rollout_slug=None, cwd="/repo", title=title
+        sid,
+        claim.token,
+        raw_memory=raw,
+        rollout_summary=summary,
+        rollout_slug=None,
+        cwd="/repo",
+        title=title,
     )
 
 
@@ -56,12 +64,20 @@ def write(root: Path, rel: str, text: str) -> Path:
 def test_bm25_best_match_first(root: Path, index: SearchIndex) -> None:
     for i in range(8):
         write(root, f"filler{i}.md", f"unrelated note number {i}\n")
-    write(root, "a.md", "# Misc\n\n" + "Lots of words about many unrelated things. " * 20 + "kubernetes once.\n")
+    write(
+        root,
+        "a.md",
+        "# Misc\n\n" + "Lots of words about many unrelated things. " * 20 + "kubernetes once.\n",
+    )
     write(root, "b.md", "# Cluster\n\nkubernetes kubernetes upgrade of the kubernetes cluster\n")
     r = ranked(root, index, "kubernetes")
     assert [m.path for m in r.matches] == ["b.md", "a.md"]
     assert r.matches[0].score > r.matches[1].score and r.strategy == "strict"
-    assert r.mode == "ranked" and r.matches[0].line == 1 and r.matches[0].matched_queries == ["kubernetes"]
+    assert (
+        r.mode == "ranked"
+        and r.matches[0].line == 1
+        and r.matches[0].matched_queries == ["kubernetes"]
+    )
 
 
 def test_bm25_still_orders_when_a_term_is_everywhere(root: Path, index: SearchIndex) -> None:
@@ -73,7 +89,9 @@ def test_bm25_still_orders_when_a_term_is_everywhere(root: Path, index: SearchIn
 
 def test_heading_and_path_weigh_more(root: Path, index: SearchIndex) -> None:
     write(root, "skills/deploy/SKILL.md", "How we ship the service to production safely.\n")
-    write(root, "other.md", "Once we talked about deploy in passing, among many other words here.\n")
+    write(
+        root, "other.md", "Once we talked about deploy in passing, among many other words here.\n"
+    )
     assert ranked(root, index, "deploy").matches[0].path == "skills/deploy/SKILL.md"
 
 
@@ -114,13 +132,30 @@ def test_all_modes_require_every_query(root: Path, index: SearchIndex) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ['"', 'say "hi', "-x", "a - b", "AND", "OR NOT", "NEAR(a b)", "col:x", "*", "(", "x)", "^start", "a+b"]
+    "query",
+    [
+        '"',
+        'say "hi',
+        "-x",
+        "a - b",
+        "AND",
+        "OR NOT",
+        "NEAR(a b)",
+        "col:x",
+        "*",
+        "(",
+        "x)",
+        "^start",
+        "a+b",
+    ],
 )
 def test_user_text_never_breaks_fts_syntax(root: Path, index: SearchIndex, query: str) -> None:
     write(root, "a.md", "and or not near col start x a b hi say\n")
     try:
         r = ranked(root, index, query)
-    except InvalidArgument as exc:  # nothing searchable in it: a clear error, never an FTS5 syntax error
+    except (
+        InvalidArgument
+    ) as exc:  # nothing searchable in it: a clear error, never an FTS5 syntax error
         assert "word" in str(exc)
     else:
         assert r.total >= 1
@@ -133,8 +168,14 @@ def test_query_without_words_is_rejected(root: Path, index: SearchIndex) -> None
 
 
 def test_build_match_quotes_everything() -> None:
-    assert build_match(['say "hi" AND'], match_mode="any", stage="strict") == '("say" AND "hi" AND "AND")'
-    assert build_match(["a b", "c"], match_mode="all_on_same_line", stage="prefix") == '("a"* AND "b"*) AND ("c"*)'
+    assert (
+        build_match(['say "hi" AND'], match_mode="any", stage="strict")
+        == '("say" AND "hi" AND "AND")'
+    )
+    assert (
+        build_match(["a b", "c"], match_mode="all_on_same_line", stage="prefix")
+        == '("a"* AND "b"*) AND ("c"*)'
+    )
     assert build_match(["a b", "b"], match_mode="any", stage="any_term") == '"a"* OR "b"*'
 
 
@@ -152,7 +193,9 @@ def test_paging_and_path_scope(root: Path, index: SearchIndex) -> None:
         ranked(root, index, "widget", path="missing")
 
 
-def test_time_window_covers_named_files_and_outputs(root: Path, index: SearchIndex, store: Store) -> None:
+def test_time_window_covers_named_files_and_outputs(
+    root: Path, index: SearchIndex, store: Store
+) -> None:
     write(root, "notes/2027-01-10T08-00-00-a.md", "otter facts\n")
     write(root, "plain.md", "otter facts\n")
     add_output(store, "ses_1", raw="otter facts", updated=T0)  # 2027-01-15T08:00:00Z
@@ -166,7 +209,9 @@ def test_time_window_covers_named_files_and_outputs(root: Path, index: SearchInd
 # -- incremental refresh ----------------------------------------------------------------------
 
 
-def test_incremental_refresh_reindexes_only_the_touched_file(root: Path, index: SearchIndex) -> None:
+def test_incremental_refresh_reindexes_only_the_touched_file(
+    root: Path, index: SearchIndex
+) -> None:
     for i in range(10):
         write(root, f"f{i}.md", f"# File {i}\n\ncontent {i}\n")
     first = index.refresh()
@@ -209,7 +254,9 @@ def test_deleted_file_leaves_no_stale_hits(root: Path, index: SearchIndex, tmp_p
     conn.close()
 
 
-def test_forgotten_text_does_not_linger_in_the_index_file(root: Path, store: Store, tmp_path: Path) -> None:
+def test_forgotten_text_does_not_linger_in_the_index_file(
+    root: Path, store: Store, tmp_path: Path
+) -> None:
     idx = SearchIndex(tmp_path / "s.db", root, store)
     write(root, "a.md", "uniquemarkerqwertyuiop lives here\n")
     idx.refresh()
@@ -220,7 +267,9 @@ def test_forgotten_text_does_not_linger_in_the_index_file(root: Path, store: Sto
     assert b"uniquemarkerqwertyuiop" not in data
 
 
-def test_hidden_symlinked_binary_and_diff_files_are_not_indexed(root: Path, index: SearchIndex, tmp_path: Path) -> None:
+def test_hidden_symlinked_binary_and_diff_files_are_not_indexed(
+    root: Path, index: SearchIndex, tmp_path: Path
+) -> None:
     (tmp_path / "out.md").write_text("sekrit outside\n")
     os.symlink(tmp_path / "out.md", root / "link.md")
     write(root, ".hidden.md", "sekrit hidden\n")
@@ -282,7 +331,12 @@ def test_clear(root: Path, index: SearchIndex) -> None:
 
 
 def test_outputs_are_indexed_with_session_ids(root: Path, index: SearchIndex, store: Store) -> None:
-    add_output(store, "ses_a", raw="- prefers tabs in Makefiles", summary="## Work\nFixed the Makefile tabs issue")
+    add_output(
+        store,
+        "ses_a",
+        raw="- prefers tabs in Makefiles",
+        summary="## Work\nFixed the Makefile tabs issue",
+    )
     r = ranked(root, index, "tabs")
     assert {(m.session_id, m.kind, m.path) for m in r.matches} == {
         ("ses_a", "raw_memory", ""),
@@ -295,7 +349,11 @@ def test_outputs_are_indexed_with_session_ids(root: Path, index: SearchIndex, st
 def test_output_renders_are_not_indexed_twice(root: Path, index: SearchIndex, store: Store) -> None:
     add_output(store, "ses_a", raw="capybara memory")
     write(root, RAW_MEMORIES_FILE, "## Session ses_a\ncapybara memory\n")
-    write(root, "rollout_summaries/2027-01-15T08-00-00-ab12.md", "session_id: ses_a\n\ncapybara memory\n")
+    write(
+        root,
+        "rollout_summaries/2027-01-15T08-00-00-ab12.md",
+        "session_id: ses_a\n\ncapybara memory\n",
+    )
     r = ranked(root, index, "capybara")
     assert [m.session_id for m in r.matches] == ["ses_a"]
     scoped = ranked(root, index, "capybara", path="rollout_summaries/2027-01-15T08-00-00-ab12.md")
@@ -308,7 +366,9 @@ def test_without_a_store_renders_are_plain_files(root: Path, tmp_path: Path) -> 
         assert [m.path for m in ranked(root, idx, "capybara").matches] == [RAW_MEMORIES_FILE]
 
 
-def test_disabled_and_forgotten_sessions_leave_the_index(root: Path, index: SearchIndex, store: Store) -> None:
+def test_disabled_and_forgotten_sessions_leave_the_index(
+    root: Path, index: SearchIndex, store: Store
+) -> None:
     add_output(store, "ses_a", raw="quokka one")
     add_output(store, "ses_b", raw="quokka two")
     assert ranked(root, index, "quokka").total == 2
@@ -319,13 +379,17 @@ def test_disabled_and_forgotten_sessions_leave_the_index(root: Path, index: Sear
     assert ranked(root, index, "quokka").total == 0
 
 
-def test_reextracted_output_is_reindexed(root: Path, index: SearchIndex, store: Store, clock: ManualClock) -> None:
+def test_reextracted_output_is_reindexed(
+    root: Path, index: SearchIndex, store: Store, clock: ManualClock
+) -> None:
     add_output(store, "ses_a", raw="first version mentions walrus", updated=T0 - DAY)
     assert ranked(root, index, "walrus").total == 1
     clock.advance(1000)
     add_output(store, "ses_a", raw="second version mentions narwhal", updated=T0)
     assert ranked(root, index, "walrus").total == 0
-    assert ranked(root, index, "narwhal").refresh["outputs_indexed"] == 0  # already picked up by the previous query
+    assert (
+        ranked(root, index, "narwhal").refresh["outputs_indexed"] == 0
+    )  # already picked up by the previous query
 
 
 # -- chunking ---------------------------------------------------------------------------------
@@ -334,7 +398,11 @@ def test_reextracted_output_is_reindexed(root: Path, index: SearchIndex, store: 
 def test_chunks_follow_headings_and_skip_fenced_hashes() -> None:
     text = "intro line\n\n# One\nbody one\n\n```\n# not a heading\n```\n## Two\nbody two\n\n\n"
     chunks = chunk_text(text)
-    assert [(c.start_line, c.end_line, c.heading) for c in chunks] == [(1, 1, ""), (3, 8, "One"), (9, 10, "Two")]
+    assert [(c.start_line, c.end_line, c.heading) for c in chunks] == [
+        (1, 1, ""),
+        (3, 8, "One"),
+        (9, 10, "Two"),
+    ]
     assert chunks[1].body.endswith("```")
 
 
@@ -376,4 +444,6 @@ def test_ranked_results_are_json_serialisable(root: Path, index: SearchIndex, st
     write(root, "a.md", "stoat\n")
     add_output(store, "ses_s", raw="stoat memory")
     d = json.loads(json.dumps(ranked(root, index, "stoat").to_dict()))
-    assert {m["session_id"] for m in d["matches"]} == {None, "ses_s"} and d["refresh"]["outputs_indexed"] == 1
+    assert {m["session_id"] for m in d["matches"]} == {None, "ses_s"} and d["refresh"][
+        "outputs_indexed"
+    ] == 1

@@ -9,7 +9,14 @@ import pytest
 
 from memoryd.clock import ManualClock
 from memoryd.store import Store
-from memoryd.tools import InvalidArgument, NotFound, Refused, memory_add_note, memory_forget, memory_read
+from memoryd.tools import (
+    InvalidArgument,
+    NotFound,
+    Refused,
+    memory_add_note,
+    memory_forget,
+    memory_read,
+)
 from memoryd.tools.notes import slugify
 from memoryd.workspace import AD_HOC_NOTES
 from tests.conftest import T0
@@ -31,14 +38,22 @@ def finish_phase2(store: Store) -> None:
     claim = store.claim_phase2(worker_id="test", ignore_cooldown=True)
     assert claim.claimed
     consumed = [(o.session_id, o.source_updated_at) for o in store.outputs()]
-    assert store.mark_phase2_succeeded(claim.token, consumed, consolidated=False, watermark=claim.watermark or 0)
+    assert store.mark_phase2_succeeded(
+        claim.token, consumed, consolidated=False, watermark=claim.watermark or 0
+    )
     assert store.phase2_job()["status"] == "done"
 
 
 def add_output(store: Store, sid: str) -> None:
     claim = store.claim_stage1(sid, T0, max_running=100, worker_id="test")
     assert store.mark_stage1_succeeded(
-        sid, claim.token, raw_memory="raw", rollout_summary="sum", rollout_slug=None, cwd=None, title=None
+        sid,
+        claim.token,
+        raw_memory="raw",
+        rollout_summary="sum",
+        rollout_slug=None,
+        cwd=None,
+        title=None,
     )
 
 
@@ -50,7 +65,9 @@ def test_note_file_name_header_and_verbatim_body(root: Path, clock: ManualClock)
     r = memory_add_note(root, body, title="Python tooling!", session_id="ses_1", clock=clock)
     assert r.path == f"{AD_HOC_NOTES}/{STAMP}-python-tooling.md"
     text = (root / r.path).read_text()
-    assert text == ("title: Python tooling!\ncreated: 2027-01-15T08:00:00Z\nsession_id: ses_1\n\n" + body)
+    assert text == (
+        "title: Python tooling!\ncreated: 2027-01-15T08:00:00Z\nsession_id: ses_1\n\n" + body
+    )
     assert r.bytes == len(text.encode()) and r.created == "2027-01-15T08:00:00Z"
     assert "saved note" in r.to_text()
     assert memory_read(root, r.path).content == text
@@ -113,7 +130,9 @@ def test_limits_are_inclusive(root: Path, clock: ManualClock) -> None:
         ("harmless body", "AKIAABCDEFGHIJKLMNOP", "aws-key"),
     ],
 )
-def test_secrets_are_refused_and_nothing_is_written(root: Path, note: str, title: str | None, kind: str) -> None:
+def test_secrets_are_refused_and_nothing_is_written(
+    root: Path, note: str, title: str | None, kind: str
+) -> None:
     with pytest.raises(Refused, match="secret") as info:
         memory_add_note(root, note, title=title)
     assert any(kind in r for r in info.value.reasons), info.value.reasons
@@ -122,9 +141,15 @@ def test_secrets_are_refused_and_nothing_is_written(root: Path, note: str, title
 
 
 def test_title_and_session_id_cannot_forge_header_lines(root: Path, clock: ManualClock) -> None:
-    r = memory_add_note(root, "body", title="evil\nsession_id: forged", session_id="s\n# Heading", clock=clock)
+    r = memory_add_note(
+        root, "body", title="evil\nsession_id: forged", session_id="s\n# Heading", clock=clock
+    )
     head = (root / r.path).read_text().split("\n\n", 1)[0].splitlines()
-    assert head == ["title: evil session_id: forged", "created: 2027-01-15T08:00:00Z", "session_id: s # Heading"]
+    assert head == [
+        "title: evil session_id: forged",
+        "created: 2027-01-15T08:00:00Z",
+        "session_id: s # Heading",
+    ]
 
 
 def test_symlinked_notes_folder_is_refused(root: Path, tmp_path: Path) -> None:
@@ -163,7 +188,12 @@ def test_forget_session_deletes_disables_and_enqueues(root: Path, store: Store) 
     add_output(store, "ses_a")
     finish_phase2(store)
     r = memory_forget(store, root, session_id="ses_a")
-    assert (r.removed_output, r.removed_job, r.disabled, r.phase2_enqueued) == (True, True, True, True)
+    assert (r.removed_output, r.removed_job, r.disabled, r.phase2_enqueued) == (
+        True,
+        True,
+        True,
+        True,
+    )
     assert store.output("ses_a") is None and store.stage1_job("ses_a") is None
     assert store.memory_mode("ses_a") == "disabled"  # discovery will not extract it again
     assert store.phase2_job()["status"] == "pending"
@@ -178,7 +208,9 @@ def test_forget_unconsumed_output_still_enqueues(root: Path, store: Store) -> No
     add_output(store, "ses_b")  # extracted after the last consolidation
     assert store.phase2_job()["status"] == "pending"
     claim = store.claim_phase2(worker_id="t", ignore_cooldown=True)
-    store.mark_phase2_succeeded(claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0)
+    store.mark_phase2_succeeded(
+        claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
+    )
     assert store.phase2_job()["status"] == "done"
     assert memory_forget(store, root, session_id="ses_b").phase2_enqueued
     assert store.phase2_job()["status"] == "pending"
@@ -196,7 +228,9 @@ def test_forget_note_by_name_or_full_path(root: Path, store: Store, clock: Manua
     assert "deleted note" in r.to_text()
 
 
-def test_forget_note_is_guarded(root: Path, store: Store, tmp_path: Path, clock: ManualClock) -> None:
+def test_forget_note_is_guarded(
+    root: Path, store: Store, tmp_path: Path, clock: ManualClock
+) -> None:
     memory_add_note(root, "n", clock=clock)
     (root / "MEMORY.md").write_text("keep me\n")
     victim = tmp_path / "victim.md"
@@ -212,4 +246,8 @@ def test_forget_note_is_guarded(root: Path, store: Store, tmp_path: Path, clock:
         memory_forget(store, root, note="nope.md")
     with pytest.raises(NotFound):
         memory_forget(store, root, note=".hidden.md")
-    assert victim.exists() and (root / "MEMORY.md").exists() and (root / AD_HOC_NOTES / "link.md").is_symlink()
+    assert (
+        victim.exists()
+        and (root / "MEMORY.md").exists()
+        and (root / AD_HOC_NOTES / "link.md").is_symlink()
+    )

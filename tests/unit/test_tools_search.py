@@ -32,7 +32,9 @@ def root(tmp_path: Path) -> Path:
     (r / "rollout_summaries" / "2027-01-10T09-00-00-ab12-fix.md").write_text(
         "session_id: s1\nupdated_at: x\n\nFixed the flaky deploy test.\nmore\n"
     )
-    (r / "rollout_summaries" / "2027-01-12T23-59-30-cd34.md").write_text("session_id: s2\n\nStaging migration notes.\n")
+    (r / "rollout_summaries" / "2027-01-12T23-59-30-cd34.md").write_text(
+        "session_id: s2\n\nStaging migration notes.\n"
+    )
     (r / "extensions" / "ad_hoc" / "notes" / "2027-01-13T00-00-00-late.md").write_text(
         "title: late\ncreated: x\n\nA note about deploy keys.\n"
     )
@@ -66,7 +68,10 @@ def test_case_sensitive_by_default(root: Path) -> None:
 
 def test_any_mode_reports_which_queries_matched(root: Path) -> None:
     r = memory_search(root, ["staging", "make"], path="MEMORY.md")
-    assert [(m.line, m.matched_queries) for m in r.matches] == [(2, ["staging", "make"]), (3, ["staging"])]
+    assert [(m.line, m.matched_queries) for m in r.matches] == [
+        (2, ["staging", "make"]),
+        (3, ["staging"]),
+    ]
 
 
 def test_all_on_same_line(root: Path) -> None:
@@ -150,7 +155,9 @@ def test_bad_cursor(root: Path, bad: object) -> None:
 
 
 def test_path_scope_file_and_folder(root: Path) -> None:
-    assert {m.path for m in memory_search(root, ["deploy"], path="skills").matches} == {"skills/a.md"}
+    assert {m.path for m in memory_search(root, ["deploy"], path="skills").matches} == {
+        "skills/a.md"
+    }
     assert memory_search(root, ["deploy"], path="skills/a.md").total == 1
     with pytest.raises(NotFound):
         memory_search(root, ["deploy"], path="nope")
@@ -178,7 +185,9 @@ def test_queries_required_without_time_filter(root: Path) -> None:
         memory_search(root, [""])
 
 
-@pytest.mark.parametrize("kw", [{"max_results": 0}, {"max_results": 201}, {"context_lines": -1}, {"match_mode": "x"}])
+@pytest.mark.parametrize(
+    "kw", [{"max_results": 0}, {"max_results": 201}, {"context_lines": -1}, {"match_mode": "x"}]
+)
 def test_argument_ranges(root: Path, kw: dict[str, object]) -> None:
     with pytest.raises(InvalidArgument):
         memory_search(root, ["x"], **kw)  # type: ignore[arg-type]

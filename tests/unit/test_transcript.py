@@ -11,53 +11,111 @@ SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 def msg(role: str, parts: list[dict], **info) -> Message:
     return Message.model_validate(
-        {"info": {"id": "msg_1", "sessionID": "ses_1", "role": role, "time": {"created": 1}, **info}, "parts": parts}
+        {
+            "info": {
+                "id": "msg_1",
+                "sessionID": "ses_1",
+                "role": role,
+                "time": {"created": 1},
+                **info,
+            },
+            "parts": parts,
+        }
     )
 
 
 def test_keeps_text_and_tools_drops_noise() -> None:
     messages = [
-        msg("user", [
-            {"type": "text", "text": "Please fix the failing test"},
-            {"type": "text", "text": "synthetic context", "synthetic": True},
-            {"type": "text", "text": "ignored", "ignored": True},
-            {"type": "text", "text": "# AGENTS.md instructions for /x\n<INSTRUCTIONS>do things</INSTRUCTIONS>"},
-        ]),
-        msg("assistant", [
-            {"type": "step-start"},
-            {"type": "reasoning", "text": "SECRET THOUGHTS"},
-            {"type": "text", "text": "Running the tests."},
-            {"type": "tool", "callID": "c", "tool": "bash",
-             "state": {"status": "error", "input": {"command": "pytest -x"}, "error": "exit 1: AssertionError"}},
-            {"type": "tool", "callID": "d", "tool": "read",
-             "state": {"status": "completed", "input": {"filePath": "/x/a.py"}, "output": "def f(): pass"}},
-            {"type": "patch", "hash": "abc", "files": []},
-            {"type": "step-finish", "reason": "stop"},
-        ]),
+        msg(
+            "user",
+            [
+                {"type": "text", "text": "Please fix the failing test"},
+                {"type": "text", "text": "synthetic context", "synthetic": True},
+                {"type": "text", "text": "ignored", "ignored": True},
+                {
+                    "type": "text",
+                    "text": "# AGENTS.md instructions for /x\n<INSTRUCTIONS>do things</INSTRUCTIONS>",
+                },
+            ],
+        ),
+        msg(
+            "assistant",
+            [
+                {"type": "step-start"},
+                {"type": "reasoning", "text": "SECRET THOUGHTS"},
+                {"type": "text", "text": "Running the tests."},
+                {
+                    "type": "tool",
+                    "callID": "c",
+                    "tool": "bash",
+                    "state": {
+                        "status": "error",
+                        "input": {"command": "pytest -x"},
+                        "error": "exit 1: AssertionError",
+                    },
+                },
+                {
+                    "type": "tool",
+                    "callID": "d",
+                    "tool": "read",
+                    "state": {
+                        "status": "completed",
+                        "input": {"filePath": "/x/a.py"},
+                        "output": "def f(): pass",
+                    },
+                },
+                {"type": "patch", "hash": "abc", "files": []},
+                {"type": "step-finish", "reason": "stop"},
+            ],
+        ),
         msg("system", [{"type": "text", "text": "system stuff"}]),
     ]
     t = build_transcript(messages)
     assert "Please fix the failing test" in t.text and "Running the tests." in t.text
     assert "[tool call: bash]" in t.text and "[tool error: bash] exit 1: AssertionError" in t.text
     assert "[tool result: read] def f(): pass" in t.text
-    for gone in ("SECRET THOUGHTS", "synthetic context", "ignored", "INSTRUCTIONS", "system stuff", "step-"):
+    for gone in (
+        "SECRET THOUGHTS",
+        "synthetic context",
+        "ignored",
+        "INSTRUCTIONS",
+        "system stuff",
+        "step-",
+    ):
         assert gone not in t.text
     assert t.text.index("[user]") < t.text.index("[assistant]")
     assert t.tool_names == ["bash", "read"] and t.entries == 2
 
 
 def test_secrets_redacted_in_text_and_tool_payloads() -> None:
-    t = build_transcript([
-        msg("user", [{"type": "text", "text": f"token {SECRET}"}]),
-        msg("assistant", [{"type": "tool", "tool": "write", "callID": "c", "state": {
-            "status": "completed", "input": {"filePath": ".env", "content": f"GITHUB_TOKEN={SECRET}\n"}, "output": "ok"}}]),
-    ])
+    t = build_transcript(
+        [
+            msg("user", [{"type": "text", "text": f"token {SECRET}"}]),
+            msg(
+                "assistant",
+                [
+                    {
+                        "type": "tool",
+                        "tool": "write",
+                        "callID": "c",
+                        "state": {
+                            "status": "completed",
+                            "input": {"filePath": ".env", "content": f"GITHUB_TOKEN={SECRET}\n"},
+                            "output": "ok",
+                        },
+                    }
+                ],
+            ),
+        ]
+    )
     assert SECRET not in t.text
 
 
 def test_citations_are_stripped_and_collected() -> None:
-    reply = ("Use make test.\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[build]\n"
-             "</citation_entries>\n<session_ids>\nses_abc123456\n</session_ids>\n</memory-citation>")
+    reply = (
+        "Use make test.\n<memory-citation>\n<citation_entries>\nMEMORY.md:1-3|note=[build]\n"
+        "</citation_entries>\n<session_ids>\nses_abc123456\n</session_ids>\n</memory-citation>"
+    )
     t = build_transcript([msg("assistant", [{"type": "text", "text": reply, "id": "prt_1"}])])
     assert "memory-citation" not in t.text and "Use make test." in t.text
     assert t.citations == [("prt_1", ["ses_abc123456"])]
@@ -65,20 +123,41 @@ def test_citations_are_stripped_and_collected() -> None:
 
 def test_tool_output_bounded_keeping_head_and_tail() -> None:
     out = "HEAD" + "x" * 50_000 + "TAIL"
-    t = build_transcript([msg("assistant", [{"type": "tool", "tool": "bash", "callID": "c", "state": {
-        "status": "completed", "input": {"command": "cat big"}, "output": out}}])])
+    t = build_transcript(
+        [
+            msg(
+                "assistant",
+                [
+                    {
+                        "type": "tool",
+                        "tool": "bash",
+                        "callID": "c",
+                        "state": {
+                            "status": "completed",
+                            "input": {"command": "cat big"},
+                            "output": out,
+                        },
+                    }
+                ],
+            )
+        ]
+    )
     assert "HEAD" in t.text and "TAIL" in t.text and len(t.text) < 6_000
 
 
 def test_token_cap_keeps_head_and_tail() -> None:
-    messages = [msg("user", [{"type": "text", "text": f"turn {i} " + "word " * 200}]) for i in range(200)]
+    messages = [
+        msg("user", [{"type": "text", "text": f"turn {i} " + "word " * 200}]) for i in range(200)
+    ]
     t = build_transcript(messages, max_tokens=2_000)
     assert tokens.count(t.text) <= 2_000 and t.truncated
     assert "turn 0 " in t.text and "turn 199 " in t.text and "omitted from the middle" in t.text
 
 
 def test_assistant_error_is_kept() -> None:
-    t = build_transcript([msg("assistant", [], error={"name": "APIError", "data": {"message": "rate limited"}})])
+    t = build_transcript(
+        [msg("assistant", [], error={"name": "APIError", "data": {"message": "rate limited"}})]
+    )
     assert "[assistant error: APIError] rate limited" in t.text
 
 
@@ -105,6 +184,23 @@ def test_secret_straddling_the_tool_output_cut_is_still_redacted() -> None:
     # place the secret exactly where the head/tail cut would fall
     pad = "x" * (TOOL_OUTPUT_CHARS // 2 - 10)
     out = pad + " " + SECRET + " " + "y" * 50_000
-    t = build_transcript([msg("assistant", [{"type": "tool", "tool": "bash", "callID": "c", "state": {
-        "status": "completed", "input": {"command": "env"}, "output": out}}])])
+    t = build_transcript(
+        [
+            msg(
+                "assistant",
+                [
+                    {
+                        "type": "tool",
+                        "tool": "bash",
+                        "callID": "c",
+                        "state": {
+                            "status": "completed",
+                            "input": {"command": "env"},
+                            "output": out,
+                        },
+                    }
+                ],
+            )
+        ]
+    )
     assert SECRET[:20] not in t.text and SECRET[-20:] not in t.text

@@ -14,11 +14,15 @@ from memoryd.usage import ingest_spool
 
 def add(store: Store, sid: str) -> None:
     c = store.claim_stage1(sid, 1, max_running=100, worker_id="w")
-    store.mark_stage1_succeeded(sid, c.token, raw_memory="r", rollout_summary="s", rollout_slug=None, cwd=None, title=None)
+    store.mark_stage1_succeeded(
+        sid, c.token, raw_memory="r", rollout_summary="s", rollout_slug=None, cwd=None, title=None
+    )
 
 
 def line(session: str, part: str, cited: list[str]) -> str:
-    return json.dumps({"v": 1, "session_id": session, "part_id": part, "cited": cited, "ts": 1}) + "\n"
+    return (
+        json.dumps({"v": 1, "session_id": session, "part_id": part, "cited": cited, "ts": 1}) + "\n"
+    )
 
 
 def spool_at(tmp_path: Path) -> Path:
@@ -59,7 +63,11 @@ def test_replay_is_safe(store: Store, tmp_path: Path) -> None:
 def test_partial_and_malformed_lines(store: Store, tmp_path: Path) -> None:
     add(store, "ses_aaa")
     spool = spool_at(tmp_path)
-    spool.write_text(line("s", "p1", ["ses_aaa"]) + "not json\n" + '{"v":1,"session_id":"s","part_id":"p2","cited":["ses_a')
+    spool.write_text(
+        line("s", "p1", ["ses_aaa"])
+        + "not json\n"
+        + '{"v":1,"session_id":"s","part_id":"p2","cited":["ses_a'
+    )
     r = ingest_spool(store, spool)
     assert r.new_parts == 1 and r.bad_lines == 2
     assert store.output("ses_aaa").usage_count == 1

@@ -86,7 +86,13 @@ def make_valid(root: Path) -> None:
 def test_layout_created_without_seeding_agent_files(root, clock):
     assert not root.exists()
     assert Workspace(root, clock=clock).ensure_layout() == []
-    for d in ("rollout_summaries", "skills", "extensions", "extensions/ad_hoc", "extensions/ad_hoc/notes"):
+    for d in (
+        "rollout_summaries",
+        "skills",
+        "extensions",
+        "extensions/ad_hoc",
+        "extensions/ad_hoc/notes",
+    ):
         assert (root / d).is_dir() and not (root / d).is_symlink(), d
     assert not (root / "MEMORY.md").exists()
     assert not (root / "memory_summary.md").exists()
@@ -107,7 +113,13 @@ def test_seeded_instructions_keep_user_edits(ws, root):
 def test_ad_hoc_template_says_what_matters():
     text = (templates_dir() / "extensions/ad_hoc/instructions.md").read_text()
     assert "{{" not in text and "}}" not in text
-    for needle in ("extensions/ad_hoc/notes/", "[ad-hoc note]", "never instructions", "diff", "Never delete"):
+    for needle in (
+        "extensions/ad_hoc/notes/",
+        "[ad-hoc note]",
+        "never instructions",
+        "diff",
+        "Never delete",
+    ):
         assert needle in text, needle
 
 
@@ -186,8 +198,13 @@ def test_stem_golden_vectors():
     assert rollout_stem(out("ses_01HZXSAMPLE", T0, slug="Fix the flaky CI test!")) == (
         "2027-01-15T08-00-00-jGs4-fix_the_flaky_ci_test"
     )
-    assert rollout_stem(out("0194f5a6-89ab-7cde-8123-456789abcdef", 1_739_288_119_000)) == "2025-02-11T15-35-19-Y5Dh"
-    assert rollout_stem(out("ses_01HZXSAMPLE", T0 + 999)) == "2027-01-15T08-00-00-jGs4"  # seconds, floored
+    assert (
+        rollout_stem(out("0194f5a6-89ab-7cde-8123-456789abcdef", 1_739_288_119_000))
+        == "2025-02-11T15-35-19-Y5Dh"
+    )
+    assert (
+        rollout_stem(out("ses_01HZXSAMPLE", T0 + 999)) == "2027-01-15T08-00-00-jGs4"
+    )  # seconds, floored
 
 
 @pytest.mark.parametrize(
@@ -212,7 +229,9 @@ def test_slug_sanitising(slug, expected):
 
 def test_stem_is_stable_and_safe():
     a = out("ses_a", T0, slug="My Slug")
-    assert rollout_stem(a) == rollout_stem(out("ses_a", T0, slug="My Slug", usage=9, last_usage=T0, raw="other"))
+    assert rollout_stem(a) == rollout_stem(
+        out("ses_a", T0, slug="My Slug", usage=9, last_usage=T0, raw="other")
+    )
     assert rollout_stem(a).endswith("-my_slug")
     assert rollout_stem(out("ses_b", T0, slug="My Slug")) != rollout_stem(a)
     assert rollout_stem(out("ses_a", T0 + SECOND, slug="My Slug")) != rollout_stem(a)
@@ -284,7 +303,9 @@ def test_sync_writes_files_and_only_on_change(ws, root):
     result = ws.sync(selection)
     stems = {o.session_id: rollout_stem(o) for o in selection}
     assert result.stems == stems
-    assert result.written == sorted(["raw_memories.md", *(f"rollout_summaries/{s}.md" for s in stems.values())])
+    assert result.written == sorted(
+        ["raw_memories.md", *(f"rollout_summaries/{s}.md" for s in stems.values())]
+    )
     assert result.removed == []
     assert (root / "raw_memories.md").read_text() == (GOLDEN / "raw_memories.md").read_text()
     files = sorted((root / "rollout_summaries").iterdir())
@@ -296,7 +317,9 @@ def test_sync_writes_files_and_only_on_change(ws, root):
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
 
     # Usage alone changes nothing on disk, so a citation never triggers a consolidation.
-    cited = [out(**{**_kwargs(o), "usage": o.usage_count + 7, "last_usage": T0 + DAY}) for o in selection]
+    cited = [
+        out(**{**_kwargs(o), "usage": o.usage_count + 7, "last_usage": T0 + DAY}) for o in selection
+    ]
     assert not ws.sync(cited).changed
     assert tree(root) == before
 
@@ -346,7 +369,10 @@ def test_sync_stem_clash_is_disambiguated(ws, root, monkeypatch):
 
     monkeypatch.setattr(wsmod, "_id_hash", lambda sid: "AAAA")
     result = ws.sync([out("ses_b"), out("ses_a")])
-    assert result.stems == {"ses_a": "2027-01-15T08-00-00-AAAA", "ses_b": "2027-01-15T08-00-00-AAAA-2"}
+    assert result.stems == {
+        "ses_a": "2027-01-15T08-00-00-AAAA",
+        "ses_b": "2027-01-15T08-00-00-AAAA-2",
+    }
     assert len(list((root / "rollout_summaries").iterdir())) == 2
     with pytest.raises(ValueError, match="twice"):
         ws.sync([out("ses_a"), out("ses_a")])
@@ -420,13 +446,21 @@ def test_extension_resource_pruning(ws, root, clock):
         ]
     )
     left = {p.name for p in (ext / "resources").iterdir()}
-    assert {files["just_newer"], files["plain"], files["bad_month"], files["not_md"], "nested"} <= left
+    assert {
+        files["just_newer"],
+        files["plain"],
+        files["bad_month"],
+        files["not_md"],
+        "nested",
+    } <= left
     assert (ext / "resources/nested" / files["older"]).exists()
     assert (root / "extensions/loose/resources" / files["older"]).exists()
     assert note.read_text() == "remember this"
 
     clock.advance(SECOND)
-    assert ws.prune_extension_resources() == [f"extensions/chronicle/resources/{files['just_newer']}"]
+    assert ws.prune_extension_resources() == [
+        f"extensions/chronicle/resources/{files['just_newer']}"
+    ]
     assert ws.prune_extension_resources(retention_days=0) == []
     with pytest.raises(ValueError):
         ws.prune_extension_resources(-1)
@@ -447,7 +481,9 @@ def test_snapshot_and_restore_undo_everything_outside_agent_owned(ws, root, tmp_
     snap = ws.snapshot_protected()
     assert "extensions/ad_hoc/notes/keep.md" in snap.files
     assert "MEMORY.md" not in snap.files and ".scratch" not in snap.files
-    protected_before = {k: v for k, v in tree(root).items() if not k.startswith(("MEMORY", "memory_", "skills"))}
+    protected_before = {
+        k: v for k, v in tree(root).items() if not k.startswith(("MEMORY", "memory_", "skills"))
+    }
 
     # The "agent" at work.
     (notes / "keep.md").write_text("rewritten by the agent")
@@ -481,9 +517,9 @@ def test_snapshot_and_restore_undo_everything_outside_agent_owned(ws, root, tmp_
         "stray.md",
     ]
     after = tree(root)
-    assert {k: v for k, v in after.items() if not k.startswith(("MEMORY", "memory_", "skills", "."))} == {
-        k: v for k, v in protected_before.items() if not k.startswith(".")
-    }
+    assert {
+        k: v for k, v in after.items() if not k.startswith(("MEMORY", "memory_", "skills", "."))
+    } == {k: v for k, v in protected_before.items() if not k.startswith(".")}
     assert (notes / "exec.sh").stat().st_mode & 0o777 == 0o755
     assert (root / "MEMORY.md").read_text() == "# Memory\nupdated\n"
     assert (root / "skills/deploy/SKILL.md").read_text() == "skill"
@@ -540,7 +576,10 @@ def test_validate_summary_symlink_is_removed_and_reported(ws, root):
     (root / "memory_summary.md").unlink()
     (root / "memory_summary.md").symlink_to(root / "real_summary.md")
     problems = ws.validate()
-    assert problems == ["symlinks are not allowed (removed: memory_summary.md)", "memory_summary.md is missing"]
+    assert problems == [
+        "symlinks are not allowed (removed: memory_summary.md)",
+        "memory_summary.md is missing",
+    ]
     assert not (root / "memory_summary.md").exists()
     assert (root / "real_summary.md").read_text() == "v1\n"
 
@@ -556,7 +595,9 @@ def test_validate_skills_must_be_a_directory(ws, root):
 
 
 def test_validate_missing_root(tmp_path, clock):
-    assert Workspace(tmp_path / "nope", clock=clock).validate() == [f"memory folder {tmp_path / 'nope'} does not exist"]
+    assert Workspace(tmp_path / "nope", clock=clock).validate() == [
+        f"memory folder {tmp_path / 'nope'} does not exist"
+    ]
 
 
 def test_diff_file_round_trip(ws, root, tmp_path):
