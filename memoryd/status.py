@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.budget import Budget
 from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.store.jobs import PHASE2_COOLDOWN_MS
+from memoryd.write.budget import Budget
 
 LAST_PASS = "last_pass"
 DAEMON = "daemon"

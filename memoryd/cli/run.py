@@ -7,10 +7,10 @@ import asyncio
 import logging
 
 from memoryd.app import App
-from memoryd.daemon import Daemon
-from memoryd.passes import run_pass
-from memoryd.phase1 import Phase1Report
-from memoryd.phase2 import Phase2Result
+from memoryd.runtime.daemon import Daemon
+from memoryd.write.passes import run_pass
+from memoryd.write.phase1 import Phase1Report
+from memoryd.write.phase2 import Phase2Result
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import argparse
 import shlex
 
 from memoryd.app import App
-from memoryd.service import UNIT, Report, Service, Status
+from memoryd.runtime.service import UNIT, Report, Service, Status
 
 ACTION_TEXT = {
     "create": "created",

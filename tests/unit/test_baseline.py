@@ -11,7 +11,8 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from memoryd.baseline import (
+from memoryd.errors import MemorydError
+from memoryd.write.baseline import (
     DIFF_FILE_NAME,
     Baseline,
     BaselineError,
@@ -19,7 +20,6 @@ from memoryd.baseline import (
     WorkspaceDiff,
     default_exclude,
 )
-from memoryd.errors import MemorydError
 
 GIT = shutil.which("git")
 
@@ -724,7 +724,7 @@ def test_failed_commit_keeps_the_old_baseline(
     def boom(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("memoryd.baseline.write_pack", boom)
+    monkeypatch.setattr("memoryd.write.baseline.write_pack", boom)
     with pytest.raises(BaselineError, match="No space left"):
         bl.reset()
 

@@ -25,14 +25,14 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from memoryd import sdnotify
 from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import HostError, MemorydError
-from memoryd.events import EventFollower
 from memoryd.host.connect import recorded_server
-from memoryd.passes import run_pass, tick
+from memoryd.runtime import sdnotify
+from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd import tokens
-from memoryd.citations import parse_citations, strip_citations
 from memoryd.host.models import Message, Part
+from memoryd.read.citations import parse_citations, strip_citations
 from memoryd.redact import redact
 
 TRANSCRIPT_TOKEN_BUDGET = 64_000

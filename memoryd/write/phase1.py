@@ -28,7 +28,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.budget import BudgetWait
 from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
     ExtractionInvalid,
@@ -39,7 +38,14 @@ from memoryd.errors import (
     MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import (
+from memoryd.host.models import PromptResult, Session
+from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
+from memoryd.paths import Paths
+from memoryd.redact import redact
+from memoryd.settings import Settings
+from memoryd.store import STAGE1, CallUsage, Claim, Store
+from memoryd.write.budget import BudgetWait
+from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
@@ -47,13 +53,7 @@ from memoryd.helpers import (
     model_name,
     usage_of,
 )
-from memoryd.host.models import PromptResult, Session
-from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
-from memoryd.paths import Paths
-from memoryd.redact import redact
-from memoryd.settings import Settings
-from memoryd.store import STAGE1, CallUsage, Claim, Store
-from memoryd.transcript import Transcript, build_transcript, external_tools
+from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)
 

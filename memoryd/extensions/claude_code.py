@@ -43,7 +43,7 @@ from pathlib import Path
 
 from memoryd.clock import HOUR, Clock
 from memoryd.errors import MemorydError, PathError
-from memoryd.extensions import (
+from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     MAX_SOURCE_BYTES,

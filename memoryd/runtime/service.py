@@ -9,7 +9,7 @@ Choices that matter and why:
 - The manager's environment is not the shell's either, so the variables that decide where
   memoryd keeps its files (``MEMORYD_HOME``, ``XDG_*_HOME``) and ``PATH`` (memoryd finds
   ``opencode`` on it) are written into the service when they are set at install time.
-- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.sdnotify`),
+- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.runtime.sdnotify`),
   ``Restart=on-failure`` under a start limit so a crash loop stops instead of burning model
   quota, no restart on exit status 2 or 4 (bad usage, failed startup: a restart cannot fix
   those), and ``KillMode=mixed`` so memoryd gets SIGTERM first and stops its opencode helpers
@@ -45,7 +45,7 @@ Platform = Literal["systemd", "launchd"]
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
 ManagerState = Literal["ok", "unavailable", "failed", "skipped"]
 
-UNIT = "memoryd.service"
+UNIT = "memoryd.runtime.service"
 LABEL = "dev.memoryd"
 MANIFEST_KEY = "service"
 #: Variables copied from the installing environment into the service, when set.

@@ -22,10 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd import prompts
-from memoryd.baseline import Baseline, WorkspaceDiff
-from memoryd.budget import BudgetWait
-from memoryd.claude_import import sync_claude_import
-from memoryd.codex_exchange import export_codex, import_codex
 from memoryd.errors import (
     HostAuthError,
     HostError,
@@ -34,13 +30,23 @@ from memoryd.errors import (
     ModelCallError,
     PathError,
 )
+from memoryd.extensions.claude_code import sync_claude_import
+from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.helpers import UNGOVERNED_TOOLS, PhaseBase, ensure_agent, helper_session, session_usage
-from memoryd.readpath import summary_token_budget
+from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.write.baseline import Baseline, WorkspaceDiff
+from memoryd.write.budget import BudgetWait
+from memoryd.write.helpers import (
+    UNGOVERNED_TOOLS,
+    PhaseBase,
+    ensure_agent,
+    helper_session,
+    session_usage,
+)
 
 log = logging.getLogger(__name__)
 

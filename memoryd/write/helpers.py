@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from memoryd.budget import Budget
 from memoryd.clock import Clock
 from memoryd.errors import HostError, MemorydError
 from memoryd.host.models import PromptResult, Session
@@ -22,6 +21,7 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import CallUsage, Store
+from memoryd.write.budget import Budget
 
 log = logging.getLogger(__name__)
 
