@@ -9,7 +9,17 @@ Layout under the memory root::
     rollout_summaries/<stem>.md     rendered here, one per selected output
     extensions/<name>/instructions.md, extensions/<name>/resources/*.md
     extensions/ad_hoc/instructions.md (seeded), extensions/ad_hoc/notes/*.md (the user's)
+    projects/<key>/project.md       rendered: which checkout the project is (see memoryd.scopes)
+    projects/<key>/raw_memories.md  rendered, like the root one, from that project's outputs
+    projects/<key>/rollout_summaries/<stem>.md
+    projects/<key>/notes/*.md       the user's notes about that project only
+    projects/<key>/memory_summary.md  agent-owned; the project's layer of the block (first line v1)
+    projects/<key>/MEMORY.md        agent-owned, optional; the project's detailed memory
     phase2_workspace_diff.md        transient, never tracked by the baseline
+
+The root files are the global layer: what holds in every project. Outputs whose project is not
+known yet are rendered at the root; every other output goes to its project's folder, which exists
+exactly while the project has selected outputs or notes.
 
 Rendering is deterministic and files are rewritten only when their bytes change, so the
 baseline diff moves only on real change. Usage counters are deliberately not rendered: a
@@ -43,6 +53,7 @@ from memoryd.clock import DAY, Clock, iso_ms
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write
 from memoryd.paths import templates_dir
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store.outputs import Output
 
 log = logging.getLogger(__name__)
@@ -57,9 +68,18 @@ EXTENSIONS_DIR = "extensions"
 AD_HOC_INSTRUCTIONS = "extensions/ad_hoc/instructions.md"
 AD_HOC_NOTES = "extensions/ad_hoc/notes"
 SUMMARY_VERSION = b"v1"
+PROJECT_FILE = "project.md"
+PROJECT_NOTES = "notes"
 
-# The only things the consolidation agent may change; a trailing "/" means the whole subtree.
-AGENT_OWNED: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE, SKILLS_DIR + "/")
+# The only things the consolidation agent may change; a trailing "/" means the whole subtree and
+# "*" one project key.
+AGENT_OWNED: tuple[str, ...] = (
+    MEMORY_FILE,
+    SUMMARY_FILE,
+    SKILLS_DIR + "/",
+    f"{PROJECTS_DIR}/*/{SUMMARY_FILE}",
+    f"{PROJECTS_DIR}/*/{MEMORY_FILE}",
+)
 
 LAYOUT_DIRS: tuple[str, ...] = (
     SUMMARIES_DIR,
@@ -67,6 +87,7 @@ LAYOUT_DIRS: tuple[str, ...] = (
     EXTENSIONS_DIR,
     "extensions/ad_hoc",
     AD_HOC_NOTES,
+    PROJECTS_DIR,
 )
 
 RAW_MEMORY_MAX_CHARS = 10_000
@@ -94,9 +115,16 @@ def is_tracked(relpath: str) -> bool:
 
 def is_agent_owned(relpath: str) -> bool:
     """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
-    rel = "/".join(_parts(relpath))
+    parts = _parts(relpath)
+    rel = "/".join(parts)
     for owned in AGENT_OWNED:
-        if owned.endswith("/"):
+        if "*" in owned:
+            pattern = owned.split("/")
+            if len(parts) == len(pattern) and all(
+                p == q or (q == "*" and is_scope_key(p)) for p, q in zip(parts, pattern, strict=True)
+            ):
+                return True
+        elif owned.endswith("/"):
             if rel == owned[:-1] or rel.startswith(owned):
                 return True
         elif rel == owned:
@@ -216,6 +244,22 @@ def render_rollout_summary(output: Output) -> str:
     """One ``rollout_summaries/<stem>.md``: header lines, a blank line, the summary (no usage counts)."""
     lines = [f"session_id: {_one_line(output.session_id)}", *_header(output), ""]
     lines.append(output.rollout_summary.strip() or "(no summary)")
+    return "\n".join(lines) + "\n"
+
+
+def render_project_file(key: str, root: str, outputs: Iterable[Output]) -> str:
+    """``projects/<key>/project.md``: which checkout this is, and which sessions feed it."""
+    ordered = sorted(outputs, key=lambda o: o.session_id)
+    ids = sorted({o.project_id for o in ordered if o.project_id})
+    lines = [
+        f"# Project {key}",
+        "",
+        f"worktree: {_one_line(root)}",
+        f"opencode_project: {_one_line(ids[0] if len(ids) == 1 else ', '.join(ids) or None)}",
+        f"sessions: {len(ordered)}",
+        "",
+        "Memory written in this folder is shown only to sessions in this worktree.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -421,39 +465,101 @@ class Workspace:
     # -- inputs -------------------------------------------------------------------------------
 
     def sync(self, selected: list[Output]) -> SyncResult:
-        """Render the selection: rollout summaries (unselected ones deleted) and ``raw_memories.md``.
+        """Render the selection: the root inputs for unscoped outputs, one folder per project.
 
-        Files are written only when their bytes differ. Deleting unselected summaries is the
-        only deletion here; it is what lets forgotten sessions show up as removals in the diff.
+        Files are written only when their bytes differ. Deleting unselected summaries (and the
+        folders of projects left without selected outputs or notes) is the only deletion here; it
+        is what lets forgotten sessions show up as removals in the diff.
         """
         stems = assign_stems(selected)
         written: list[str] = []
         removed: list[str] = []
-        if not self._ensure_dir(SUMMARIES_DIR):
-            raise PathError(self.root / SUMMARIES_DIR, "exists and is not a directory")
-        keep = {f"{stem}.md" for stem in stems.values()}
-        with os.scandir(self.root / SUMMARIES_DIR) as it:
+        by_scope: dict[str | None, list[Output]] = {}
+        for out in selected:
+            by_scope.setdefault(out.scope, []).append(out)
+        self._sync_inputs("", by_scope.pop(None, []), stems, written, removed)
+        if not self._ensure_dir(PROJECTS_DIR):
+            raise PathError(self.root / PROJECTS_DIR, "exists and is not a directory")
+        for key, outs in sorted(by_scope.items(), key=lambda kv: str(kv[0])):
+            assert key is not None
+            base = f"{PROJECTS_DIR}/{key}"
+            root = outs[0].scope_root or ""
+            if self._write_if_changed(f"{base}/{PROJECT_FILE}", render_project_file(key, root, outs)):
+                written.append(f"{base}/{PROJECT_FILE}")
+            self._sync_inputs(base, outs, stems, written, removed)
+        removed += self._drop_projects(keep=set(by_scope))
+        if written or removed:
+            log.info(
+                "memory folder: wrote %d file(s), removed %d file(s)", len(written), len(removed)
+            )
+        return SyncResult(written=sorted(written), removed=sorted(removed), stems=stems)
+
+    def _sync_inputs(
+        self,
+        base: str,
+        outs: list[Output],
+        stems: dict[str, str],
+        written: list[str],
+        removed: list[str],
+    ) -> None:
+        prefix = f"{base}/" if base else ""
+        summaries = prefix + SUMMARIES_DIR
+        if not self._ensure_dir(summaries):
+            raise PathError(self.root / summaries, "exists and is not a directory")
+        keep = {f"{stems[o.session_id]}.md" for o in outs}
+        with os.scandir(self.root / summaries) as it:
             stale = sorted(
                 e.name for e in it if e.name.endswith(".md") and not e.is_dir(follow_symlinks=False)
             )
         for name in stale:
             if name in keep or name.startswith("."):
                 continue  # dot files are untracked; leave them be
-            os.unlink(self.root / SUMMARIES_DIR / name)
-            removed.append(f"{SUMMARIES_DIR}/{name}")
-        for out in selected:
-            relpath = f"{SUMMARIES_DIR}/{stems[out.session_id]}.md"
+            os.unlink(self.root / summaries / name)
+            removed.append(f"{summaries}/{name}")
+        for out in outs:
+            relpath = f"{summaries}/{stems[out.session_id]}.md"
             if self._write_if_changed(relpath, render_rollout_summary(out)):
                 written.append(relpath)
-        if self._write_if_changed(RAW_MEMORIES_FILE, render_raw_memories(selected, stems)):
-            written.append(RAW_MEMORIES_FILE)
-        if written or removed:
-            log.info(
-                "memory folder: wrote %d file(s), removed %d summary file(s)",
-                len(written),
-                len(removed),
+        if self._write_if_changed(prefix + RAW_MEMORIES_FILE, render_raw_memories(outs, stems)):
+            written.append(prefix + RAW_MEMORIES_FILE)
+
+    def _drop_projects(self, keep: set[str]) -> list[str]:
+        """Remove the folders of projects with nothing selected and no notes; returns file relpaths."""
+        removed: list[str] = []
+        for name in self.project_keys():
+            if name in keep:
+                continue
+            base = f"{PROJECTS_DIR}/{name}"
+            if self._has_files(f"{base}/{PROJECT_NOTES}"):
+                continue  # the user's notes keep the project (and its layer) alive
+            removed += [
+                rel for rel, st in self._walk(base) if stat.S_ISREG(st.st_mode) and is_tracked(rel)
+            ]
+            shutil.rmtree(self.root / base)
+            log.info("memory folder: project %s has no memories left; removed its folder", name)
+        return removed
+
+    def _has_files(self, rel: str) -> bool:
+        return any(stat.S_ISREG(st.st_mode) and is_tracked(r) for r, st in self._walk(rel))
+
+    def project_keys(self) -> list[str]:
+        """Keys of the project folders present (real directories with a key-shaped name)."""
+        base = self.root / PROJECTS_DIR
+        st = _lstat(base)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return []
+        with os.scandir(base) as it:
+            return sorted(
+                e.name for e in it if e.is_dir(follow_symlinks=False) and is_scope_key(e.name)
             )
-        return SyncResult(written=sorted(written), removed=sorted(removed), stems=stems)
+
+    def project_summary_text(self, key: str) -> str | None:
+        """Text of ``projects/<key>/memory_summary.md``; ``None`` when absent, not regular, or blank."""
+        got = _read_regular(self._path(f"{PROJECTS_DIR}/{key}/{SUMMARY_FILE}"))
+        if got is None:
+            return None
+        text = got[0].decode("utf-8", errors="replace")
+        return text if text.strip() else None
 
     def prune_extension_resources(self, retention_days: int = RESOURCE_RETENTION_DAYS) -> list[str]:
         """Delete timestamped extension resources at or past the retention cutoff; returns relpaths.
@@ -514,6 +620,9 @@ class Workspace:
             ):
                 continue
             if is_agent_owned(relpath) or relpath.startswith(EXTENSIONS_DIR + "/"):
+                return True
+            parts = _parts(relpath)
+            if len(parts) > 3 and parts[0] == PROJECTS_DIR and parts[2] == PROJECT_NOTES:
                 return True
         return False
 
@@ -614,6 +723,38 @@ class Workspace:
         st = _lstat(self.root / SKILLS_DIR)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             problems.append(f"{SKILLS_DIR}/ is not a directory")
+        problems += self._validate_projects()
+        return problems
+
+    def _validate_projects(self) -> list[str]:
+        """Each project layer must belong to a project memoryd rendered and carry the ``v1`` line."""
+        problems: list[str] = []
+        base = self.root / PROJECTS_DIR
+        st = _lstat(base)
+        if st is None:
+            return problems
+        if not stat.S_ISDIR(st.st_mode):
+            return [f"{PROJECTS_DIR}/ is not a directory"]
+        with os.scandir(base) as it:
+            names = sorted(e.name for e in it if not e.name.startswith("."))
+        for name in names:
+            rel = f"{PROJECTS_DIR}/{name}"
+            st = _lstat(self.root / rel)
+            if not is_scope_key(name) or st is None or not stat.S_ISDIR(st.st_mode):
+                problems.append(f"{rel} is not a project folder memoryd made")
+                continue
+            if _lstat(self.root / rel / PROJECT_FILE) is None:
+                problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE})")
+            for fname in (SUMMARY_FILE, MEMORY_FILE):
+                fst = _lstat(self.root / rel / fname)
+                if fst is not None and not stat.S_ISREG(fst.st_mode):
+                    problems.append(f"{rel}/{fname} is not a regular file")
+            got = _read_regular(self.root / rel / SUMMARY_FILE)
+            if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
+                problems.append(
+                    f"the first line of {rel}/{SUMMARY_FILE} must be exactly "
+                    f"{SUMMARY_VERSION.decode()!r}"
+                )
         return problems
 
     def write_diff_file(self, text: str) -> Path:

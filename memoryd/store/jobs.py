@@ -186,6 +186,8 @@ class JobsMixin:
         rollout_slug: str | None,
         cwd: str | None,
         title: str | None,
+        project_id: str | None = None,
+        worktree: str | None = None,
     ) -> bool:
         """Store the output and finish the job, only if ``token`` still owns it."""
         now = self._clock.now_ms()
@@ -197,15 +199,28 @@ class JobsMixin:
             c.execute(
                 """
                 INSERT INTO stage1_outputs (session_id, source_updated_at, raw_memory, rollout_summary,
-                                            rollout_slug, cwd, title, generated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                                            rollout_slug, cwd, title, generated_at, project_id, worktree)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (session_id) DO UPDATE SET
                     source_updated_at = excluded.source_updated_at, raw_memory = excluded.raw_memory,
                     rollout_summary = excluded.rollout_summary, rollout_slug = excluded.rollout_slug,
-                    cwd = excluded.cwd, title = excluded.title, generated_at = excluded.generated_at
+                    cwd = excluded.cwd, title = excluded.title, generated_at = excluded.generated_at,
+                    project_id = COALESCE(excluded.project_id, stage1_outputs.project_id),
+                    worktree = COALESCE(excluded.worktree, stage1_outputs.worktree)
                 WHERE excluded.source_updated_at >= stage1_outputs.source_updated_at
                 """,
-                (session_id, wm, raw_memory, rollout_summary, rollout_slug, cwd, title, now),
+                (
+                    session_id,
+                    wm,
+                    raw_memory,
+                    rollout_summary,
+                    rollout_slug,
+                    cwd,
+                    title,
+                    now,
+                    project_id,
+                    worktree,
+                ),
             )
             self._finish_stage1(c, session_id, wm, now)
             _enqueue_global(c, wm)

@@ -96,6 +96,7 @@ class Phase1Report:
     forgotten: int = 0
     stale_helpers: int = 0
     pruned: int = 0
+    backfilled: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -184,6 +185,9 @@ class Phase1(PhaseBase):
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
+        report.backfilled = self.store.backfill_projects(
+            {s.id: (s.projectID, s.worktree) for s in sessions}
+        )
         roots = [
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
         ]
@@ -363,6 +367,8 @@ class Phase1(PhaseBase):
                 else None,
                 cwd=session.directory,
                 title=redact(session.title),
+                project_id=session.projectID,
+                worktree=session.worktree,
             )
             if ok:
                 report.succeeded += 1
