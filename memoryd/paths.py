@@ -67,6 +67,16 @@ class Paths:
         return self.state_dir / "readpath" / "block.md"
 
     @property
+    def readpath_projects(self) -> Path:
+        """One block per project (``<key>.md``): the global layer plus that project's layer."""
+        return self.state_dir / "readpath" / "projects"
+
+    @property
+    def readpath_seen(self) -> Path:
+        """Where the shim announces, once per load, the project key of its instance folder."""
+        return self.state_dir / "readpath" / "seen"
+
+    @property
     def citation_spool(self) -> Path:
         """JSON lines appended by the shim, one per reply that cited memory."""
         return self.state_dir / "spool" / "citations.jsonl"

@@ -121,7 +121,8 @@ def is_agent_owned(relpath: str) -> bool:
         if "*" in owned:
             pattern = owned.split("/")
             if len(parts) == len(pattern) and all(
-                p == q or (q == "*" and is_scope_key(p)) for p, q in zip(parts, pattern, strict=True)
+                p == q or (q == "*" and is_scope_key(p))
+                for p, q in zip(parts, pattern, strict=True)
             ):
                 return True
         elif owned.endswith("/"):
@@ -484,7 +485,9 @@ class Workspace:
             assert key is not None
             base = f"{PROJECTS_DIR}/{key}"
             root = outs[0].scope_root or ""
-            if self._write_if_changed(f"{base}/{PROJECT_FILE}", render_project_file(key, root, outs)):
+            if self._write_if_changed(
+                f"{base}/{PROJECT_FILE}", render_project_file(key, root, outs)
+            ):
                 written.append(f"{base}/{PROJECT_FILE}")
             self._sync_inputs(base, outs, stems, written, removed)
         removed += self._drop_projects(keep=set(by_scope))

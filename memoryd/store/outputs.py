@@ -152,9 +152,7 @@ class OutputsMixin:
                 "SELECT session_id FROM stage1_outputs WHERE worktree IS NULL"
             )
         }
-        todo = [
-            (pid, wt, sid) for sid, (pid, wt) in projects.items() if sid in missing and wt
-        ]
+        todo = [(pid, wt, sid) for sid, (pid, wt) in projects.items() if sid in missing and wt]
         if not todo:
             return 0
         with write_tx(self._conn) as c:

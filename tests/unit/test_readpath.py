@@ -97,7 +97,7 @@ def test_budget_holds_for_awkward_text(paths):
 
 def test_instruction_overhead_is_compact(paths):
     empty = readpath.prompts.render(
-        readpath.TEMPLATE, base_path=str(paths.memories), memory_summary=""
+        readpath.TEMPLATE, base_path=str(paths.memories), memory_summary="", project_memory=""
     )
     overhead = tokens.count(empty)
     assert overhead < 720  # paid on every model request of every session
@@ -446,5 +446,6 @@ def test_template_example_citation_parses():
 
 def test_summary_markers_are_in_the_template():
     text = (templates_dir() / readpath.TEMPLATE).read_text(encoding="utf-8")
-    assert f"\n{readpath.SUMMARY_BEGIN}\n{{{{ memory_summary }}}}\n{readpath.SUMMARY_END}\n" in text
-    assert text.endswith(readpath.SUMMARY_END + "\n")
+    end = f"{readpath.SUMMARY_END}{{{{ project_memory }}}}\n"
+    assert f"\n{readpath.SUMMARY_BEGIN}\n{{{{ memory_summary }}}}\n{end}" in text
+    assert text.endswith(end)  # the project layer, when there is one, closes the block
