@@ -35,6 +35,7 @@ from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
@@ -97,6 +98,54 @@ def extensions_block(root: Path) -> str:
     return "\n".join(lines)
 
 
+def projects_block(keys: list[str], diff: WorkspaceDiff, budget: int) -> str:
+    """The prompt's account of the project layers: the layout, and which projects need work."""
+    touched: dict[str, set[str]] = {}
+    for c in diff.changes:
+        parts = c.path.split("/")
+        if len(parts) > 2 and parts[0] == PROJECTS_DIR:
+            touched.setdefault(parts[1], set()).add(c.status)
+    if not keys and not touched:
+        return ""
+    lines = [
+        "## Projects",
+        "",
+        "Memory has layers. The files at the top of this folder are the global layer: what holds in",
+        "every project (the user, their preferences, general tips). Each project (one checkout,",
+        "named by a key) has a folder `projects/<key>/` with its own inputs, written by memoryd:",
+        "`project.md` (which checkout it is), `raw_memories.md`, `rollout_summaries/`, `notes/`. Its",
+        "layer is yours to write:",
+        "",
+        "- `projects/<key>/memory_summary.md` (first line exactly `v1`): what every session in that",
+        "  project should see. It is shown together with the global `memory_summary.md`, and never in",
+        "  another project.",
+        "- `projects/<key>/MEMORY.md` (optional): that project's handbook, same format as `MEMORY.md`.",
+        "",
+        "A fact about one project's code, setup or conventions goes into that project's layer. Only",
+        "what holds across projects goes into the global files. Never copy a project's facts into",
+        "another project's layer. The global summary and one project summary share one budget:",
+        f"together at most {budget} tokens, so keep each short.",
+        "",
+    ]
+    changed = sorted(k for k in touched if k in keys)
+    gone = sorted(k for k in touched if k not in keys)
+    if changed:
+        lines.append("Projects whose inputs changed (work on these; leave the others as they are):")
+        for key in changed:
+            what = "new" if touched[key] == {"A"} else "changed"
+            lines.append(f"- `projects/{key}/` ({what}; read its `project.md` first)")
+    else:
+        lines.append("No project's inputs changed: leave the `projects/` layers as they are.")
+    if gone:
+        lines.append("")
+        lines.append(
+            "Projects removed (all their memories were forgotten): remove from the global files "
+            "whatever only they supported:"
+        )
+        lines += [f"- `projects/{key}/`" for key in gone]
+    return "\n".join(lines)
+
+
 def redact_agent_files(root: Path) -> list[str]:
     """Last line of defence: scrub secrets from what the consolidator wrote before it is committed.
 
@@ -105,6 +154,10 @@ def redact_agent_files(root: Path) -> list[str]:
     """
     touched = []
     candidates = [root / "MEMORY.md", root / "memory_summary.md"]
+    projects = root / PROJECTS_DIR
+    if projects.is_dir() and not projects.is_symlink():
+        for folder in sorted(projects.iterdir()):
+            candidates += [folder / "MEMORY.md", folder / "memory_summary.md"]
     skills = root / "skills"
     if skills.is_dir() and not skills.is_symlink():
         candidates += sorted(p for p in skills.rglob("*") if p.is_file() and not p.is_symlink())
@@ -219,7 +272,7 @@ class Phase2(PhaseBase):
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
         try:
-            await self._consolidate_with_heartbeat(token)
+            await self._consolidate_with_heartbeat(token, diff)
         finally:
             restored = ws.restore_protected(snapshot)
             ws.remove_diff_file()
@@ -254,10 +307,10 @@ class Phase2(PhaseBase):
         ):
             raise OwnershipLost()
 
-    async def _consolidate_with_heartbeat(self, token: str) -> None:
+    async def _consolidate_with_heartbeat(self, token: str, diff: WorkspaceDiff) -> None:
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
-        agent = asyncio.create_task(self._consolidate())
+        agent = asyncio.create_task(self._consolidate(diff))
         try:
             while True:
                 done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
@@ -273,7 +326,7 @@ class Phase2(PhaseBase):
                 agent.cancel()
                 await asyncio.gather(agent, return_exceptions=True)
 
-    async def _consolidate(self) -> None:
+    async def _consolidate(self, diff: WorkspaceDiff) -> None:
         root = str(self.paths.memories)
         await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
         text = prompts.render(
@@ -282,6 +335,9 @@ class Phase2(PhaseBase):
             diff_file=DIFF_FILE,
             extensions_block=extensions_block(self.paths.memories),
             summary_token_budget=str(summary_token_budget(self.paths)),
+            projects_block=projects_block(
+                self.workspace().project_keys(), diff, summary_token_budget(self.paths)
+            ),
         )
         model = self.settings.consolidation_model
         async with helper_session(

@@ -36,6 +36,7 @@ SAMPLES: dict[str, dict[str, str]] = {
             "($1 \\g<0> {{ memory_root }})."  # like memoryd's own block: no trailing newline
         ),
         "summary_token_budget": "2750",
+        "projects_block": "## Projects\n\n- `projects/app-0a1b2c3d/` ($1 {{ diff_file }})",
     },
     "read_path.md": {
         "base_path": r"/home/dev/.local/share/memoryd/memories $HOME \1",
