@@ -9,6 +9,7 @@ model deciding when and how to call them.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from memoryd import __version__, tools
 from memoryd.app import App
 from memoryd.errors import MemorydError
+from memoryd.tools.scope import Scope, ScopeMode
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,8 @@ SERVER_NAME = "memoryd"
 INSTRUCTIONS = (
     "Long-term memory of this user's earlier coding sessions (decisions, preferences, conventions, "
     "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
-    "the user asks you to remember it (memory_add_note)."
+    "the user asks you to remember it (memory_add_note). Reads default to this project and global "
+    "memory (scope='project'); scope='global' or 'all' narrows or widens them."
 )
 
 
@@ -53,9 +56,12 @@ class MemoryTools:
             return f"{name} error: internal error ({type(exc).__name__}: {exc})"
 
 
-def build_server(app: App) -> MCPServer:
+def build_server(app: App, caller: Scope | None = None) -> MCPServer:
+    """The server for one opencode instance: ``caller`` is its project (from the folder opencode
+    starts us in), which bounds what the tools show by default and what they may ever change."""
     t = MemoryTools(app)
     root = app.paths.memories
+    me = caller or Scope.for_folder(os.getcwd())
     server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
 
     @server.tool(
@@ -65,16 +71,28 @@ def build_server(app: App) -> MCPServer:
             "files; output is capped at 256 KiB with a hint for the next page."
         )
     )
-    def memory_read(path: str, line_offset: int | None = None, max_lines: int | None = None) -> str:
-        return t.call("memory_read", lambda: tools.memory_read(root, path, line_offset, max_lines))
+    def memory_read(
+        path: str,
+        line_offset: int | None = None,
+        max_lines: int | None = None,
+        scope: ScopeMode = "project",
+    ) -> str:
+        return t.call(
+            "memory_read",
+            lambda: tools.memory_read(root, path, line_offset, max_lines, me.with_mode(scope)),
+        )
 
     @server.tool(
         description=(
             "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."
         )
     )
-    def memory_list(path: str = "", max_results: int | None = None) -> str:
-        return t.call("memory_list", lambda: tools.memory_list(root, path, max_results))
+    def memory_list(
+        path: str = "", max_results: int | None = None, scope: ScopeMode = "project"
+    ) -> str:
+        return t.call(
+            "memory_list", lambda: tools.memory_list(root, path, max_results, me.with_mode(scope))
+        )
 
     @server.tool(
         description=(
@@ -83,7 +101,7 @@ def build_server(app: App) -> MCPServer:
             "exact strings, with match_mode any | all_on_same_line | all_within_lines (needs line_count), "
             "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
             "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
-            "Page with the returned cursor."
+            "Page with the returned cursor. scope: project (default: this project + global), global, all."
         )
     )
     def memory_search(
@@ -99,6 +117,7 @@ def build_server(app: App) -> MCPServer:
         cursor: str | None = None,
         max_results: int | None = None,
         ranked: bool = False,
+        scope: ScopeMode = "project",
     ) -> str:
         return t.call(
             "memory_search",
@@ -117,6 +136,7 @@ def build_server(app: App) -> MCPServer:
                 max_results=max_results,
                 ranked=ranked,
                 index=t.index if ranked else None,
+                scope=me.with_mode(scope),
             ),
         )
 
@@ -127,10 +147,19 @@ def build_server(app: App) -> MCPServer:
             "refused."
         )
     )
-    def memory_add_note(note: str, title: str | None = None) -> str:
+    def memory_add_note(
+        note: str, title: str | None = None, scope: Literal["project", "global"] = "project"
+    ) -> str:
         return t.call(
             "memory_add_note",
-            lambda: tools.memory_add_note(root, note, title, clock=app.clock, store=app.store),
+            lambda: tools.memory_add_note(
+                root,
+                note,
+                title,
+                clock=app.clock,
+                store=app.store,
+                project=me.project if scope == "project" else None,
+            ),
         )
 
     @server.tool(
@@ -142,7 +171,9 @@ def build_server(app: App) -> MCPServer:
     def memory_forget(session_id: str | None = None, note: str | None = None) -> str:
         return t.call(
             "memory_forget",
-            lambda: tools.memory_forget(app.store, root, session_id=session_id, note=note),
+            lambda: tools.memory_forget(
+                app.store, root, session_id=session_id, note=note, scope=me.writable
+            ),
         )
 
     @server.tool(
@@ -159,7 +190,9 @@ def build_server(app: App) -> MCPServer:
         )
     )
     def memory_mode(mode: Literal["enabled", "disabled", "polluted"], session_id: str) -> str:
-        return t.call("memory_mode", lambda: tools.memory_mode(app.store, mode, session_id))
+        return t.call(
+            "memory_mode", lambda: tools.memory_mode(app.store, mode, session_id, scope=me.writable)
+        )
 
     @server.tool(
         description=(
@@ -169,7 +202,10 @@ def build_server(app: App) -> MCPServer:
     )
     def memory_reset(confirm: bool = False) -> str:
         return t.call(
-            "memory_reset", lambda: tools.memory_reset(app.store, app.paths, confirm, index=t.index)
+            "memory_reset",
+            lambda: tools.memory_reset(
+                app.store, app.paths, confirm, index=t.index, scope=me.writable
+            ),
         )
 
     return server

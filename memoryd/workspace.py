@@ -490,7 +490,7 @@ class Workspace:
             ):
                 written.append(f"{base}/{PROJECT_FILE}")
             self._sync_inputs(base, outs, stems, written, removed)
-        removed += self._drop_projects(keep=set(by_scope))
+        removed += self._drop_projects(keep={k for k in by_scope if k is not None})
         if written or removed:
             log.info(
                 "memory folder: wrote %d file(s), removed %d file(s)", len(written), len(removed)
@@ -746,8 +746,10 @@ class Workspace:
             if not is_scope_key(name) or st is None or not stat.S_ISDIR(st.st_mode):
                 problems.append(f"{rel} is not a project folder memoryd made")
                 continue
-            if _lstat(self.root / rel / PROJECT_FILE) is None:
-                problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE})")
+            if _lstat(self.root / rel / PROJECT_FILE) is None and not self._has_files(
+                f"{rel}/{PROJECT_NOTES}"
+            ):
+                problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE}, no notes)")
             for fname in (SUMMARY_FILE, MEMORY_FILE):
                 fst = _lstat(self.root / rel / fname)
                 if fst is not None and not stat.S_ISREG(fst.st_mode):

@@ -26,6 +26,7 @@ from memoryd.tools.common import Result, iso
 from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.tools.scope import ALL, Scope
 from memoryd.workspace import SUMMARY_FILE
 
 if TYPE_CHECKING:
@@ -201,7 +202,9 @@ class ModeResult(Result):
         return f"session {self.session_id}: memory {self.mode}{was}"
 
 
-def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
+def memory_mode(
+    store: Store, mode: str, session_id: str | None, *, scope: Scope = ALL
+) -> ModeResult:
     """Set one session's memory mode: ``enabled``, ``disabled`` or ``polluted``.
 
     Leaving ``enabled`` on a session already consolidated enqueues phase 2 (the store does this),
@@ -211,6 +214,9 @@ def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
+    output = store.output(session_id)
+    if output is not None and not scope.writable.allows_key(output.scope):
+        raise Refused(f"session {session_id} belongs to another project; it cannot be changed here")
     previous = store.memory_mode(session_id)
     store.set_mode(session_id, mode)  # type: ignore[arg-type]
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
@@ -229,9 +235,27 @@ class ResetResult(Result):
 
 
 def memory_reset(
-    store: Store, paths: Paths, confirm: object, *, index: SearchIndex | None = None
+    store: Store,
+    paths: Paths,
+    confirm: object,
+    *,
+    index: SearchIndex | None = None,
+    scope: Scope = ALL,
 ) -> ResetResult:
-    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``."""
+    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``.
+
+    A caller bound to one project (an MCP tool call) is refused while other projects have memory:
+    wiping them is not its to decide.
+    """
+    others = sorted(
+        {o.scope for o in store.outputs() if o.scope and not scope.writable.allows_key(o.scope)}
+    )
+    if others:
+        raise Refused(
+            f"memory also holds {len(others)} other project(s) ({', '.join(others[:3])}); "
+            "reset them from a shell with `memoryd reset --yes`, or forget this project's memory "
+            "with memory_forget"
+        )
     if confirm is not True:
         raise Refused(
             "memory_reset deletes every memory (extracted sessions, the memory folder, notes); "

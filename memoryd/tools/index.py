@@ -45,11 +45,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
 
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
 from memoryd.tools.errors import InvalidArgument, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_path, open_root, read_file, split_path, walk_files
+from memoryd.tools.scope import ALL, Scope
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 
@@ -375,9 +377,32 @@ class SearchIndex:
         return True
 
     def _skip(self, rel: str) -> bool:
-        return self.store is not None and (
-            rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/")
+        if self.store is None:
+            return False
+        parts = rel.split("/")
+        if len(parts) > 2 and parts[0] == PROJECTS_DIR:  # a project's renders of the same outputs
+            rel = "/".join(parts[2:])
+        return rel == RAW_MEMORIES_FILE or rel.startswith(SUMMARIES_DIR + "/")
+
+    def _limit(self, scope: Scope) -> tuple[str, list[object]]:
+        """SQL leaving out other projects' files and session memories."""
+        if scope.mode == "all":
+            return "", []
+        outputs = self.store.outputs() if self.store is not None else []
+        allowed = [o.session_id for o in outputs if scope.allows_key(o.scope)]
+        mine = (
+            f"{PROJECTS_DIR}/{scope.project}/" if scope.mode == "project" and scope.project else ""
         )
+        marks = ",".join("?" * len(allowed)) or "NULL"
+        sql = (
+            " AND ((d.source = 'file' AND (substr(d.key, 1, ?) != ?"
+            + (" OR substr(d.key, 1, ?) = ?" if mine else "")
+            + f")) OR (d.source = 'output' AND d.key IN ({marks})))"
+        )
+        args: list[object] = [len(PROJECTS_DIR) + 1, PROJECTS_DIR + "/"]
+        if mine:
+            args += [len(mine), mine]
+        return sql, [*args, *allowed]
 
     def _known(self, source: str) -> dict[str, tuple[int, int, int]]:
         rows = self._conn.execute(
@@ -554,6 +579,7 @@ class SearchIndex:
         window: tuple[int | None, int | None] = (None, None),
         cursor: int = 0,
         max_results: int = 200,
+        scope: Scope = ALL,
     ) -> SearchResult:
         """Ranked hits for ``queries`` after an incremental :meth:`refresh` (see the module doc)."""
         started = time.perf_counter()
@@ -565,7 +591,9 @@ class SearchIndex:
         stats = self.refresh()
         scope_sql, scope_args = self._scope(prefix)
         window_sql, window_args = self._window(window)
-        where, args = scope_sql + window_sql, scope_args + window_args
+        limit_sql, limit_args = self._limit(scope)
+        where = scope_sql + window_sql + limit_sql
+        args = scope_args + window_args + limit_args
         base = (
             "FROM fts JOIN chunks c ON c.id = fts.rowid JOIN docs d ON d.id = c.doc_id WHERE fts MATCH ?"
             + where
