@@ -269,6 +269,11 @@ class Daemon:
             if store.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
+        elif kind == "compacted":
+            # A save point: what the session held before this compaction is extracted now,
+            # without waiting for it to go idle (once; see Phase1 and since_save_point).
+            self.app.store.record_compaction(session_id)
+            self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
             self._bring_forward(EVENT_DEBOUNCE_S)
 

@@ -39,7 +39,7 @@ class StreamState:
 
 
 def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
-    """("idle" | "deleted", session id) for the events memoryd acts on, else None."""
+    """("idle" | "deleted" | "compacted", session id) for the events memoryd acts on, else None."""
     kind = payload.get("type")
     props = payload.get("properties") if isinstance(payload.get("properties"), dict) else {}
     if kind == "session.idle" or (
@@ -49,6 +49,9 @@ def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
     ):
         sid = props.get("sessionID")
         return ("idle", sid) if isinstance(sid, str) else None
+    if kind == "session.compacted":
+        sid = props.get("sessionID")
+        return ("compacted", sid) if isinstance(sid, str) else None
     if kind == "session.deleted":
         info = props.get("info") if isinstance(props.get("info"), dict) else {}
         sid = info.get("id") or props.get("sessionID")

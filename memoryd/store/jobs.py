@@ -66,6 +66,37 @@ def _cut(error: str) -> str:
     return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 
 
+@dataclass(frozen=True)
+class SavePoint:
+    """How far a compacted session has been extracted: the compaction's user message, and the
+    memory extracted from everything before it (later extractions read only what follows)."""
+
+    message_id: str
+    raw_memory: str
+    rollout_summary: str
+    compactions: int
+
+
+def _save_point(
+    c: sqlite3.Connection, session_id: str, started: int | None, sp: SavePoint | None, now: int
+) -> None:
+    # A compaction seen while this job ran is newer than what it read: it stays pending.
+    c.execute(
+        "DELETE FROM compactions WHERE session_id = ? AND seen_at <= ?",
+        (session_id, started if started is not None else now),
+    )
+    if sp is None:
+        return
+    c.execute(
+        """INSERT INTO save_points (session_id, message_id, raw_memory, rollout_summary, compactions,
+                                    updated_at) VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session_id) DO UPDATE SET message_id = excluded.message_id,
+               raw_memory = excluded.raw_memory, rollout_summary = excluded.rollout_summary,
+               compactions = excluded.compactions, updated_at = excluded.updated_at""",
+        (session_id, sp.message_id, sp.raw_memory, sp.rollout_summary, sp.compactions, now),
+    )
+
+
 def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = False) -> None:
     """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff.
 
@@ -164,6 +195,26 @@ class JobsMixin:
             (kind, key, token),
         ).fetchone()
 
+    def record_compaction(self, session_id: str) -> None:
+        """opencode compacted a session: extract it at the next pass, idle or not (once)."""
+        with write_tx(self._conn) as c:
+            c.execute(
+                "INSERT INTO compactions (session_id, seen_at) VALUES (?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET seen_at = excluded.seen_at",
+                (session_id, self._clock.now_ms()),
+            )
+
+    def pending_compactions(self) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT session_id FROM compactions")}
+
+    def save_point(self, session_id: str) -> SavePoint | None:
+        r = self._conn.execute(
+            "SELECT * FROM save_points WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if r is None:
+            return None
+        return SavePoint(r["message_id"], r["raw_memory"], r["rollout_summary"], r["compactions"])
+
     def _finish_stage1(
         self, c: sqlite3.Connection, session_id: str, watermark: int, now: int
     ) -> None:
@@ -188,8 +239,13 @@ class JobsMixin:
         title: str | None,
         project_id: str | None = None,
         worktree: str | None = None,
+        save_point: SavePoint | None = None,
     ) -> bool:
-        """Store the output and finish the job, only if ``token`` still owns it."""
+        """Store the output and finish the job, only if ``token`` still owns it.
+
+        ``save_point`` (after a compaction) is stored in the same transaction, so the output and
+        the mark of how far it reaches can never disagree.
+        """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
             job = self._owned(c, STAGE1, session_id, token)
@@ -223,16 +279,20 @@ class JobsMixin:
                 ),
             )
             self._finish_stage1(c, session_id, wm, now)
+            _save_point(c, session_id, job["started_at"], save_point, now)
             _enqueue_global(c, wm)
             return True
 
-    def mark_stage1_no_output(self, session_id: str, token: str) -> bool:
+    def mark_stage1_no_output(
+        self, session_id: str, token: str, *, save_point: SavePoint | None = None
+    ) -> bool:
         """Finish with nothing worth remembering; a stale output row for the session is removed."""
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
             job = self._owned(c, STAGE1, session_id, token)
             if job is None:
                 return False
+            _save_point(c, session_id, job["started_at"], save_point, now)
             deleted = c.execute(
                 "DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,)
             ).rowcount
