@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.runtime.daemon import Daemon
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
@@ -76,5 +77,6 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
         for err in result.phase1.errors:
             print(f"  failed: {err}")
         print(phase2_line(result.phase2))
-        return 0
-    return asyncio.run(Daemon(app, interval_s=args.interval).serve())
+        return EXIT_OK
+    asyncio.run(Daemon(app, interval_s=args.interval).serve())
+    return EXIT_OK

@@ -45,9 +45,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
 
+from memoryd.errors import InvalidArgument, Refused
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
-from memoryd.tools.errors import InvalidArgument, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_path, open_root, read_file, split_path, walk_files
 from memoryd.tools.search import SearchMatch, SearchResult, _clip

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from memoryd.errors import InvalidArgument, ToolError
 from memoryd.tools.common import (
     Result,
     check_int,
@@ -31,7 +32,6 @@ from memoryd.tools.common import (
     stamp_ms,
     time_window,
 )
-from memoryd.tools.errors import InvalidArgument, ToolError
 from memoryd.tools.files import decode, split_lines
 from memoryd.tools.guard import read_file, split_path, walk_files
 

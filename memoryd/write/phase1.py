@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memoryd import prompts
 from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
+    BudgetWait,
     ExtractionInvalid,
     HostAuthError,
     HostError,
@@ -44,7 +45,6 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
-from memoryd.write.budget import BudgetWait
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
