@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.runtime.daemon import Daemon
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
@@ -15,7 +16,7 @@ from memoryd.write.phase2 import Phase2Result
 log = logging.getLogger(__name__)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="extract memories from finished sessions (one pass with --once)")
     p.add_argument("--once", action="store_true", help="run one pass and exit")
     p.add_argument(
@@ -76,5 +77,6 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
         for err in result.phase1.errors:
             print(f"  failed: {err}")
         print(phase2_line(result.phase2))
-        return 0
-    return asyncio.run(Daemon(app, interval_s=args.interval).serve())
+        return EXIT_OK
+    asyncio.run(Daemon(app, interval_s=args.interval).serve())
+    return EXIT_OK

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from memoryd.clock import HOUR, Clock
 from memoryd.redact import redact
@@ -190,10 +190,11 @@ class JobsMixin:
             return Claim("claimed", session_id, token, watermark)
 
     def _owned(self, c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
-        return c.execute(
+        row: sqlite3.Row | None = c.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running' AND ownership_token = ?",
             (kind, key, token),
         ).fetchone()
+        return row
 
     def record_compaction(self, session_id: str) -> None:
         """opencode compacted a session: extract it at the next pass, idle or not (once)."""
@@ -335,9 +336,10 @@ class JobsMixin:
             return True
 
     def stage1_job(self, session_id: str) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)
         ).fetchone()
+        return row
 
     def stage1_counts(self) -> dict[str, int]:
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
@@ -347,7 +349,7 @@ class JobsMixin:
             counts[status] = n
         return counts
 
-    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, object]]:
+    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             """SELECT job_key, status, last_error, finished_at, retry_at, retry_remaining FROM jobs
                WHERE kind = ? AND last_error IS NOT NULL ORDER BY finished_at DESC LIMIT ?""",
@@ -374,9 +376,10 @@ class JobsMixin:
             )
 
     def phase2_job(self) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
         ).fetchone()
+        return row
 
     def claim_phase2(self, *, worker_id: str, ignore_cooldown: bool = False) -> Claim:
         """Take the machine-wide consolidation lease.

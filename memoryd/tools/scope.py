@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from memoryd.errors import InvalidArgument, NotFound
 from memoryd.scopes import PROJECTS_DIR, find_worktree, is_scope_key, scope_key
-from memoryd.tools.errors import InvalidArgument, NotFound
 
 ScopeMode = Literal["project", "global", "all"]
 SCOPE_MODES: tuple[str, ...] = ("project", "global", "all")

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from memoryd.clock import Clock
-from memoryd.errors import HostError, MemorydError
+from memoryd.errors import AgentMissing, HostError
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -38,10 +38,7 @@ async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> Non
         await client.dispose_instance(directory)
         names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        raise MemorydError(
-            f"opencode does not know the {name!r} agent; run `memoryd install opencode` "
-            "(and restart opencode if it was running)"
-        )
+        raise AgentMissing(name)
 
 
 @asynccontextmanager

@@ -23,12 +23,16 @@ from pathlib import Path
 
 from memoryd import prompts
 from memoryd.errors import (
+    BudgetWait,
     HostAuthError,
     HostError,
     HostUnreachable,
+    InvalidMemory,
     MemorydError,
     ModelCallError,
+    OwnershipLost,
     PathError,
+    ProtectedFilesChanged,
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
@@ -40,7 +44,6 @@ from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write.baseline import Baseline, WorkspaceDiff
-from memoryd.write.budget import BudgetWait
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -68,11 +71,6 @@ class Phase2Result:
         return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith(
             "skipped"
         )
-
-
-class OwnershipLost(MemorydError):
-    def __init__(self) -> None:
-        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
 
 
 def extensions_block(root: Path) -> str:
@@ -281,13 +279,9 @@ class Phase2(PhaseBase):
             )  # also after a failed run: the read path may show it
         problems = ws.validate()
         if restored:
-            raise MemorydError(
-                "the consolidator changed files it may not touch (restored: "
-                + ", ".join(restored[:10])
-                + ")"
-            )
+            raise ProtectedFilesChanged(restored)
         if problems:
-            raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
+            raise InvalidMemory(problems)
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
         await asyncio.to_thread(baseline.reset)
