@@ -534,7 +534,17 @@ class Workspace:
                 continue
             base = f"{PROJECTS_DIR}/{name}"
             if self._has_files(f"{base}/{PROJECT_NOTES}"):
-                continue  # the user's notes keep the project (and its layer) alive
+                # The user's notes keep the project (and its layer) alive; its session inputs go.
+                stale = [f"{base}/{RAW_MEMORIES_FILE}"] + [
+                    rel
+                    for rel, st in self._walk(f"{base}/{SUMMARIES_DIR}")
+                    if stat.S_ISREG(st.st_mode)
+                ]
+                for rel in stale:
+                    if _lstat(self.root / rel) is not None:
+                        os.unlink(self.root / rel)
+                        removed.append(rel)
+                continue
             removed += [
                 rel for rel, st in self._walk(base) if stat.S_ISREG(st.st_mode) and is_tracked(rel)
             ]

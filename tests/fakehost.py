@@ -72,6 +72,7 @@ class FakeOpencode:
         parent: str | None = None,
         turns: list[tuple[str, str]] | None = None,
         metadata: dict | None = None,
+        worktree: str | None = None,
     ) -> dict[str, Any]:
         s = {
             "id": sid,
@@ -87,6 +88,9 @@ class FakeOpencode:
         }
         if parent:
             s["parentID"] = parent
+        if worktree is not None:  # only listings carry it (as /experimental/session does)
+            s["projectID"] = f"p-{worktree}"
+            s["project"] = {"id": f"p-{worktree}", "worktree": worktree}
         if metadata:
             s["metadata"] = metadata
         self.sessions[sid] = s

@@ -67,7 +67,12 @@ class Scope:
 
     @property
     def writable(self) -> Scope:
-        """Where a change may land: never wider than the caller's project and the global layer."""
+        """Where a change may land: never wider than the caller's project and the global layer.
+
+        Only the unbound scope (a shell, no project) may change any project.
+        """
+        if self.mode == "all" and self.project is None:
+            return self
         return Scope("project", self.project)
 
 

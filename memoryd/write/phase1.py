@@ -159,14 +159,15 @@ def is_compaction(message: Message) -> bool:
 
 
 def since_save_point(
-    messages: list[Message], earlier: SavePoint | None
+    messages: list[Message], earlier: SavePoint | None, *, compacted: bool
 ) -> tuple[list[Message], SavePoint | None]:
-    """What this extraction reads, and the new save point when a compaction is not saved yet.
+    """What this extraction reads, and the new save point when it was started by a compaction.
 
-    Messages after the last save point are read. If they hold a compaction, only what precedes
-    the newest one is read now; it becomes the new save point, and what follows it (opencode's
-    summary, the turns after) waits for the next extraction. Without a new compaction, everything
-    after the save point is read and the save point stays.
+    Messages after the last save point are read. When a compaction started this extraction and
+    they hold one, only what precedes the newest compaction is read now; it becomes the new save
+    point, and what follows it (opencode's summary, the turns after) waits for the next
+    extraction. Otherwise (an idle session) everything after the save point is read and the save
+    point stays, so nothing is read twice and nothing is left out.
     """
     start = 0
     if earlier is not None:
@@ -174,7 +175,7 @@ def since_save_point(
         if earlier.message_id in ids:
             start = ids.index(earlier.message_id) + 1
     rest = messages[start:]
-    cuts = [i for i, m in enumerate(rest) if is_compaction(m)]
+    cuts = [i for i, m in enumerate(rest) if is_compaction(m)] if compacted else []
     if not cuts:
         return (rest if start else messages), None
     n = (earlier.compactions if earlier else 0) + len(cuts)
@@ -227,6 +228,7 @@ class Phase1(PhaseBase):
             worker_id=worker_id or default_worker_id(),
         )
         self._agent_checked = False
+        self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
 
     # -- the pass -------------------------------------------------------------------------
@@ -290,6 +292,7 @@ class Phase1(PhaseBase):
             modes.update(dict.fromkeys(new, default_mode))
         done = self.store.extracted_watermarks()
         compacted = self.store.pending_compactions()
+        self._compacted = compacted
         eligible = []
         for s in sorted(roots, key=lambda s: (s.time.updated, s.id), reverse=True):
             updated = s.time.updated
@@ -402,7 +405,7 @@ class Phase1(PhaseBase):
                     report.polluted += 1
                     return
             earlier = self.store.save_point(sid)
-            part, save = since_save_point(messages, earlier)
+            part, save = since_save_point(messages, earlier, compacted=sid in self._compacted)
             if part is not messages:
                 transcript = build_transcript(part)
             if transcript.empty and earlier is None:
