@@ -35,6 +35,23 @@ def scope_root(worktree: str | None, directory: str | None) -> str | None:
     return None
 
 
+def checkout_root(worktree: str | None, directory: str | None) -> str | None:
+    """The worktree to record for a session, resolved to *its own* checkout.
+
+    opencode keys projects by the repository's root commit, so two checkouts of one repository
+    are one opencode project, and the listing reports the project's first worktree for sessions
+    in either. A session whose folder is not inside the reported worktree is in another checkout:
+    its own git root is looked up on disk (memoryd runs on the same machine as opencode), which is
+    also what the opencode instance, and so the shim, sees as its worktree.
+    """
+    if not worktree or worktree == ROOT_WORKTREE or not directory:
+        return worktree
+    base = worktree.rstrip("/")
+    if directory == base or directory.startswith(base + "/"):
+        return worktree
+    return find_worktree(Path(directory))
+
+
 def _slug(name: str) -> str:
     out = []
     for ch in name:

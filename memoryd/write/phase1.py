@@ -43,6 +43,7 @@ from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
+from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
 from memoryd.store.jobs import SavePoint
@@ -240,7 +241,7 @@ class Phase1(PhaseBase):
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
         report.backfilled = self.store.backfill_projects(
-            {s.id: (s.projectID, s.worktree) for s in sessions}
+            {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
         )
         roots = [
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
@@ -436,7 +437,7 @@ class Phase1(PhaseBase):
                 cwd=session.directory,
                 title=redact(session.title),
                 project_id=session.projectID,
-                worktree=session.worktree,
+                worktree=checkout_root(session.worktree, session.directory),
                 save_point=save,
             )
             if ok:

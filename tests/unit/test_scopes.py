@@ -10,7 +10,7 @@ from pathlib import Path
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.scopes import find_worktree, is_scope_key, scope_key, scope_root
+from memoryd.scopes import checkout_root, find_worktree, is_scope_key, scope_key, scope_root
 from memoryd.settings import Settings
 from memoryd.store import Output, Store
 from memoryd.store.migrations import migrate
@@ -70,6 +70,18 @@ def test_find_worktree_walks_up_to_the_git_root(tmp_path: Path) -> None:
     (linked / "x").mkdir(parents=True)
     (linked / ".git").write_text("gitdir: /elsewhere\n")  # a linked worktree: its own scope
     assert find_worktree(linked / "x") == str(linked)
+
+
+def test_a_second_checkout_of_one_repository_is_its_own_scope(tmp_path: Path) -> None:
+    main, other = tmp_path / "main", tmp_path / "other"
+    for folder in (main, other):
+        (folder / ".git").mkdir(parents=True)
+        (folder / "pkg").mkdir()
+    # opencode lists both under the project's first worktree; each session keeps its own checkout
+    assert checkout_root(str(main), str(main / "pkg")) == str(main)
+    assert checkout_root(str(main), str(other / "pkg")) == str(other)
+    assert checkout_root("/", "/tmp/loose") == "/"
+    assert scope_key(checkout_root(str(main), str(other)) or "") != scope_key(str(main))
 
 
 # -- migration and backfill ---------------------------------------------------------------------
