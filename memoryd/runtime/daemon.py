@@ -58,6 +58,8 @@ class Daemon:
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._recorded: dict[str, Any] | None = None
+        self._in_pass = False
+        self._rerun = False  # an event wanted a pass while one ran
 
     # -- signals: flags only ----------------------------------------------------------------
 
@@ -203,6 +205,17 @@ class Daemon:
     async def _pass_job(self) -> None:
         if self.should_exit:
             return
+        self._in_pass, self._rerun = True, False
+        try:
+            await self._one_pass()
+        finally:
+            self._in_pass = False
+        if self._rerun:
+            # An event asked for a pass while this one ran (the scheduler drops that run): one more
+            # pass, or a compaction seen mid-pass would wait for the timer.
+            self._bring_forward(EVENT_DEBOUNCE_S)
+
+    async def _one_pass(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
         except HostError as exc:
@@ -254,6 +267,11 @@ class Daemon:
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
 
+    def _want_pass(self) -> None:
+        if self._in_pass:
+            self._rerun = True  # the scheduler drops a run asked for while one is going
+        self._bring_forward(EVENT_DEBOUNCE_S)
+
     async def _on_event(self, kind: str, session_id: str) -> None:
         if kind == "deleted":
             store = self.app.store
@@ -261,14 +279,14 @@ class Daemon:
                 return  # not ours to forget (memoryd's own helper sessions end up here too)
             if store.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
-            self._bring_forward(EVENT_DEBOUNCE_S)
+            self._want_pass()
         elif kind == "compacted":
             # A save point: what the session held before this compaction is extracted now,
             # without waiting for it to go idle (once; see Phase1 and since_save_point).
             self.app.store.record_compaction(session_id)
-            self._bring_forward(EVENT_DEBOUNCE_S)
+            self._want_pass()
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
-            self._bring_forward(EVENT_DEBOUNCE_S)
+            self._want_pass()
 
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None

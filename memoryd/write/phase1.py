@@ -159,6 +159,12 @@ def is_compaction(message: Message) -> bool:
     return message.info.is_user and any(p.type == "compaction" for p in message.parts)
 
 
+def is_compaction_summary(message: Message) -> bool:
+    """opencode's own summary of what a compaction folded away: the messages it restates are
+    read themselves (before the save point, or in this very transcript), so it is left out."""
+    return message.info.is_assistant and getattr(message.info, "summary", None) is True
+
+
 def since_save_point(
     messages: list[Message], earlier: SavePoint | None, *, compacted: bool
 ) -> tuple[list[Message], SavePoint | None]:
@@ -170,6 +176,7 @@ def since_save_point(
     extraction. Otherwise (an idle session) everything after the save point is read and the save
     point stays, so nothing is read twice and nothing is left out.
     """
+    messages = [m for m in messages if not is_compaction_summary(m)]
     start = 0
     if earlier is not None:
         ids = [m.info.id for m in messages]
@@ -178,7 +185,7 @@ def since_save_point(
     rest = messages[start:]
     cuts = [i for i, m in enumerate(rest) if is_compaction(m)] if compacted else []
     if not cuts:
-        return (rest if start else messages), None
+        return rest, None
     n = (earlier.compactions if earlier else 0) + len(cuts)
     cut = cuts[-1]
     return rest[:cut], SavePoint(rest[cut].info.id, "", "", n)
@@ -407,7 +414,7 @@ class Phase1(PhaseBase):
                     return
             earlier = self.store.save_point(sid)
             part, save = since_save_point(messages, earlier, compacted=sid in self._compacted)
-            if part is not messages:
+            if len(part) != len(messages):
                 transcript = build_transcript(part)
             if transcript.empty and earlier is None:
                 if self.store.output(sid) is not None:

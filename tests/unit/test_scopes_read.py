@@ -179,11 +179,9 @@ def _compacted_session(host: FakeOpencode, sid: str, now: int) -> None:
     host.messages[sid].append(
         host.message(sid, "user", [{"type": "compaction", "auto": True}], created=now)
     )
-    host.messages[sid].append(
-        host.message(
-            sid, "assistant", [{"type": "text", "text": "SUMMARY-ONE of alpha"}], created=now
-        )
-    )
+    summary = host.message(sid, "assistant", [{"type": "text", "text": "SUMMARY-ONE"}], created=now)
+    summary["info"].update(summary=True, mode="compaction", agent="compaction")
+    host.messages[sid].append(summary)
 
 
 def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_there(
@@ -215,6 +213,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     assert asyncio.run(phase1.run_pass()).succeeded == 1
     second = host.prompts[-1]["parts"][0]["text"]
     assert "AFTER-ONE" in second and "BEFORE-ONE" not in second
+    assert "SUMMARY-ONE" not in second  # opencode's restatement of what was already saved
     two = store.output(sid)
     assert two.raw_memory.startswith(one.raw_memory) and len(two.raw_memory) > len(one.raw_memory)
     assert store.save_point(sid).compactions == 2
