@@ -370,6 +370,13 @@ class JobsMixin:
     ) -> bool:
         """Finish a run; ``consumed`` (session id, source_updated_at) pairs become the selection snapshot.
 
+        ``input_watermark`` is an input *version* (every enqueue raises it), not a session time:
+        stage-1 jobs finish in any order, so the largest consumed ``source_updated_at``
+        (``watermark``, kept for callers' logs) can sit below it after a run that used everything.
+        What this run consumed is the version it saw at claim time (``claimed_input``; the current
+        one when not given), and that is what ``last_success_watermark`` records, so "pending
+        input" means exactly "enqueued after the last good run claimed".
+
         Only a run that called the model starts the cooldown: a clean no-op costs nothing, so it
         should not delay the first real consolidation (the anchor's install-time defect).
         """
@@ -379,11 +386,9 @@ class JobsMixin:
             if job is None:
                 return False
             # Input enqueued while this run worked is not in what it consumed: stay pending for it.
-            status = (
-                "pending"
-                if claimed_input is not None and (job["input_watermark"] or 0) > claimed_input
-                else "done"
-            )
+            current = job["input_watermark"] or 0
+            seen = current if claimed_input is None else claimed_input
+            status = "pending" if current > seen else "done"
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
@@ -394,7 +399,7 @@ class JobsMixin:
                     status,
                     now,
                     DEFAULT_RETRIES,
-                    watermark,
+                    seen,
                     int(consolidated),
                     now + PHASE2_COOLDOWN_MS,
                     GLOBAL,
