@@ -115,3 +115,28 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     assert report.stale_helpers == 1 and report.succeeded == 1
     assert recorded_at_prompt == [1]  # the live helper was in the DB when it was prompted
     assert store.helper_count() == 0  # deleted helpers leave no record
+
+
+def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
+    import json
+
+    from memoryd.host.server import reap_orphaned_servers
+
+    records = tmp_path / "private-servers"
+    records.mkdir()
+    procs = []
+    for owner in (dead_owner(), current_owner()):
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        procs.append(proc)
+        (records / f"{proc.pid}.json").write_text(
+            json.dumps({"pid": proc.pid, "start": process_start(proc.pid), "owner": owner.encode()})
+        )
+    try:
+        assert reap_orphaned_servers(records) == 1
+        assert procs[0].wait(5) == -9
+        assert procs[1].poll() is None  # a live memoryd's server is left alone
+        assert [p.name for p in records.iterdir()] == [f"{procs[1].pid}.json"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
