@@ -30,13 +30,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memoryd import prompts
 from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
-    BudgetWait,
     ExtractionInvalid,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
-    MemorydError,
     ModelCallError,
 )
 from memoryd.host.models import PromptResult, Session
@@ -368,36 +364,17 @@ class Phase1(PhaseBase):
                 report.succeeded += 1
             else:
                 log.warning("lost ownership of session %s before finalizing; result dropped", sid)
-        except BudgetWait as exc:
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self._fail(sid, claim.token, exc, report)
-            else:
-                self.budget.trip(self.settings.extract_model)
-                self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.extract_model)
+            if failure.released:
+                self.store.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
                 report.released += 1
-                report.waiting = str(exc)
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except MemorydError as exc:
-            self._fail(sid, claim.token, exc, report)
-        except Exception as exc:  # a bug must fail the job, not the pass
-            log.exception("unexpected error extracting %s", sid)
-            self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
-            report.failed += 1
-            report.errors.append(f"{sid}: internal error: {exc!r}")
-
-    def _fail(self, sid: str, token: str, exc: Exception, report: Phase1Report) -> None:
-        self.store.mark_stage1_failed(sid, token, str(exc))
-        report.failed += 1
-        report.errors.append(f"{sid}: {exc}")
-        log.warning("extraction of %s failed: %s", sid, exc)
+                report.waiting = failure.reason
+            else:
+                self.store.mark_stage1_failed(sid, claim.token, failure.reason)
+                report.failed += 1
+                report.errors.append(f"{sid}: {failure.reason}")
+                log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
         directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
