@@ -44,15 +44,14 @@ from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import BaselineBroken, BaselineError, BaselineHeadMissing
+from memoryd.tuning import DIFF_CAP_BYTES, DIFF_CONTEXT_LINES
 
 log = logging.getLogger(__name__)
 
 DIFF_FILE_NAME = "phase2_workspace_diff.md"
-DIFF_CAP_BYTES = 4 * 1024 * 1024
 BRANCH = b"main"
 IDENTITY = b"memoryd <memoryd@localhost>"
 MESSAGE = b"memoryd baseline of the memory folder\n"
-CONTEXT_LINES = 3
 # git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
 BINARY_SNIFF = 8000
 
@@ -611,7 +610,7 @@ class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
 
 
 def _hunks(a: list[str], b: list[str]) -> Iterator[str]:
-    for group in _AnchoredMatcher(a, b).get_grouped_opcodes(CONTEXT_LINES):
+    for group in _AnchoredMatcher(a, b).get_grouped_opcodes(DIFF_CONTEXT_LINES):
         first, last = group[0], group[-1]
         out = [f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"]
         for tag, i1, i2, j1, j2 in group:
