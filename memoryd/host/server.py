@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from memoryd.errors import HostUnreachable
+from memoryd.errors import HostUnreachable, PortTaken
 from memoryd.owner import Owner, current_owner, owner_gone, process_start
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class PrivateServer:
             port = self.port if self.port is not None else free_port()
             try:
                 return self._spawn(binary, port, password)
-            except _PortTaken as exc:
+            except PortTaken as exc:
                 last_error = exc.error
                 log.info(
                     "opencode could not bind port %d (attempt %d), retrying", port, attempt + 1
@@ -269,7 +269,7 @@ class PrivateServer:
                         f"before listening; last output:\n{tail}",
                     )
                     if "ServeError" in tail or "EADDRINUSE" in tail:
-                        raise _PortTaken(err)
+                        raise PortTaken(err)
                     raise err
                 if time.monotonic() >= deadline:
                     raise HostUnreachable(
@@ -396,12 +396,6 @@ def reap_orphaned_servers(record_dir: Path) -> int:
             log.info("stopped opencode serve pid=%d left by a memoryd that was killed", pid)
         path.unlink(missing_ok=True)
     return killed
-
-
-class _PortTaken(Exception):
-    def __init__(self, error: HostUnreachable) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:

@@ -169,4 +169,4 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
         assert len(started) == 2  # coalesced: one more pass, not one per event
     finally:
         d.handle_exit(15)
-        assert await asyncio.wait_for(serving, 10) == 0
+        await asyncio.wait_for(serving, 10)
