@@ -43,7 +43,14 @@ from dulwich.pack import write_pack
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
-from memoryd.errors import BaselineBroken, BaselineError, BaselineHeadMissing
+from memoryd.errors import (
+    BaselineBroken,
+    BaselineError,
+    BaselineHeadMissing,
+    NotRegularFile,
+    PathError,
+)
+from memoryd.fsutil import read_regular_with_mode
 from memoryd.tuning import DIFF_CAP_BYTES, DIFF_CONTEXT_LINES
 
 log = logging.getLogger(__name__)
@@ -62,7 +69,6 @@ MODE_TREE = 0o040000
 Status = Literal["A", "M", "D"]
 
 _FS_ENCODING = sys.getfilesystemencoding()
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def default_exclude(relpath: str) -> bool:
@@ -371,29 +377,19 @@ def _blob_id(data: bytes) -> ObjectID:
 def _read_file(path: str) -> tuple[int, bytes]:
     """(git mode, content) of a worktree file, opened without following links or blocking."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
+        got = read_regular_with_mode(path)
+    except NotRegularFile as exc:
         if os.path.islink(path):
             raise BaselineError(
                 f"{path}: symlink in the memory folder; refusing to read it"
             ) from exc
-        raise BaselineError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BaselineError(f"{path}: changed into a non-regular file while reading")
-        # One read for the usual case; asking for a byte more than the size tells us we are done.
-        data = os.read(fd, st.st_size + 1)
-        if len(data) > st.st_size:
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    finally:
-        os.close(fd)
-    return (MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE), data
+        raise BaselineError(f"{path}: changed into a non-regular file while reading") from exc
+    except PathError as exc:
+        raise BaselineError(str(exc)) from exc
+    if got is None:
+        raise BaselineError(f"{path}: cannot read (vanished while reading)")
+    data, perms = got
+    return (MODE_EXEC if perms & stat.S_IXUSR else MODE_FILE), data
 
 
 def _head_entries(repo: Repo) -> Entries:
