@@ -45,7 +45,7 @@ Platform = Literal["systemd", "launchd"]
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
 ManagerState = Literal["ok", "unavailable", "failed", "skipped"]
 
-UNIT = "memoryd.runtime.service"
+UNIT = "memoryd.service"
 LABEL = "dev.memoryd"
 MANIFEST_KEY = "service"
 #: Variables copied from the installing environment into the service, when set.
