@@ -19,15 +19,13 @@ from memoryd.cli.exitcodes import NO_RESTART_STATUS
 from memoryd.errors import ServiceError
 from memoryd.paths import Paths
 from memoryd.runtime import service as service_mod
-from memoryd.runtime.service import (
+from memoryd.runtime.service import RunResult, Service, run_command
+from memoryd.runtime.servicefile import (
     LABEL,
     UNIT,
-    RunResult,
-    Service,
     detect_platform,
     interpreter,
     render,
-    run_command,
     service_path,
 )
 
