@@ -37,39 +37,80 @@ snapshotted before and put back afterwards (:meth:`Workspace.restore_protected`)
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import logging
 import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from memoryd.clock import DAY, Clock, iso_ms
+from memoryd.clock import DAY, Clock
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, read_regular_with_mode
+from memoryd.layout import (
+    AD_HOC_INSTRUCTIONS,
+    AD_HOC_NOTES,
+    DIFF_FILE,
+    EXTENSIONS_DIR,
+    MEMORY_FILE,
+    PROJECT_FILE,
+    PROJECT_NOTES,
+    RAW_MEMORIES_FILE,
+    SKILLS_DIR,
+    STAMP_FORMAT,
+    SUMMARIES_DIR,
+    SUMMARY_FILE,
+    SUMMARY_VERSION,
+    assign_stems,
+    is_tracked,
+    path_parts,
+    render_project_file,
+    render_raw_memories,
+    render_rollout_summary,
+    rollout_stem,
+    sanitize_slug,
+)
 from memoryd.paths import templates_dir
+from memoryd.project_folders import ProjectFolders
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store.outputs import Output
+from memoryd.tuning import RESOURCE_RETENTION_DAYS
+
+__all__ = [
+    "AGENT_OWNED",
+    "LAYOUT_DIRS",
+    "AD_HOC_INSTRUCTIONS",
+    "AD_HOC_NOTES",
+    "DIFF_FILE",
+    "EXTENSIONS_DIR",
+    "MEMORY_FILE",
+    "PROJECT_FILE",
+    "PROJECT_NOTES",
+    "RAW_MEMORIES_FILE",
+    "SKILLS_DIR",
+    "SUMMARIES_DIR",
+    "SUMMARY_FILE",
+    "SUMMARY_VERSION",
+    "STAMP_FORMAT",
+    "assign_stems",
+    "render_project_file",
+    "render_raw_memories",
+    "render_rollout_summary",
+    "rollout_stem",
+    "sanitize_slug",
+    "FileState",
+    "Snapshot",
+    "SyncResult",
+    "Workspace",
+    "is_agent_owned",
+    "is_tracked",
+]
 
 log = logging.getLogger(__name__)
 
-DIFF_FILE = "phase2_workspace_diff.md"
-MEMORY_FILE = "MEMORY.md"
-SUMMARY_FILE = "memory_summary.md"
-RAW_MEMORIES_FILE = "raw_memories.md"
-SUMMARIES_DIR = "rollout_summaries"
-SKILLS_DIR = "skills"
-EXTENSIONS_DIR = "extensions"
-AD_HOC_INSTRUCTIONS = "extensions/ad_hoc/instructions.md"
-AD_HOC_NOTES = "extensions/ad_hoc/notes"
-SUMMARY_VERSION = b"v1"
-PROJECT_FILE = "project.md"
-PROJECT_NOTES = "notes"
 
 # The only things the consolidation agent may change; a trailing "/" means the whole subtree and
 # "*" one project key.
@@ -90,32 +131,13 @@ LAYOUT_DIRS: tuple[str, ...] = (
     PROJECTS_DIR,
 )
 
-RAW_MEMORY_MAX_CHARS = 10_000
-SLUG_MAX_CHARS = 60
-RESOURCE_RETENTION_DAYS = 7
 
-_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_HASH_CHARS = 4
-_STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S"
 _STAMP_PREFIX = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
-
-
-def _parts(relpath: str) -> list[str]:
-    return [p for p in relpath.strip("/").split("/") if p]
-
-
-def is_tracked(relpath: str) -> bool:
-    """Whether the baseline tracks a path: not the transient diff file, nothing dot-prefixed."""
-    parts = _parts(relpath)
-    if not parts or "/".join(parts) == DIFF_FILE:
-        return False
-    return not any(p.startswith(".") for p in parts)
 
 
 def is_agent_owned(relpath: str) -> bool:
     """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
-    parts = _parts(relpath)
+    parts = path_parts(relpath)
     rel = "/".join(parts)
     for owned in AGENT_OWNED:
         if "*" in owned:
@@ -137,163 +159,11 @@ def _protected(relpath: str) -> bool:
     return is_tracked(relpath) and not is_agent_owned(relpath)
 
 
-def sanitize_slug(slug: str | None) -> str:
-    """ASCII letters and digits lowercased, anything else ``_``; at most 60 chars, no trailing ``_``."""
-    if not slug:
-        return ""
-    chars = (c.lower() if c.isascii() and c.isalnum() else "_" for c in slug)
-    return "".join(chars)[:SLUG_MAX_CHARS].rstrip("_")
-
-
-def _id_hash(session_id: str) -> str:
-    """Four base-62 chars from sha256 of the id: short, stable across runs and Python versions."""
-    n = (
-        int.from_bytes(hashlib.sha256(session_id.encode("utf-8")).digest()[:8], "big")
-        % len(_BASE62) ** _HASH_CHARS
-    )
-    out = []
-    for _ in range(_HASH_CHARS):
-        n, r = divmod(n, len(_BASE62))
-        out.append(_BASE62[r])
-    return "".join(reversed(out))
-
-
-def _stamp(ms: int) -> str:
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime(_STAMP_FORMAT)
-
-
-def rollout_stem(output: Output) -> str:
-    """File stem of an output's rollout summary: ``<UTC time>-<id hash>[-<slug>]``.
-
-    Built only from (session_id, source_updated_at, slug), so it is stable across runs, and made
-    only of ``[0-9A-Za-z_T-]``, so it can never name a path outside ``rollout_summaries/``.
-    """
-    stem = f"{_stamp(output.source_updated_at)}-{_id_hash(output.session_id)}"
-    slug = sanitize_slug(output.rollout_slug)
-    return f"{stem}-{slug}" if slug else stem
-
-
-def assign_stems(outputs: Iterable[Output]) -> dict[str, str]:
-    """Stems per session id, made unique: a (very unlikely) clash gets ``-2``, ``-3``… in id order."""
-    stems: dict[str, str] = {}
-    used: set[str] = set()
-    for out in sorted(outputs, key=lambda o: o.session_id):
-        if out.session_id in stems:
-            raise ValueError(f"session {out.session_id!r} is selected twice")
-        base = candidate = rollout_stem(out)
-        n = 1
-        while candidate in used:
-            n += 1
-            candidate = f"{base}-{n}"
-        if candidate != base:
-            log.warning(
-                "rollout summary stem %s clashes; using %s for %s", base, candidate, out.session_id
-            )
-        used.add(candidate)
-        stems[out.session_id] = candidate
-    return stems
-
-
-def _one_line(value: str | None) -> str:
-    """Header values stay on one line so a title cannot forge headings or header lines."""
-    if value is None:
-        return "(none)"
-    text = _CONTROL.sub(" ", value).strip()
-    return text or "(none)"
-
-
-def _header(output: Output) -> list[str]:
-    return [
-        f"updated_at: {iso_ms(output.source_updated_at)}",
-        f"cwd: {_one_line(output.cwd)}",
-        f"title: {_one_line(output.title)}",
-    ]
-
-
-def _capped_raw_memory(text: str) -> str:
-    body = text.strip()
-    if not body:
-        return "(no raw memory)"
-    if len(body) <= RAW_MEMORY_MAX_CHARS:
-        return body
-    cut = body[:RAW_MEMORY_MAX_CHARS].rstrip()
-    return f"{cut}\n\n[raw memory cut at {RAW_MEMORY_MAX_CHARS} of {len(body)} characters]"
-
-
-def render_raw_memories(outputs: Iterable[Output], stems: dict[str, str] | None = None) -> str:
-    """``raw_memories.md``: every selected output, ordered by session id so usage churn never reorders it."""
-    ordered = sorted(outputs, key=lambda o: o.session_id)
-    if stems is None:
-        stems = assign_stems(ordered)
-    lines = ["# Raw memories", ""]
-    if not ordered:
-        lines.append("No session has been selected for consolidation yet.")
-        return "\n".join(lines) + "\n"
-    lines += [
-        "One entry per session selected for consolidation, in ascending session-id order. Each entry",
-        f"names its longer summary under `{SUMMARIES_DIR}/`.",
-    ]
-    for out in ordered:
-        lines += ["", f"## Session `{_one_line(out.session_id)}`", ""]
-        lines += _header(out)
-        lines.append(f"rollout_summary_file: {stems[out.session_id]}.md")
-        lines += ["", _capped_raw_memory(out.raw_memory)]
-    return "\n".join(lines) + "\n"
-
-
-def render_rollout_summary(output: Output) -> str:
-    """One ``rollout_summaries/<stem>.md``: header lines, a blank line, the summary (no usage counts)."""
-    lines = [f"session_id: {_one_line(output.session_id)}", *_header(output), ""]
-    lines.append(output.rollout_summary.strip() or "(no summary)")
-    return "\n".join(lines) + "\n"
-
-
-def render_project_file(key: str, root: str, outputs: Iterable[Output]) -> str:
-    """``projects/<key>/project.md``: which checkout this is, and which sessions feed it."""
-    ordered = sorted(outputs, key=lambda o: o.session_id)
-    ids = sorted({o.project_id for o in ordered if o.project_id})
-    lines = [
-        f"# Project {key}",
-        "",
-        f"worktree: {_one_line(root)}",
-        f"opencode_project: {_one_line(ids[0] if len(ids) == 1 else ', '.join(ids) or None)}",
-        f"sessions: {len(ordered)}",
-        "",
-        "Memory written in this folder is shown only to sessions in this worktree.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _read_regular(path: Path) -> tuple[bytes, int] | None:
-    """Bytes and permission bits of a regular file; ``None`` if absent, a link, or not a regular file."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
-            return None
-        raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return fh.read(), stat.S_IMODE(st.st_mode)
-
-
 def _mkdir(path: Path, *, parents: bool = False) -> None:
     try:
         path.mkdir(parents=parents, exist_ok=parents)
     except OSError as exc:
         raise PathError(path, f"cannot create directory ({exc.strerror or exc})") from exc
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -322,7 +192,7 @@ class SyncResult:
         return bool(self.written or self.removed)
 
 
-class Workspace:
+class Workspace(ProjectFolders):
     """The memory folder at ``root``; see the module docstring for layout and safety rules."""
 
     def __init__(self, root: Path, *, clock: Clock) -> None:
@@ -333,7 +203,7 @@ class Workspace:
 
     def _check_root(self) -> bool:
         """True when the root exists; raises if it is a symlink or not a directory."""
-        st = _lstat(self.root)
+        st = lstat_or_none(self.root)
         if st is None:
             return False
         if stat.S_ISLNK(st.st_mode):
@@ -363,7 +233,7 @@ class Workspace:
         current = self.root
         for part in pure.parts[:-1]:
             current = current / part
-            st = _lstat(current)
+            st = lstat_or_none(current)
             if st is None and not make_parents:
                 return target
             if st is None:
@@ -379,7 +249,7 @@ class Workspace:
 
     def _write_if_changed(self, relpath: str, text: str) -> bool:
         data = text.encode("utf-8")
-        current = _read_regular(self._path(relpath))
+        current = read_regular_with_mode(self._path(relpath), skip_irregular=True)
         if current is not None and current[0] == data:
             return False
         self._write(relpath, data)
@@ -388,7 +258,7 @@ class Workspace:
     def _ensure_dir(self, relpath: str) -> bool:
         """Create ``relpath`` as a real directory; False if something else is in the way."""
         path = self._path(relpath, make_parents=True)
-        st = _lstat(path)
+        st = lstat_or_none(path)
         if st is None:
             _mkdir(path)
             return True
@@ -436,7 +306,7 @@ class Workspace:
 
     def _seed_ad_hoc(self) -> None:
         target = self._path(AD_HOC_INSTRUCTIONS, make_parents=True)
-        if _lstat(target) is not None:
+        if lstat_or_none(target) is not None:
             return  # kept as is, user edits included
         source = templates_dir() / "extensions" / "ad_hoc" / "instructions.md"
         try:
@@ -526,54 +396,6 @@ class Workspace:
         if self._write_if_changed(prefix + RAW_MEMORIES_FILE, render_raw_memories(outs, stems)):
             written.append(prefix + RAW_MEMORIES_FILE)
 
-    def _drop_projects(self, keep: set[str]) -> list[str]:
-        """Remove the folders of projects with nothing selected and no notes; returns file relpaths."""
-        removed: list[str] = []
-        for name in self.project_keys():
-            if name in keep:
-                continue
-            base = f"{PROJECTS_DIR}/{name}"
-            if self._has_files(f"{base}/{PROJECT_NOTES}"):
-                # The user's notes keep the project (and its layer) alive; its session inputs go.
-                stale = [f"{base}/{RAW_MEMORIES_FILE}"] + [
-                    rel
-                    for rel, st in self._walk(f"{base}/{SUMMARIES_DIR}")
-                    if stat.S_ISREG(st.st_mode)
-                ]
-                for rel in stale:
-                    if _lstat(self.root / rel) is not None:
-                        os.unlink(self.root / rel)
-                        removed.append(rel)
-                continue
-            removed += [
-                rel for rel, st in self._walk(base) if stat.S_ISREG(st.st_mode) and is_tracked(rel)
-            ]
-            shutil.rmtree(self.root / base)
-            log.info("memory folder: project %s has no memories left; removed its folder", name)
-        return removed
-
-    def _has_files(self, rel: str) -> bool:
-        return any(stat.S_ISREG(st.st_mode) and is_tracked(r) for r, st in self._walk(rel))
-
-    def project_keys(self) -> list[str]:
-        """Keys of the project folders present (real directories with a key-shaped name)."""
-        base = self.root / PROJECTS_DIR
-        st = _lstat(base)
-        if st is None or not stat.S_ISDIR(st.st_mode):
-            return []
-        with os.scandir(base) as it:
-            return sorted(
-                e.name for e in it if e.is_dir(follow_symlinks=False) and is_scope_key(e.name)
-            )
-
-    def project_summary_text(self, key: str) -> str | None:
-        """Text of ``projects/<key>/memory_summary.md``; ``None`` when absent, not regular, or blank."""
-        got = _read_regular(self._path(f"{PROJECTS_DIR}/{key}/{SUMMARY_FILE}"))
-        if got is None:
-            return None
-        text = got[0].decode("utf-8", errors="replace")
-        return text if text.strip() else None
-
     def prune_extension_resources(self, retention_days: int = RESOURCE_RETENTION_DAYS) -> list[str]:
         """Delete timestamped extension resources at or past the retention cutoff; returns relpaths.
 
@@ -587,16 +409,16 @@ class Workspace:
         if not self._check_root():
             return []
         ext_root = self.root / EXTENSIONS_DIR
-        st = _lstat(ext_root)
+        st = lstat_or_none(ext_root)
         if st is None or not stat.S_ISDIR(st.st_mode):
             return []
         removed = []
         for ext in sorted(os.scandir(ext_root), key=lambda e: e.name):
             if not ext.is_dir(follow_symlinks=False):
                 continue
-            instr = _lstat(Path(ext.path) / "instructions.md")
+            instr = lstat_or_none(Path(ext.path) / "instructions.md")
             res_dir = Path(ext.path) / "resources"
-            res = _lstat(res_dir)
+            res = lstat_or_none(res_dir)
             if (
                 instr is None
                 or not stat.S_ISREG(instr.st_mode)
@@ -634,7 +456,7 @@ class Workspace:
                 continue
             if is_agent_owned(relpath) or relpath.startswith(EXTENSIONS_DIR + "/"):
                 return True
-            parts = _parts(relpath)
+            parts = path_parts(relpath)
             if len(parts) > 3 and parts[0] == PROJECTS_DIR and parts[2] == PROJECT_NOTES:
                 return True
         return False
@@ -654,7 +476,11 @@ class Workspace:
             if stat.S_ISDIR(st.st_mode):
                 dirs.add(relpath)
                 continue
-            got = _read_regular(self.root / relpath) if stat.S_ISREG(st.st_mode) else None
+            got = (
+                read_regular_with_mode(self.root / relpath, skip_irregular=True)
+                if stat.S_ISREG(st.st_mode)
+                else None
+            )
             if got is None:
                 others.add(relpath)
             else:
@@ -692,12 +518,14 @@ class Workspace:
             except OSError:
                 pass  # still holds untracked (dot) entries; git ignores empty-of-tracked folders
         for relpath in sorted(snap.dirs):  # parents sort before their children
-            if _lstat(self.root / relpath) is None:
+            if lstat_or_none(self.root / relpath) is None:
                 self._ensure_dir(relpath)
                 touched.add(relpath)
         for relpath, state in sorted(snap.files.items()):
             try:
-                current = _read_regular(self._path(relpath, make_parents=True))
+                current = read_regular_with_mode(
+                    self._path(relpath, make_parents=True), skip_irregular=True
+                )
             except PathError:
                 current = None  # e.g. made unreadable: rewrite it
             if current == (state.data, state.mode):
@@ -725,51 +553,18 @@ class Workspace:
         if links:
             problems.append(f"symlinks are not allowed (removed: {', '.join(links)})")
         for name in (MEMORY_FILE, SUMMARY_FILE):
-            st = _lstat(self.root / name)
+            st = lstat_or_none(self.root / name)
             if st is None or not stat.S_ISREG(st.st_mode):
                 problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
-        got = _read_regular(self.root / SUMMARY_FILE)
+        got = read_regular_with_mode(self.root / SUMMARY_FILE, skip_irregular=True)
         if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
             problems.append(
                 f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
             )
-        st = _lstat(self.root / SKILLS_DIR)
+        st = lstat_or_none(self.root / SKILLS_DIR)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             problems.append(f"{SKILLS_DIR}/ is not a directory")
-        problems += self._validate_projects()
-        return problems
-
-    def _validate_projects(self) -> list[str]:
-        """Each project layer must belong to a project memoryd rendered and carry the ``v1`` line."""
-        problems: list[str] = []
-        base = self.root / PROJECTS_DIR
-        st = _lstat(base)
-        if st is None:
-            return problems
-        if not stat.S_ISDIR(st.st_mode):
-            return [f"{PROJECTS_DIR}/ is not a directory"]
-        with os.scandir(base) as it:
-            names = sorted(e.name for e in it if not e.name.startswith("."))
-        for name in names:
-            rel = f"{PROJECTS_DIR}/{name}"
-            st = _lstat(self.root / rel)
-            if not is_scope_key(name) or st is None or not stat.S_ISDIR(st.st_mode):
-                problems.append(f"{rel} is not a project folder memoryd made")
-                continue
-            if _lstat(self.root / rel / PROJECT_FILE) is None and not self._has_files(
-                f"{rel}/{PROJECT_NOTES}"
-            ):
-                problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE}, no notes)")
-            for fname in (SUMMARY_FILE, MEMORY_FILE):
-                fst = _lstat(self.root / rel / fname)
-                if fst is not None and not stat.S_ISREG(fst.st_mode):
-                    problems.append(f"{rel}/{fname} is not a regular file")
-            got = _read_regular(self.root / rel / SUMMARY_FILE)
-            if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
-                problems.append(
-                    f"the first line of {rel}/{SUMMARY_FILE} must be exactly "
-                    f"{SUMMARY_VERSION.decode()!r}"
-                )
+        problems += self.validate_projects()
         return problems
 
     def write_diff_file(self, text: str) -> Path:
@@ -779,7 +574,7 @@ class Workspace:
 
     def remove_diff_file(self) -> None:
         path = self._path(DIFF_FILE)
-        st = _lstat(path)
+        st = lstat_or_none(path)
         if st is not None and stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path)
         elif st is not None:
@@ -790,7 +585,7 @@ class Workspace:
 
         The text is returned even without the ``v1`` line; :meth:`validate` is the gate for that.
         """
-        got = _read_regular(self._path(SUMMARY_FILE))
+        got = read_regular_with_mode(self._path(SUMMARY_FILE), skip_irregular=True)
         if got is None:
             return None
         text = got[0].decode("utf-8", errors="replace")
@@ -803,7 +598,7 @@ def _resource_stamp(name: str) -> int | None:
     if not _STAMP_PREFIX.fullmatch(head):
         return None
     try:
-        when = datetime.strptime(head, _STAMP_FORMAT).replace(tzinfo=UTC)
+        when = datetime.strptime(head, STAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         return None
     return int(when.timestamp()) * 1000

@@ -5,7 +5,8 @@ so an idle daemon does not wake up to poll. APScheduler (3.x) drives the pumps â
 (discovery, phase 1, phase 2) on an interval and a light tick (citation spool, read-path block) â€”
 with at most one instance of each at a time; DB leases keep several processes correct. The
 ``/global/event`` follower brings a pass forward when a session goes idle and forgets deleted
-sessions at once.
+sessions at once. A pass requested while one runs is not dropped (APScheduler would skip it as
+"maximum number of running instances reached"): it is remembered and runs right after, once.
 
 Shutdown: stop scheduling, cancel the running pass (its claims are released without burning a
 retry and its helper sessions are deleted), stop the event follower and any opencode we started,
@@ -32,14 +33,12 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.tuning import BACKLOG_RETRY_S, COALESCED_DELAY_S, EVENT_DEBOUNCE_S, TICK_S
 from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-TICK_SECONDS = 10
-EVENT_DEBOUNCE_S = 2.0
-BACKLOG_RETRY_S = 15.0
 
 
 class Daemon:
@@ -58,8 +57,8 @@ class Daemon:
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._recorded: dict[str, Any] | None = None
-        self._in_pass = False
-        self._rerun = False  # an event wanted a pass while one ran
+        self._pass_running = False
+        self._requested_at: datetime | None = None  # a pass asked for while one was running
 
     # -- signals: flags only ----------------------------------------------------------------
 
@@ -135,7 +134,7 @@ class Daemon:
         sched.add_job(
             self._tick_job,
             "interval",
-            seconds=TICK_SECONDS,
+            seconds=TICK_S,
             id="tick",
             max_instances=1,
             coalesce=True,
@@ -205,17 +204,18 @@ class Daemon:
     async def _pass_job(self) -> None:
         if self.should_exit:
             return
-        self._in_pass, self._rerun = True, False
+        self._pass_running = True
         try:
-            await self._one_pass()
+            await self._pass_body()
         finally:
-            self._in_pass = False
-        if self._rerun:
-            # An event asked for a pass while this one ran (the scheduler drops that run): one more
-            # pass, or a compaction seen mid-pass would wait for the timer.
-            self._bring_forward(EVENT_DEBOUNCE_S)
+            self._pass_running = False
+            requested, self._requested_at = self._requested_at, None
+            if requested is not None:
+                # coalesced: however many requests came in during the pass, one more pass
+                delay = (requested - datetime.now(UTC)).total_seconds()
+                self._bring_forward(max(delay, COALESCED_DELAY_S), coalesced=True)
 
-    async def _one_pass(self) -> None:
+    async def _pass_body(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
         except HostError as exc:
@@ -259,18 +259,19 @@ class Daemon:
             tick(self.app)
             self._record()
 
-    def _bring_forward(self, delay_s: float) -> None:
+    def _bring_forward(self, delay_s: float, *, coalesced: bool = False) -> None:
         if self.scheduler is None or self.should_exit:
             return
         job = self.scheduler.get_job("pass")
         when = datetime.now(UTC) + timedelta(seconds=delay_s)
+        if self._pass_running and not coalesced:
+            # The running pass may already have listed sessions; firing the job now would be
+            # skipped by the scheduler, so remember the request for when the pass ends.
+            if self._requested_at is None or when < self._requested_at:
+                self._requested_at = when
+            return
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
-
-    def _want_pass(self) -> None:
-        if self._in_pass:
-            self._rerun = True  # the scheduler drops a run asked for while one is going
-        self._bring_forward(EVENT_DEBOUNCE_S)
 
     async def _on_event(self, kind: str, session_id: str) -> None:
         if kind == "deleted":
@@ -279,14 +280,14 @@ class Daemon:
                 return  # not ours to forget (memoryd's own helper sessions end up here too)
             if store.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
-            self._want_pass()
+            self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "compacted":
             # A save point: what the session held before this compaction is extracted now,
             # without waiting for it to go idle (once; see Phase1 and since_save_point).
             self.app.store.record_compaction(session_id)
-            self._want_pass()
+            self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
-            self._want_pass()
+            self._bring_forward(EVENT_DEBOUNCE_S)
 
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None

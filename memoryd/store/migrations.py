@@ -144,6 +144,23 @@ def m004_citation_seen(conn: sqlite3.Connection) -> None:
 
 
 @migration
+def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
+    """Claims name their owning process; helper sessions are recorded before they are prompted."""
+    _run(
+        conn,
+        """
+        ALTER TABLE jobs ADD COLUMN owner TEXT;
+        CREATE TABLE helper_sessions (
+            session_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
+@migration
 def m006_project_scopes(conn: sqlite3.Connection) -> None:
     """Every output learns its opencode project and worktree (filled in by the next discovery).
 
