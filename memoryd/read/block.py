@@ -77,8 +77,7 @@ SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
 SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
-PROJECT_BEGIN = "===== BEGIN PROJECT MEMORY: projects/"
-PROJECT_END = "===== END PROJECT MEMORY ====="
+PROJECT_HEADING = "## This project (memory folder: projects/"
 NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
@@ -133,7 +132,9 @@ def _project_summary(root: Path, key: str) -> str | None:
 
 
 def _project_section(key: str, text: str) -> str:
-    return f"\n\n{PROJECT_BEGIN}{key}/ =====\n{text}\n{PROJECT_END}"
+    """The project's layer, after the global one inside the summary markers: one heading line is
+    all it adds, so a scoped block costs no more than one summary holding the same text."""
+    return f"\n\n{PROJECT_HEADING}{key}/)\n{text}"
 
 
 def _render(base_path: str, summary: str, project: str = "") -> str:

@@ -41,7 +41,7 @@ SAMPLES: dict[str, dict[str, str]] = {
     "read_path.md": {
         "base_path": r"/home/dev/.local/share/memoryd/memories $HOME \1",
         "memory_summary": "## User profile\nQuotes {{ base_path }} and $1 \\g<0> verbatim.",
-        "project_memory": "\n\n===== BEGIN PROJECT MEMORY: projects/app-0a1b2c3d/ =====\n$1 {{ base_path }}",
+        "project_memory": "\n\n## This project (memory folder: projects/app-0a1b2c3d/)\n$1 {{ base_path }}",
     },
     "stage_one_input.md": {
         "session_id": "ses_01HZXSAMPLE",

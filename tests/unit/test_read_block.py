@@ -446,6 +446,6 @@ def test_template_example_citation_parses():
 
 def test_summary_markers_are_in_the_template():
     text = (templates_dir() / readpath.TEMPLATE).read_text(encoding="utf-8")
-    end = f"{readpath.SUMMARY_END}{{{{ project_memory }}}}\n"
-    assert f"\n{readpath.SUMMARY_BEGIN}\n{{{{ memory_summary }}}}\n{end}" in text
-    assert text.endswith(end)  # the project layer, when there is one, closes the block
+    tail = f"\n{readpath.SUMMARY_BEGIN}\n{{{{ memory_summary }}}}{{{{ project_memory }}}}\n"
+    assert tail + f"{readpath.SUMMARY_END}\n" in text  # the project layer follows the global one
+    assert text.endswith(readpath.SUMMARY_END + "\n")
