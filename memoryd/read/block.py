@@ -333,9 +333,12 @@ def _current_bytes(path: Path) -> bytes | None:
         return None  # a link or a non-file there is replaced by atomic_write
 
 
-def _put(target: Path, block: str | None, paths: Paths) -> bool:
-    if block is None:
+def _put(target: Path, block: str | None, paths: Paths, *, keep: bool = False) -> bool:
+    """Write ``block``; with none, remove the file, or empty it when ``keep`` (a project's file:
+    a shim that finds it missing would fall back to the global block it read at load)."""
+    if block is None and not keep:
         return _remove(target)
+    block = block or ""
     paths.ensure_dir(target.parent)
     data = block.encode("utf-8")
     if _current_bytes(target) == data:
@@ -358,7 +361,7 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
     if not settings.use_memories:
         removed = _remove(target)
         for key in _keys_in(paths.readpath_projects, ".md"):
-            removed = _remove(project_block_path(paths, key)) or removed
+            removed = _put(project_block_path(paths, key), None, paths, keep=True) or removed
         _remove(sidecar)
         return removed
 
@@ -375,7 +378,8 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
 
     changed = _put(target, render_block(paths), paths)
     for key in keys:
-        changed = _put(project_block_path(paths, key), render_block(paths, key), paths) or changed
+        block = render_block(paths, key)
+        changed = _put(project_block_path(paths, key), block, paths, keep=True) or changed
 
     summary_sigs = [inputs["summary"]] + [v[1] for v in inputs["projects"].values()]
     now = time.time_ns()

@@ -86,6 +86,22 @@ def test_sync_renders_a_block_for_every_known_project_and_stays_quiet(
     assert "A-FACT 2" in pa.read_text() and pc.read_bytes() == paths.readpath_block.read_bytes()
 
 
+def test_a_project_file_is_emptied_never_removed(paths: Paths) -> None:
+    # A shim that finds its file missing falls back to the global block it read at load; turning
+    # memories off (or forgetting everything) must silence it, so the file stays, empty.
+    _layers(paths, "- GLOBAL", **{A: "- A-FACT"})
+    readpath.sync_block(paths, Settings())
+    pa = readpath.project_block_path(paths, A)
+    assert "A-FACT" in pa.read_text()
+    assert readpath.sync_block(paths, Settings(use_memories=False)) is True
+    assert pa.exists() and pa.read_bytes() == b"" and not paths.readpath_block.exists()
+    readpath.sync_block(paths, Settings())
+    (paths.memories / "memory_summary.md").unlink()
+    (paths.memories / "projects" / A / "memory_summary.md").unlink()
+    readpath.sync_block(paths, Settings())
+    assert pa.exists() and pa.read_bytes() == b""
+
+
 def test_scoped_block_costs_no_more_than_the_global_only_block_for_the_same_memory(
     tmp_path: Path,
 ) -> None:
