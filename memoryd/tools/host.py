@@ -17,7 +17,7 @@ from typing import Any
 
 from memoryd import tools
 from memoryd.app import App
-from memoryd.tools.errors import InvalidArgument
+from memoryd.errors import InvalidArgument
 
 SEARCH_RESULTS = 20
 
