@@ -32,14 +32,12 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.tuning import BACKLOG_RETRY_S, EVENT_DEBOUNCE_S, TICK_S
 from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-TICK_SECONDS = 10
-EVENT_DEBOUNCE_S = 2.0
-BACKLOG_RETRY_S = 15.0
 
 
 class Daemon:
@@ -133,7 +131,7 @@ class Daemon:
         sched.add_job(
             self._tick_job,
             "interval",
-            seconds=TICK_SECONDS,
+            seconds=TICK_S,
             id="tick",
             max_instances=1,
             coalesce=True,

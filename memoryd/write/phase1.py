@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.clock import DAY, HOUR, MINUTE, Clock
+from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import (
     ExtractionInvalid,
     HostError,
@@ -42,6 +42,7 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
+from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -54,10 +55,7 @@ from memoryd.write.transcript import Transcript, build_transcript, external_tool
 
 log = logging.getLogger(__name__)
 
-EXTRACTION_CONCURRENCY = 8
-STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
 _HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
-SLUG_MAX = 60
 
 
 class ExtractionOutput(BaseModel):
@@ -104,7 +102,7 @@ class Phase1Report:
 def normalize_slug(slug: str | None) -> str | None:
     if not slug:
         return None
-    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX].strip("_-")
+    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX_CHARS].strip("_-")
     return s or None
 
 

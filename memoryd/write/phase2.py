@@ -39,6 +39,7 @@ from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.helpers import (
@@ -51,9 +52,6 @@ from memoryd.write.helpers import (
 )
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_SECONDS = 90.0
-EXTENSION_RETENTION_DAYS = 7
 
 
 class Phase2Status(enum.StrEnum):
@@ -187,7 +185,7 @@ class Phase2(PhaseBase):
         ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
-        ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
         # Imports land before the diff so the consolidator sees them as changes (and removals as D).
         imported = sync_claude_import(self.settings, self.paths.memories, self.clock)
         if imported.skipped:
@@ -256,7 +254,7 @@ class Phase2(PhaseBase):
         agent = asyncio.create_task(self._consolidate())
         try:
             while True:
-                done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
+                done, _ = await asyncio.wait({agent}, timeout=PHASE2_HEARTBEAT_S)
                 if done:
                     agent.result()
                     return
