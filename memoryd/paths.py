@@ -108,6 +108,29 @@ class Paths:
         return path
 
 
+def change_mark_file(memories: Path) -> Path:
+    """Bumped by whoever edits memory files in place (rename-free): the search index's cue.
+
+    Kept beside the memory folder, not in it, so the consolidator cannot touch it.
+    """
+    return memories.with_name(memories.name + ".changed")
+
+
+def bump_change_mark(memories: Path) -> None:
+    """Record that files under ``memories`` may have changed without their folder noticing."""
+    mark = change_mark_file(memories)
+    try:
+        fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return  # best effort: the index still re-checks everything every few minutes
+    try:
+        os.write(fd, b".")
+        if os.fstat(fd).st_size > 4096:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
 def templates_dir() -> Path:
     """Templates ship inside the wheel as ``memoryd/_templates``; a source checkout uses ``templates/``."""
     here = Path(__file__).resolve().parent

@@ -35,6 +35,7 @@ from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT
+from memoryd.paths import bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
@@ -303,6 +304,7 @@ class Phase2(PhaseBase):
                 outcome = "aborted"
                 raise
             finally:
+                bump_change_mark(self.paths.memories)  # opencode writes in place: tell the index
                 usage = CallUsage()
                 try:
                     usage = session_usage(await self.client.get_session(helper.id))
