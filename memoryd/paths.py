@@ -12,8 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from memoryd.errors import PathError
 
 APP = "memoryd"
@@ -33,6 +31,8 @@ class Paths:
         if home:
             root = Path(home).expanduser().absolute()
             return cls(config_file=root / "config.toml", data_dir=root, state_dir=root / "state")
+        import platformdirs  # only without MEMORYD_HOME (~2 MB of imports a daemon can skip)
+
         return cls(
             config_file=Path(platformdirs.user_config_dir(APP)) / "config.toml",
             data_dir=Path(platformdirs.user_data_dir(APP)),

@@ -51,12 +51,12 @@ def release() -> None:
     registry = sys.modules.get("tiktoken.registry")
     if registry is not None:
         getattr(registry, "ENCODINGS", {}).pop(ENCODING, None)
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Collect, then hand freed heap pages back to the OS (glibc keeps them); Linux only."""
     gc.collect()
-    _trim_heap()
-
-
-def _trim_heap() -> None:
-    """Hand freed heap pages back to the OS (glibc keeps them otherwise); a no-op elsewhere."""
     name = ctypes.util.find_library("c")
     if not name or not sys.platform.startswith("linux"):
         return

@@ -21,6 +21,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd import prompts
 from memoryd.errors import (
@@ -42,7 +43,6 @@ from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
-from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -51,6 +51,9 @@ from memoryd.write.helpers import (
     helper_session,
     session_usage,
 )
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline, WorkspaceDiff
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +143,9 @@ class Phase2(PhaseBase):
         return Workspace(self.paths.memories, clock=self.clock)
 
     def baseline(self) -> Baseline:
+        # dulwich is loaded only when a consolidation is actually claimed (daemon RSS at idle)
+        from memoryd.write.baseline import Baseline
+
         return Baseline(
             self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
         )
