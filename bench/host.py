@@ -185,6 +185,53 @@ def run_variant(name: str, base: Path, bin_: Path, mock: MockLLM, n: int) -> Var
         box.stop()
 
 
+STEPS = (
+    ("start", "started opencode serve"),
+    ("listening", "listening on"),
+    ("connected", "using opencode"),
+    ("first write", "memory folder:"),
+    ("diffed", "baseline diff:"),
+    ("consolidated", "reset to"),
+    ("stopped", "stopped opencode serve"),
+)
+
+
+def empty_home_pass(name: str, base: Path, bin_: Path, mock: MockLLM) -> dict[str, float]:
+    """``memoryd run --once`` on a fresh home holding one note, with memoryd's private server."""
+    import subprocess
+    from datetime import datetime
+
+    box = OpencodeSandbox(base / f"empty-{name}", bin_, mock.base_url, start=False)
+    env = box.base_env  # no MEMORYD_HOST_URL: memoryd starts (and stops) its own opencode
+    if name == "v01000":
+        install_v01(box, env)
+    else:
+        assert memoryd(env, "install", "opencode").returncode == 0
+    note = "We deploy with make deploy-staging first, then production."
+    assert memoryd(env, "note", "add", note).returncode == 0
+    install(mock, ScriptedConsolidator())
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "memoryd", "-vv", "run", "--once"], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    wall = time.monotonic() - t
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    at: dict[str, float] = {}
+    first: float | None = None
+    for line in proc.stderr.splitlines():
+        try:
+            ts = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        first = ts if first is None else first
+        for step, needle in STEPS:
+            if needle in line and step not in at:
+                at[step] = ts
+    base_ts = at.get("start", first or 0.0)
+    out = {step: round(at[step] - base_ts, 2) for step, _ in STEPS if step in at}
+    out["wall"] = round(wall, 2)
+    return out
+
+
 def kb(n: float) -> str:
     return f"{n / 1024:.2f} KB"
 
@@ -270,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--empty-only", action="store_true", help="only the empty-home pass timing")
     args = ap.parse_args(argv)
     print(f"memoryd host bench, {time.strftime('%Y-%m-%d %H:%M')}, {machine()}")
     base = Path(tempfile.mkdtemp(prefix="mdhost-"))
@@ -277,11 +325,22 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Variant] = {}
     try:
         with MockLLM() as mock:
-            for name in VARIANTS:
-                t = time.monotonic()
-                out[name] = run_variant(name, base, bin_, mock, args.sessions)
-                print(f"{LABEL[name]}: done in {time.monotonic() - t:.1f} s", flush=True)
-        report(out)
+            if not args.empty_only:
+                for name in VARIANTS:
+                    t = time.monotonic()
+                    out[name] = run_variant(name, base, bin_, mock, args.sessions)
+                    print(f"{LABEL[name]}: done in {time.monotonic() - t:.1f} s", flush=True)
+            empty = {name: empty_home_pass(name, base, bin_, mock) for name in VARIANTS[1:]}
+        if out:
+            report(out)
+        print("\n== Empty home, one note, private server: seconds from spawning opencode ==")
+        steps = [s for s, _ in STEPS] + ["wall"]
+        rows = [
+            (LABEL[n], *(f"{e.get(s, float('nan')):.2f}" for s in steps)) for n, e in empty.items()
+        ]
+        table(rows, ("variant", *steps))
+        a, b = empty["v01000"]["wall"], empty["lean00"]["wall"]
+        print(f"lean / v0.1 wall: {b / a:.2f}x (goal: lean <= 4 s)")
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
