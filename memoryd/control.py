@@ -8,6 +8,7 @@ from pathlib import Path
 from memoryd.errors import MemorydError, PathError
 from memoryd.paths import Paths
 from memoryd.store import Store
+from memoryd.write import review
 
 
 def _clear_folder(root: Path) -> None:
@@ -40,6 +41,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
         )
     store.reset_memory_data()
     _clear_folder(paths.memories)
+    review.discard(paths)
     if paths.baseline_git.is_symlink():
         paths.baseline_git.unlink()
     elif paths.baseline_git.exists():

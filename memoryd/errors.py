@@ -23,7 +23,9 @@ The tree::
     │   └── HelperError             a helper prompt ran but did not give a usable result
     │       ├── ModelCallError      the host reported ``info.error`` for the prompt
     │       └── ExtractionInvalid   structured output missing or breaking the schema
-    └── InstallError                writing or removing files in the host's config
+    ├── InstallError                writing or removing files in the host's config
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    └── UIError                     the web UI cannot listen on its port
 """
 
 from __future__ import annotations
@@ -153,3 +155,11 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""

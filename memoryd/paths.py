@@ -53,6 +53,11 @@ class Paths:
         return self.data_dir / "baseline.git"
 
     @property
+    def review_dir(self) -> Path:
+        """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
+        return self.data_dir / "review"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def phase2_line(result: Phase2Result) -> str:
     text = {
         "succeeded": f"consolidated {len(result.changes)} changed files into MEMORY.md and memory_summary.md",
+        "staged": f"consolidated {len(result.changes)} changed files; staged for review (`memoryd review`)",
+        "skipped_review": "a consolidation is waiting for review (`memoryd review`)",
         "no_changes": "memory folder unchanged since the last consolidation (no model call)",
         "no_inputs": "nothing to consolidate yet (no model call)",
         "skipped_cooldown": "waiting for the cooldown after the last consolidation",

@@ -38,6 +38,7 @@ from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.write import review
 from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.budget import BudgetWait
 from memoryd.write.helpers import (
@@ -64,9 +65,12 @@ class Phase2Result:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith(
-            "skipped"
-        )
+        return self.status in (
+            "succeeded",
+            "staged",
+            "no_changes",
+            "no_inputs",
+        ) or self.status.startswith("skipped")
 
 
 class OwnershipLost(MemorydError):
@@ -138,6 +142,8 @@ class Phase2(PhaseBase):
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
             return Phase2Result("skipped_disabled")
+        if review.pending(self.paths) is not None:
+            return Phase2Result("skipped_review", "a consolidation is waiting for review")
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(claim.status)
@@ -237,10 +243,32 @@ class Phase2(PhaseBase):
             raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
+        if self.settings.review:
+            return await self._stage_for_review(token, baseline, consumed, watermark, changes)
         await asyncio.to_thread(baseline.reset)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
+
+    async def _stage_for_review(
+        self,
+        token: str,
+        baseline: Baseline,
+        consumed: list[tuple[str, int]],
+        watermark: int,
+        changes: list[str],
+    ) -> Phase2Result:
+        """Review mode: park the validated result outside the folder; the live memory stays."""
+        staged = review.Staged(
+            staged_at=self.clock.now_ms(),
+            consumed=consumed,
+            watermark=watermark,
+            claimed_input=self._claimed_input,
+            changes=changes,
+        )
+        await asyncio.to_thread(review.stage, self.paths, baseline, staged)
+        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        return Phase2Result("staged", consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
