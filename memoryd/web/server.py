@@ -13,11 +13,14 @@ import socket
 import webbrowser
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
 from memoryd.app import App
 from memoryd.errors import UIError
+from memoryd.fsutil import atomic_write
+from memoryd.paths import Paths
 from memoryd.web.app import create_app
 from memoryd.web.security import Secrets
 
@@ -79,6 +82,14 @@ def make_server(app: App, port: int) -> UIServer:
     )
     server = _Server(config)
     return UIServer(server, sock, keys)
+
+
+def write_url_file(paths: Paths, url: str) -> Path:
+    """Where the daemon leaves its UI's URL: the token is a secret, so the file is mode 0600."""
+    target = paths.ui_url_file
+    paths.ensure_dir(target.parent)
+    atomic_write(target, url + "\n", mode=0o600)
+    return target
 
 
 async def run_ui(app: App, port: int, *, open_browser: bool) -> None:
