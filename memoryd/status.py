@@ -27,7 +27,8 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         out["total"] = out["input"] + out["output"] + out["reasoning"]
         return out
 
-    host_seen = store.get_state(HOST_SEEN) or {}
+    seen = store.get_state(HOST_SEEN)
+    host_seen: dict[str, Any] = seen if isinstance(seen, dict) else {}
     job = store.phase2_job()
     phase2: dict[str, Any] = {
         "status": "never_run",

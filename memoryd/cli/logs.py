@@ -12,7 +12,7 @@ from memoryd.app import App
 LOG_NAME = "memoryd.log"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("logs", help="show the daemon's log (follow with -f)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(

@@ -7,7 +7,7 @@ import argparse
 from memoryd.app import App
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     p.set_defaults(handler=cmd_mcp)
 

@@ -19,7 +19,7 @@ def _out(result: Any, as_json: bool) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="print a file of the memory folder (a window of lines)")
     p.add_argument("path")
     p.add_argument("--line-offset", type=int)

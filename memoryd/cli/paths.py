@@ -9,7 +9,7 @@ from memoryd.app import App
 NAMES = ("config", "db", "memories", "logs")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "path", help="print where memoryd keeps its config, database, memories or logs"
     )

@@ -15,7 +15,7 @@ from memoryd.write.phase2 import Phase2Result
 log = logging.getLogger(__name__)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="extract memories from finished sessions (one pass with --once)")
     p.add_argument("--once", action="store_true", help="run one pass and exit")
     p.add_argument(

@@ -30,7 +30,7 @@ DRY_TEXT = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "service", help="run the memoryd daemon as a user service (systemd or launchd)"
     )

@@ -11,7 +11,7 @@ from memoryd.host.install import Installer
 from memoryd.host.mcp_config import snippet
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, help_text in (
         ("install", "write memoryd's agents into opencode's config (idempotent)"),
         ("uninstall", "remove exactly what `memoryd install` wrote"),

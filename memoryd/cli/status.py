@@ -10,7 +10,7 @@ from memoryd.app import App
 from memoryd.status import snapshot
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="show what memoryd holds and what it spent")
     p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
     p.set_defaults(handler=cmd_status)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
 from memoryd.app import App
 from memoryd.clock import iso_ms
@@ -303,7 +303,7 @@ class Daemon:
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         f = self._follower.state if self._follower else None
-        state = {
+        state: dict[str, Any] = {
             "pid": os.getpid(),
             "running": not stopped,
             "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,

@@ -349,7 +349,7 @@ class Service:
 
     # manifest ------------------------------------------------------------------------------
 
-    def _load_manifest(self) -> dict:
+    def _load_manifest(self) -> dict[str, Any]:
         return read_json_object(self.paths.install_manifest, ServiceError)
 
     def _recorded(self) -> str | None:

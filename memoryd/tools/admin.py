@@ -152,7 +152,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         else:
             text = decode(data)
             chars, count = len(text), tokens.count(text)
-    modes = dict(Counter(store.memory_modes().values()))
+    modes: dict[str, int] = dict(Counter(store.memory_modes().values()))
     selection = [
         {
             "session_id": o.session_id,
@@ -212,7 +212,7 @@ def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
     previous = store.memory_mode(session_id)
-    store.set_mode(session_id, mode)  # type: ignore[arg-type]
+    store.set_mode(session_id, mode)
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
 
 

@@ -25,7 +25,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         assert dataclasses.is_dataclass(self)
-        return dataclasses.asdict(self)  # type: ignore[arg-type]
+        return dataclasses.asdict(self)
 
     def to_text(self) -> str:  # pragma: no cover - every result overrides it
         raise NotImplementedError

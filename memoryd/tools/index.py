@@ -536,7 +536,7 @@ class SearchIndex:
         lo, hi = window
         if lo is None and hi is None:
             return "", []
-        sql, args = " AND d.name_stamp IS NOT NULL", []
+        sql, args = " AND d.name_stamp IS NOT NULL", list[object]()
         if lo is not None:
             sql += " AND d.name_stamp >= ?"
             args.append(lo)

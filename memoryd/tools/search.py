@@ -380,7 +380,9 @@ def memory_search(
     window = time_window(since, until)
     timed = window != (None, None)
     if not split_path(path) and not root.exists() and not root.is_symlink():
-        empty = "timeline" if not qs else "ranked" if ranked else "plain"
+        empty: Literal["plain", "ranked", "timeline"] = (
+            "timeline" if not qs else "ranked" if ranked else "plain"
+        )
         return SearchResult(
             matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty
         )

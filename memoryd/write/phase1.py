@@ -43,7 +43,7 @@ from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
-from memoryd.store import STAGE1, CallUsage, Claim, Store
+from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
 from memoryd.write.budget import BudgetWait
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
@@ -226,7 +226,7 @@ class Phase1(PhaseBase):
         now = self.clock.now_ms()
         idle_cutoff = now - int(self.settings.min_rollout_idle_hours * HOUR)
         age_cutoff = now - self.settings.max_rollout_age_days * DAY
-        default_mode = "enabled" if self.settings.generate_memories else "disabled"
+        default_mode: MemoryMode = "enabled" if self.settings.generate_memories else "disabled"
         modes = self.store.memory_modes()
         new = [s.id for s in roots if s.id not in modes]
         if new:
