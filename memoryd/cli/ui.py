@@ -10,7 +10,7 @@ from memoryd.app import App
 from memoryd.write import review
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ui", help="serve the web UI on 127.0.0.1 (prints its URL with a token)")
     p.add_argument("--port", type=int, default=None, help="port (default: the ui_port setting)")
     p.add_argument("--no-open", action="store_true", help="do not open a browser")
