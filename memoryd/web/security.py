@@ -9,7 +9,9 @@ make their browser send requests to 127.0.0.1):
   ``?token=``; it is swapped for an ``HttpOnly; SameSite=Strict`` cookie and the token is dropped
   from the address bar by a redirect. Without the token (or cookie) nothing is served.
 * **CSRF token** — every state-changing request (any method but GET/HEAD) must carry it as the
-  ``csrf`` form field or the ``X-CSRF-Token`` header, and a present ``Origin`` must be ours.
+  ``csrf`` form field or the ``X-CSRF-Token`` header; a present ``Origin`` must be ours (or
+  ``null``, which our own no-referrer pages send) and a present ``Sec-Fetch-Site`` must be
+  ``same-origin``.
   The form body is read here, checked, and replayed to the app unchanged.
 * **Headers** — a strict Content-Security-Policy (scripts and styles only from our own
   ``/static``, no inline script, no framing), ``nosniff``, ``no-referrer``, ``no-store``.
@@ -152,8 +154,14 @@ class Guard:
         if scope["method"] in SAFE_METHODS:
             await self.app(scope, receive, send_secured)
             return
+        # With no-referrer, browsers send "Origin: null" on our own form posts; Sec-Fetch-Site
+        # still tells a cross-site request apart. The CSRF token below is the real check.
         origin = _header(scope, b"origin")
-        if origin is not None and origin not in keys.origins:
+        site = _header(scope, b"sec-fetch-site")
+        if (origin not in (None, "null") and origin not in keys.origins) or site not in (
+            None,
+            "same-origin",
+        ):
             await _plain(send, 403, "memoryd ui: cross-origin request refused", [])
             return
         body = await _read_body(receive)

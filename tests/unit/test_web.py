@@ -186,6 +186,12 @@ def test_every_post_route_refuses_without_csrf_and_changes_nothing(
             headers={"origin": "http://evil.example"},
         )
         assert r.status_code == 403, url
+        r = client.post(
+            url,
+            data={**payload, "csrf": keys.csrf},
+            headers={"origin": "null", "sec-fetch-site": "cross-site"},
+        )
+        assert r.status_code == 403, url
     after = (app.store.outputs(), app.store.memory_modes(), sorted(app.paths.memories.rglob("*")))
     assert after == before
 
