@@ -52,6 +52,7 @@ class UI:
             loader=FileSystemLoader(HERE / "templates"), autoescape=True, auto_reload=False
         )
         self.env.filters["markdown"] = markdown
+        self.env.filters["n"] = lambda v: f"{v:,}" if isinstance(v, int | float) else v
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ forgets a session through its confirmation page, accepts the staged review (and 
 block changes), and shows a transcript carrying ``<img onerror>`` and ``<script>`` as text
 without running anything.
 
-Set ``MEMORYD_UI_SCREENSHOT=docs/dashboard.png`` to save the dashboard screenshot the README uses.
+Set ``UI_SCREENSHOT=docs/dashboard.png`` to save the dashboard screenshot the README uses.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_ui_in_a_real_browser(
         assert page.locator('[data-field="pipeline.extracted"]').inner_text() == "3"
         assert page.locator("svg.chart rect.bar").count() == 30
         assert page.locator(".badge").count() == 1  # a review is waiting
-        if shot := os.environ.get("MEMORYD_UI_SCREENSHOT"):
+        if shot := os.environ.get("UI_SCREENSHOT"):
             page.set_viewport_size({"width": 1200, "height": 900})
             page.screenshot(path=str(REPO / shot), full_page=True)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
@@ -13,6 +16,7 @@ from starlette.testclient import TestClient
 from memoryd.app import App
 from memoryd.clock import DAY, ManualClock
 from memoryd.paths import Paths
+from memoryd.runtime.daemon import Daemon
 from memoryd.store import CallUsage
 from memoryd.web.app import UI, create_app
 from memoryd.web.security import CSP, Secrets
@@ -242,7 +246,7 @@ def test_dashboard_shows_pipeline_state_and_a_token_chart(
     assert "<svg" in html and html.count('class="bar"') == 30
     assert "2027-01-15: 1200 tokens" in html and "2027-01-12: 400 tokens" in html
     assert "999999" not in html  # older than 30 days
-    assert "peak 1200 tokens/day" in html
+    assert "peak 1,200 tokens/day" in html
     snap = client.get("/api/status").json()
     assert snap["pipeline"]["extracted"] == 1 and snap["phase2"]["status"] == "pending"
     assert snap["tokens"]["today"]["total"] == 1200
@@ -441,3 +445,49 @@ def test_every_route_is_covered_here() -> None:
         "/static",
     }
     assert paths == tested
+
+
+# -- serving ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_daemon_serves_the_ui_when_ui_is_true(paths: Paths, clock: ManualClock) -> None:
+    port = free_port()
+    paths.ensure_dir(paths.data_dir)
+    paths.config_file.write_text(f"ui = true\nui_port = {port}\n")
+    daemon = Daemon(App(paths=paths, clock=clock))
+    daemon._start_ui()
+    try:
+        url = paths.ui_url_file.read_text().strip()
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        assert oct(paths.ui_url_file.stat().st_mode & 0o777) == "0o600"
+        assert daemon._ui.sock.getsockname()[0] == "127.0.0.1"  # loopback only
+        async with httpx.AsyncClient() as http:
+            for _ in range(50):
+                try:
+                    r = await http.get(url)
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.05)
+            assert r.status_code == 303 and "set-cookie" in r.headers
+            assert (await http.get(f"http://127.0.0.1:{port}/")).status_code == 200
+            http.cookies.clear()
+            assert (await http.get(f"http://127.0.0.1:{port}/")).status_code == 403
+            r = await http.get(f"http://127.0.0.1:{port}/", headers={"host": "evil.test"})
+            assert r.status_code == 421
+    finally:
+        await daemon.shutdown()
+    assert daemon._ui_task is not None and daemon._ui_task.done()
+
+
+@pytest.mark.anyio
+async def test_daemon_without_ui_serves_nothing(paths: Paths, clock: ManualClock) -> None:
+    daemon = Daemon(App(paths=paths, clock=clock))
+    daemon._start_ui()
+    assert daemon._ui_task is None and not paths.ui_url_file.exists()

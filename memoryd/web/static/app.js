@@ -7,6 +7,7 @@ function pick(obj, dotted) {
 
 function shown(value) {
   if (value === null || value === undefined || value === "") return "-";
+  if (typeof value === "number") return value.toLocaleString("en-US");
   return String(value);
 }
 
