@@ -176,6 +176,5 @@ def build_server(app: App) -> MCPServer:
     return server
 
 
-def serve(app: App) -> int:
+def serve(app: App) -> None:
     build_server(app).run("stdio")
-    return 0

@@ -44,6 +44,7 @@ from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write
 from memoryd.paths import templates_dir
 from memoryd.store.outputs import Output
+from memoryd.tuning import RAW_MEMORY_MAX_CHARS, RESOURCE_RETENTION_DAYS, SLUG_MAX_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,6 @@ LAYOUT_DIRS: tuple[str, ...] = (
     AD_HOC_NOTES,
 )
 
-RAW_MEMORY_MAX_CHARS = 10_000
-SLUG_MAX_CHARS = 60
-RESOURCE_RETENTION_DAYS = 7
 
 _BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _HASH_CHARS = 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,4 +16,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_mcp(app: App, args: argparse.Namespace) -> int:
     from memoryd.mcp_server import serve  # the SDK is only imported when serving
 
-    return serve(app)
+    serve(app)
+    return EXIT_OK

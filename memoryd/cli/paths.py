@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 
 NAMES = ("config", "db", "memories", "logs")
 
@@ -19,4 +20,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_path(app: App, args: argparse.Namespace) -> int:
     print(app.paths.named()[args.name])
-    return 0
+    return EXIT_OK

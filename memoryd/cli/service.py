@@ -11,6 +11,7 @@ import argparse
 import shlex
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.runtime.service import UNIT, Report, Service, Status
 
 ACTION_TEXT = {
@@ -81,7 +82,7 @@ def cmd_uninstall(app: App, args: argparse.Namespace) -> int:
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     for line in status_lines(_service(app, args).status()):
         print(line)
-    return 0
+    return EXIT_OK
 
 
 def report_lines(report: Report) -> list[str]:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.status import snapshot
 
 
@@ -22,7 +23,7 @@ def cmd_status(app: App, args: argparse.Namespace) -> int:
         print(json.dumps(snap, indent=2, sort_keys=True))
     else:
         print(render(snap))
-    return 0
+    return EXIT_OK
 
 
 def _n(v: int | float) -> str:

@@ -35,6 +35,7 @@ from memoryd.fsutil import atomic_write
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings
+from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ INSTRUCTIONS = "instructions.md"
 RESOURCES = "resources"
 
 # Bigger source files are skipped (and reported), never cut: a truncated copy would read as an edit.
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 
 
 def extensions_enabled(settings: Settings) -> bool:
@@ -59,7 +59,7 @@ def lstat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
-def read_source(path: Path, *, limit: int | None = MAX_SOURCE_BYTES) -> bytes | None:
+def read_source(path: Path, *, limit: int | None = EXTENSION_SOURCE_MAX_BYTES) -> bytes | None:
     """Bytes of a regular file; ``None`` when it does not exist.
 
     Raises :class:`PathError` for a symlink, a non-regular file (opened non-blocking, so a FIFO

@@ -25,9 +25,9 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.host.server import PrivateServer
 from memoryd.paths import Paths
 from memoryd.settings import Settings
+from memoryd.tuning import PRIVATE_SERVER_STOP_TIMEOUT_S
 
 log = logging.getLogger(__name__)
-STOP_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -118,4 +118,4 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
     finally:
         if server is not None:
             # bounded so a daemon shutdown stays within its budget (opencode stops in well under 1 s)
-            await asyncio.to_thread(server.stop, STOP_TIMEOUT_S)
+            await asyncio.to_thread(server.stop, PRIVATE_SERVER_STOP_TIMEOUT_S)

@@ -56,6 +56,7 @@ from memoryd.fsutil import atomic_write, read_regular
 from memoryd.paths import Paths, templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings
+from memoryd.tuning import BLOCK_TOKEN_BUDGET
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -73,7 +74,6 @@ log = logging.getLogger(__name__)
 TEMPLATE = "read_path.md"
 SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
-BLOCK_TOKEN_BUDGET = 2_500
 SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd import __version__
-from memoryd.errors import MemorydError, PathError
+from memoryd.errors import PathError, ServiceError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.paths import HOME_ENV, Paths
 
@@ -54,14 +54,9 @@ RESTART_SEC = 10
 START_LIMIT_INTERVAL = 300
 START_LIMIT_BURST = 5
 STOP_TIMEOUT = 20  # the daemon exits within 10 s of SIGTERM
-NO_RESTART_STATUS = (2, 4)  # cli EXIT_USAGE, daemon.EXIT_STARTUP_FAILURE
 LAUNCHD_THROTTLE = 30  # launchd has no start limit; space out a crash loop instead
 TIMEOUT = 15.0  # seconds for a manager command
 STOP_CMD_TIMEOUT = 60.0  # for commands that wait for the daemon to stop
-
-
-class ServiceError(MemorydError):
-    """The service file could not be rendered, written or removed."""
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -129,6 +124,13 @@ def _environment_line(name: str, value: str) -> str:
     return 'Environment="' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _no_restart_status() -> tuple[int, ...]:
+    # Imported here: the codes belong to cli/, and cli/ imports this module.
+    from memoryd.cli.exitcodes import NO_RESTART_STATUS
+
+    return NO_RESTART_STATUS
+
+
 def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
     if not os.path.isabs(python):
         raise ServiceError(f"{python}: the service needs an absolute interpreter path")
@@ -149,7 +151,7 @@ def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
         "Restart=on-failure",
         f"RestartSec={RESTART_SEC}",
         "# 2: bad usage; 4: startup failure (bad config, unreadable store, already running). Restarts cannot fix those.",
-        f"RestartPreventExitStatus={' '.join(map(str, NO_RESTART_STATUS))}",
+        f"RestartPreventExitStatus={' '.join(map(str, _no_restart_status()))}",
         f"TimeoutStopSec={STOP_TIMEOUT}",
         "# SIGTERM to memoryd first (it stops its opencode helpers), then to whatever is left.",
         "KillMode=mixed",

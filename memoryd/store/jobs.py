@@ -21,21 +21,23 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memoryd.clock import HOUR, Clock
+from memoryd.clock import Clock
 from memoryd.redact import redact
 from memoryd.store.db import write_tx
+from memoryd.tuning import (
+    DEFAULT_RETRIES,
+    MAX_ERROR_CHARS,
+    PHASE2_COOLDOWN_MS,
+    PHASE2_LEASE_MS,
+    PHASE2_RETRY_DELAY_MS,
+    STAGE1_LEASE_MS,
+    STAGE1_RETRY_DELAY_MS,
+)
 
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
 
-DEFAULT_RETRIES = 3
-STAGE1_LEASE_MS = 1 * HOUR
-STAGE1_RETRY_DELAY_MS = 1 * HOUR
-PHASE2_LEASE_MS = 1 * HOUR
-PHASE2_RETRY_DELAY_MS = 1 * HOUR
-PHASE2_COOLDOWN_MS = 6 * HOUR
-MAX_ERROR_CHARS = 4_000
 
 ClaimStatus = Literal[
     "claimed",

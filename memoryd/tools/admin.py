@@ -17,21 +17,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import tokens
 from memoryd.control import reset_memory
+from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
 from memoryd.tools.common import Result, iso
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.tuning import INSPECT_MAX_ENTRIES
 from memoryd.workspace import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
-
-INSPECT_MAX_ENTRIES = 5000
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from memoryd.tools.errors import InvalidArgument
+from memoryd.errors import InvalidArgument
 
 STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S"
 STAMP_LEN = 19

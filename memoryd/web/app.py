@@ -27,13 +27,13 @@ from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
 from memoryd.store.outputs import MODES
+from memoryd.tuning import UI_SEARCH_RESULTS
 from memoryd.web import data
 from memoryd.web.markdown import render as markdown
 from memoryd.web.security import CSRF_FIELD, Guard, Secrets
 from memoryd.write import review
 
 HERE = Path(__file__).resolve().parent
-SEARCH_RESULTS = 30
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -154,7 +154,7 @@ class UI:
                     case_sensitive=False,
                     ranked=True,
                     index=index,
-                    max_results=SEARCH_RESULTS,
+                    max_results=UI_SEARCH_RESULTS,
                     context_lines=1,
                 )
             except (tools.ToolError, MemorydError) as exc:

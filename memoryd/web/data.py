@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd.clock import DAY, iso_ms
+from memoryd.errors import ToolError
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
-from memoryd.tools.errors import ToolError
 from memoryd.tools.files import decode
 from memoryd.tools.guard import read_file, walk_files
+from memoryd.tuning import UI_CHART_DAYS as CHART_DAYS
+from memoryd.tuning import UI_MAX_LISTED as MAX_LISTED
 from memoryd.workspace import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 
-CHART_DAYS = 30
 CHART_W, CHART_H, CHART_PAD = 600, 160, 20
 PROJECTS_DIR = "projects"
-MAX_LISTED = 500
 
 
 def dashboard(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from memoryd.tuning import UI_MAX_FORM_BYTES
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -35,7 +37,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSRF_FIELD = "csrf"
 CSRF_HEADER = b"x-csrf-token"
-MAX_FORM_BYTES = 64 * 1024
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -187,7 +188,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             break
         chunk = bytes(message.get("body") or b"")
         size += len(chunk)
-        if size > MAX_FORM_BYTES:
+        if size > UI_MAX_FORM_BYTES:
             return None
         chunks.append(chunk)
         if not message.get("more_body"):

@@ -28,14 +28,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.clock import DAY, HOUR, MINUTE, Clock
+from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import (
     ExtractionInvalid,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
-    MemorydError,
     ModelCallError,
 )
 from memoryd.host.models import PromptResult, Session
@@ -44,7 +41,7 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
-from memoryd.write.budget import BudgetWait
+from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -58,10 +55,7 @@ from memoryd.write.transcript import Transcript, build_transcript, external_tool
 log = logging.getLogger(__name__)
 
 EXTRACT_AGENT = "memoryd-extract"
-EXTRACTION_CONCURRENCY = 8
-STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
 _HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
-SLUG_MAX = 60
 
 
 class ExtractionOutput(BaseModel):
@@ -108,7 +102,7 @@ class Phase1Report:
 def normalize_slug(slug: str | None) -> str | None:
     if not slug:
         return None
-    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX].strip("_-")
+    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX_CHARS].strip("_-")
     return s or None
 
 
@@ -368,36 +362,17 @@ class Phase1(PhaseBase):
                 report.succeeded += 1
             else:
                 log.warning("lost ownership of session %s before finalizing; result dropped", sid)
-        except BudgetWait as exc:
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self._fail(sid, claim.token, exc, report)
-            else:
-                self.budget.trip(self.settings.extract_model)
-                self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.extract_model)
+            if failure.released:
+                self.store.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
                 report.released += 1
-                report.waiting = str(exc)
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except MemorydError as exc:
-            self._fail(sid, claim.token, exc, report)
-        except Exception as exc:  # a bug must fail the job, not the pass
-            log.exception("unexpected error extracting %s", sid)
-            self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
-            report.failed += 1
-            report.errors.append(f"{sid}: internal error: {exc!r}")
-
-    def _fail(self, sid: str, token: str, exc: Exception, report: Phase1Report) -> None:
-        self.store.mark_stage1_failed(sid, token, str(exc))
-        report.failed += 1
-        report.errors.append(f"{sid}: {exc}")
-        log.warning("extraction of %s failed: %s", sid, exc)
+                report.waiting = failure.reason
+            else:
+                self.store.mark_stage1_failed(sid, claim.token, failure.reason)
+                report.failed += 1
+                report.errors.append(f"{sid}: {failure.reason}")
+                log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
         directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim

@@ -29,15 +29,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import PathError, ReviewError
+from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 from memoryd.workspace import is_agent_owned, is_tracked
-from memoryd.write.baseline import Baseline, BaselineError
+from memoryd.write.baseline import Baseline
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ STAGED = "staged"
 META = "meta.json"
 TREE = "tree"
 HISTORY_KEY = "review_history"
-HISTORY_MAX = 50
-REASON_MAX_CHARS = 500
 WORKER = "memoryd-review"
 
 
@@ -199,7 +198,7 @@ def diff_text(paths: Paths) -> str:
 def _record(store: Store, entry: dict[str, Any]) -> None:
     raw = store.get_state(HISTORY_KEY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(HISTORY_KEY, [entry, *history][:HISTORY_MAX])
+    store.put_state(HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
 
 
 def history(store: Store) -> list[dict[str, Any]]:
@@ -256,7 +255,7 @@ def reject(store: Store, paths: Paths, reason: str | None) -> dict[str, Any]:
     staged = pending(paths)
     if staged is None:
         raise ReviewError("no consolidation is waiting for review")
-    why = " ".join((reason or "").split())[:REASON_MAX_CHARS] or None
+    why = " ".join((reason or "").split())[:REVIEW_REASON_MAX_CHARS] or None
     token = _claim(store)
     keep = [(o.session_id, o.source_updated_at) for o in store.outputs() if o.selected_for_phase2]
     if not store.mark_phase2_succeeded(
