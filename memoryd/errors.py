@@ -9,6 +9,7 @@ The tree::
     MemorydError
     ├── ConfigError                 bad config file, unknown key, out-of-range value
     ├── PathError                   a data folder that is a symlink, unwritable, or missing
+    │   └── NotRegularFile          a link, FIFO, device or folder where a file was expected
     ├── StoreError                  memory.db problems
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
@@ -68,6 +69,10 @@ class PathError(MemorydError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class NotRegularFile(PathError):
+    """Reads refuse these rather than follow a link or block on a FIFO."""
 
 
 class StoreError(MemorydError):

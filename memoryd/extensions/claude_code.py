@@ -49,15 +49,13 @@ from memoryd.extensions.common import (
     RESOURCES,
     current_bytes,
     ensure_dirs,
-    lstat_or_none,
     read_source,
     real_chain,
-    real_dir,
     redacted,
     remove_entry,
     sync_instructions,
 )
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
 from memoryd.settings import Settings
 from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 

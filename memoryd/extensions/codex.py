@@ -38,15 +38,14 @@ from memoryd.extensions.common import (
     INSTRUCTIONS,
     RESOURCES,
     ensure_dirs,
-    lstat_or_none,
     read_source,
     real_chain,
-    real_dir,
     redacted,
     remove_entry,
     sync_instructions,
     write_if_changed,
 )
+from memoryd.fsutil import lstat_or_none, real_dir
 from memoryd.settings import Settings
 from memoryd.tuning import CODEX_ARTIFACT_MAX_BYTES
 

@@ -17,7 +17,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from memoryd.errors import HostError, HostUnreachable, PathError
 from memoryd.fsutil import pid_alive, read_regular
@@ -40,7 +39,11 @@ class HostConnection:
 
 def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
     """The server the shim recorded, if its process is still alive: (url, username, password)."""
-    raw = read_regular_quiet(paths.server_state)
+    try:
+        raw = read_regular(paths.server_state)
+    except PathError as exc:  # a planted link or FIFO is ignored, not followed
+        log.warning("ignoring %s: %s", paths.server_state, exc.problem)
+        return None
     if raw is None:
         return None
     try:
@@ -57,14 +60,6 @@ def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
         str(data.get("username") or "opencode"),
         password if isinstance(password, str) else None,
     )
-
-
-def read_regular_quiet(path: Path) -> bytes | None:
-    try:
-        return read_regular(path)
-    except PathError as exc:
-        log.warning("ignoring %s: %s", path, exc.problem)
-        return None
 
 
 async def _probe(url: str, username: str, password: str | None) -> bool:

@@ -101,15 +101,7 @@ def _summary_text(root: Path) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
     path = root / SUMMARY_FILE
     try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    # lstat first: a FIFO opened for reading would block the daemon, a link must not be followed.
-    if not stat.S_ISREG(st.st_mode):
-        log.warning("%s is not a regular file; no memory block", path)
-        return None
-    try:
-        data = read_regular(path)
+        data = read_regular(path)  # never follows a link, never blocks on a FIFO
     except PathError as exc:
         log.warning("no memory block: %s", exc)
         return None
