@@ -48,6 +48,9 @@ CIRCUIT_MS = 1 * HOUR  # a rate-limited model is left alone this long
 TICK_S = 10  # spool ingest and block refresh
 EVENT_DEBOUNCE_S = 2.0  # an idle/deleted event brings the next pass this close
 BACKLOG_RETRY_S = 15.0  # a pass that left eligible work behind runs again this soon
+# A pass requested during a pass starts this long after it returned: APScheduler counts the old
+# instance as running until its done-callback has run, and would skip an immediate start.
+COALESCED_DELAY_S = 0.5
 EVENT_BACKOFF_START_S = 1.0
 EVENT_BACKOFF_MAX_S = 30.0
 EVENT_IDLE_TIMEOUT_S = 45.0  # opencode sends a heartbeat every 10 s; silence this long is death

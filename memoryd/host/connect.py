@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from memoryd.errors import HostError, HostUnreachable, PathError
 from memoryd.fsutil import pid_alive, read_regular
 from memoryd.host.opencode import OpencodeClient
-from memoryd.host.server import PrivateServer
+from memoryd.host.server import PrivateServer, reap_orphaned_servers
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.tuning import PRIVATE_SERVER_STOP_TIMEOUT_S
@@ -76,6 +76,9 @@ async def _probe(url: str, username: str, password: str | None) -> bool:
 async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConnection]:
     host = settings.host
     server: PrivateServer | None = None
+    # First stop any opencode a killed memoryd started: the shim inside it recorded it as "the
+    # live server", and it would otherwise be used (and kept alive) forever.
+    await asyncio.to_thread(reap_orphaned_servers, paths.private_servers)
     recorded = None if host.url else recorded_server(paths)
     if recorded is not None:
         password = recorded[2] or host.resolved_password()
@@ -92,7 +95,10 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
         paths.ensure_dir(paths.helper_dir)
         paths.ensure_dir(paths.logs)
         server = PrivateServer(
-            host.opencode_bin, cwd=paths.helper_dir, log_file=paths.logs / "opencode-serve.log"
+            host.opencode_bin,
+            cwd=paths.helper_dir,
+            log_file=paths.logs / "opencode-serve.log",
+            record_dir=paths.private_servers,
         )
         handle = await server.__aenter__()
         url, username, password = handle.url, handle.username, handle.password

@@ -5,7 +5,8 @@ so an idle daemon does not wake up to poll. APScheduler (3.x) drives the pumps â
 (discovery, phase 1, phase 2) on an interval and a light tick (citation spool, read-path block) â€”
 with at most one instance of each at a time; DB leases keep several processes correct. The
 ``/global/event`` follower brings a pass forward when a session goes idle and forgets deleted
-sessions at once.
+sessions at once. A pass requested while one runs is not dropped (APScheduler would skip it as
+"maximum number of running instances reached"): it is remembered and runs right after, once.
 
 Shutdown: stop scheduling, cancel the running pass (its claims are released without burning a
 retry and its helper sessions are deleted), stop the event follower and any opencode we started,
@@ -32,7 +33,7 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
-from memoryd.tuning import BACKLOG_RETRY_S, EVENT_DEBOUNCE_S, TICK_S
+from memoryd.tuning import BACKLOG_RETRY_S, COALESCED_DELAY_S, EVENT_DEBOUNCE_S, TICK_S
 from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class Daemon:
         self._recorded: dict[str, Any] | None = None
         self._ui: Any = None
         self._ui_task: asyncio.Task[None] | None = None
+        self._pass_running = False
+        self._requested_at: datetime | None = None  # a pass asked for while one was running
 
     # -- signals: flags only ----------------------------------------------------------------
 
@@ -229,6 +232,18 @@ class Daemon:
     async def _pass_job(self) -> None:
         if self.should_exit:
             return
+        self._pass_running = True
+        try:
+            await self._pass_body()
+        finally:
+            self._pass_running = False
+            requested, self._requested_at = self._requested_at, None
+            if requested is not None:
+                # coalesced: however many requests came in during the pass, one more pass
+                delay = (requested - datetime.now(UTC)).total_seconds()
+                self._bring_forward(max(delay, COALESCED_DELAY_S), coalesced=True)
+
+    async def _pass_body(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
         except HostError as exc:
@@ -272,11 +287,17 @@ class Daemon:
             tick(self.app)
             self._record()
 
-    def _bring_forward(self, delay_s: float) -> None:
+    def _bring_forward(self, delay_s: float, *, coalesced: bool = False) -> None:
         if self.scheduler is None or self.should_exit:
             return
         job = self.scheduler.get_job("pass")
         when = datetime.now(UTC) + timedelta(seconds=delay_s)
+        if self._pass_running and not coalesced:
+            # The running pass may already have listed sessions; firing the job now would be
+            # skipped by the scheduler, so remember the request for when the pass ends.
+            if self._requested_at is None or when < self._requested_at:
+                self._requested_at = when
+            return
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
 

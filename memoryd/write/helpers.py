@@ -3,7 +3,9 @@
 Both phases talk to the model the same way: a dedicated opencode session (tagged with a
 ``memoryd-`` title and metadata so discovery never mistakes it for user work), one prompt naming
 memoryd's own agent, and a delete afterwards — also when the prompt failed or was cancelled, so
-no helper session is ever left behind in the user's session list.
+no helper session is ever left behind in the user's session list. Each helper is recorded in the
+store (with its owning process) before it is prompted, so if memoryd is killed the next one can
+delete it at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from memoryd.errors import (
     BudgetWait,
     HostAuthError,
     HostError,
+    HostNotFound,
     HostUnreachable,
     MemorydError,
     ModelCallError,
@@ -53,21 +56,45 @@ async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> Non
 
 @asynccontextmanager
 async def helper_session(
-    client: OpencodeClient, *, directory: str, title: str, metadata: dict[str, Any]
+    client: OpencodeClient,
+    *,
+    directory: str,
+    title: str,
+    metadata: dict[str, Any],
+    store: Store | None = None,
 ) -> AsyncIterator[Session]:
     session = await client.create_session(directory=directory, title=title, metadata=metadata)
     try:
+        if store is not None:
+            store.record_helper(session.id, str(metadata.get("memoryd", "helper")))
         yield session
     finally:
-        await asyncio.shield(_delete(client, session.id))
+        await asyncio.shield(_delete(client, session.id, store))
 
 
-async def _delete(client: OpencodeClient, session_id: str) -> None:
+async def _delete(client: OpencodeClient, session_id: str, store: Store | None = None) -> bool:
     try:
         if not await client.delete_session(session_id):
             log.warning("helper session %s could not be confirmed deleted", session_id)
+            return False
+    except HostNotFound:
+        pass  # already gone: nothing left to clean
     except HostError as exc:
         log.warning("could not delete helper session %s: %s", session_id, exc)
+        return False
+    if store is not None:
+        store.forget_helper(session_id)
+    return True
+
+
+async def remove_orphaned_helpers(client: OpencodeClient, store: Store) -> int:
+    """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone)."""
+    removed = 0
+    for sid in store.orphaned_helpers():
+        if await _delete(client, sid, store):
+            removed += 1
+            log.info("removed helper session %s left by a memoryd that was killed", sid)
+    return removed
 
 
 def usage_of(result: PromptResult) -> CallUsage:

@@ -48,6 +48,7 @@ from memoryd.write.helpers import (
     ensure_agent,
     helper_session,
     model_name,
+    remove_orphaned_helpers,
     usage_of,
 )
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
@@ -89,6 +90,7 @@ class Phase1Report:
     next_eligible_at: int | None = None  # when the next not-yet-idle session becomes eligible
     forgotten: int = 0
     stale_helpers: int = 0
+    orphans_released: int = 0  # claims of a killed memoryd taken back at once
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
@@ -174,6 +176,7 @@ class Phase1(PhaseBase):
 
     async def run_pass(self) -> Phase1Report:
         report = Phase1Report()
+        report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
@@ -183,7 +186,8 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await self._remove_stale_helpers(sessions)
+        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store)
+        report.stale_helpers += await self._remove_stale_helpers(sessions)
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -390,6 +394,7 @@ class Phase1(PhaseBase):
             directory=directory,
             title=f"memoryd-extract-{session.id}",
             metadata={"memoryd": "extract", "source_session": session.id},
+            store=self.store,
         ) as helper:
             try:
                 result = await self.client.prompt(

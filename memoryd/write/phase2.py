@@ -313,6 +313,7 @@ class Phase2(PhaseBase):
             directory=root,
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
+            store=self.store,
         ) as helper:
             outcome = "ok"
             try:
