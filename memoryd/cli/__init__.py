@@ -21,6 +21,7 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import tool as tool_cmd
 from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
     EXIT_ERROR,
@@ -48,6 +49,7 @@ GROUPS = (
     service_cmd,
     logs_cmd,
     mcp_cmd,
+    tool_cmd,
     paths_cmd,
     ui_cmd,
 )
