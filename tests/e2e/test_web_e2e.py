@@ -185,8 +185,8 @@ def test_ui_in_a_real_browser(
         page.close()
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            _, err = proc.communicate(timeout=10)  # also closes both pipes
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+            _, err = proc.communicate()
+    assert proc.returncode == 0, err
