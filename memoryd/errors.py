@@ -41,6 +41,8 @@ The tree::
     ├── BaselineBroken              (internal) the baseline repository must be rebuilt
     │   └── BaselineHeadMissing     (internal) it has no commit yet
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    ├── UIError                     the web UI cannot listen on its port
     └── ToolError                   a memory tool declined; the message is for the model or user
         ├── NotFound                no such path, note or session (also a LookupError)
         ├── Refused                 understood and declined: a secret, a symlink, a lease
@@ -200,6 +202,14 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""
 
 
 class PortTaken(MemorydError):
