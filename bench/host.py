@@ -224,8 +224,8 @@ def empty_home_pass(name: str, base: Path, bin_: Path, mock: MockLLM) -> dict[st
             continue
         first = ts if first is None else first
         for step, needle in STEPS:
-            if needle in line and step not in at:
-                at[step] = ts
+            if needle in line and (step not in at or step == "consolidated"):
+                at[step] = ts  # the last reset is the consolidation's (the first is ensure()'s)
     base_ts = at.get("start", first or 0.0)
     out = {step: round(at[step] - base_ts, 2) for step, _ in STEPS if step in at}
     out["wall"] = round(wall, 2)
