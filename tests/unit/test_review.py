@@ -169,10 +169,14 @@ async def test_cli_review_show_accept_reject(
     assert main(["review"]) == 0
     assert "nothing is waiting for review" in capsys.readouterr().out
     assert await run_pass(store, host, paths, clock, review=True) == "staged"
+    assert main(["status"]) == 0
+    assert "a consolidation staged at 2027-01-15T08:00:00Z waits" in capsys.readouterr().out
     assert main(["review"]) == 0
     out = capsys.readouterr().out
     assert "+++ b/MEMORY.md" in out and "+- first fact" in out and "--accept" in out
     assert main(["review", "--reject", "not now"]) == 0
     assert review.pending(paths) is None
+    assert main(["status", "--json"]) == 0
+    assert '"pending": false' in capsys.readouterr().out
     assert main(["review", "--accept"]) == 1
     assert "no consolidation is waiting" in capsys.readouterr().err
