@@ -11,7 +11,6 @@ import json
 import os
 from typing import Any
 
-from memoryd import tools
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
 from memoryd.tools.scope import ALL, Scope, resolve_project
@@ -119,6 +118,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_read(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_read(
             app.paths.memories, args.path, args.line_offset, args.max_lines, _scope(args)
@@ -128,6 +129,8 @@ def cmd_read(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_list(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_list(app.paths.memories, args.path, args.max_results, _scope(args)),
         args.as_json,
@@ -135,6 +138,8 @@ def cmd_list(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     index = (
         tools.SearchIndex(
             tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store
@@ -167,6 +172,8 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_note_add(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_add_note(
             app.paths.memories,
@@ -181,6 +188,8 @@ def cmd_note_add(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_forget(
             app.store,
@@ -194,14 +203,20 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_mode(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(tools.memory_mode(app.store, args.mode, args.session_id), args.as_json)
 
 
 def cmd_inspect(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(tools.memory_inspect(app.store, app.settings, app.paths), args.as_json)
 
 
 def cmd_reset(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     if not args.yes:
         print(
             "memoryd reset deletes every extracted memory, MEMORY.md, the summary, skills and notes."

@@ -4,7 +4,9 @@
 // citation block and append one JSON line to the spool. At load: record this server's address,
 // work out the project key of the instance folder (same rule as memoryd/scopes.py), announce it so
 // memoryd renders that project's block, and keep the global-only block as the fallback until it
-// does. Node builtins only.
+// does. Tools: memoryd's three memory tools, each call answered by one short-lived `memoryd tool`
+// process told this project's key (nothing stays up per instance). Node builtins only.
+import { execFile } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -16,6 +18,10 @@ const SPOOL_FILE = {{ spool_file }};
 const SERVER_FILE = {{ server_file }};
 const HELPER_AGENT_PREFIX = {{ helper_agent_prefix }};
 const MEMORYD_VERSION = {{ memoryd_version }};
+const TOOL_COMMAND = {{ tool_command }}; // argv that answers one tool call: + name, args JSON
+const TOOL_ENV = {{ tool_env }};
+const TOOLS = {{ tool_specs }}; // name -> { description, args: JSON schema per argument }
+const TOOL_TIMEOUT_MS = 60000;
 
 // opencode's hidden title call reuses the user's session id; its system prompt gives it away.
 const TITLE_PROMPT = "You are a title generator.";
@@ -108,17 +114,42 @@ function scopeKey(root) {
   return name ? `${name}-${digest}` : digest;
 }
 
+// ---- the memory tools ------------------------------------------------------------------------
+function runTool(name, args, ctx, projectKey) {
+  return new Promise((resolve, reject) => {
+    const argv = [...TOOL_COMMAND.slice(1), name, JSON.stringify(args ?? {})];
+    if (typeof ctx?.sessionID === "string") argv.push("--session", ctx.sessionID);
+    if (projectKey) argv.push("--project", projectKey); // the call sees this project + global only
+    const child = execFile(TOOL_COMMAND[0], argv,
+      { env: { ...process.env, ...TOOL_ENV }, timeout: TOOL_TIMEOUT_MS, maxBuffer: 8 << 20, windowsHide: true },
+      (err, stdout, stderr) => {
+        ctx?.abort?.removeEventListener?.("abort", stop);
+        if (!err) return resolve(String(stdout));
+        const why = String(stderr ?? "").trim().replace(/^memoryd: /, "");
+        reject(new Error(why || `${TOOL_COMMAND[0]} (memoryd tool ${name}) failed: ${err.message}`));
+      });
+    const stop = () => child.kill();
+    ctx?.abort?.addEventListener?.("abort", stop, { once: true });
+  });
+}
+
+// projectKey: the instance's project (one server can hold instances of several projects)
+const memoryTools = (projectKey) => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
+  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx, projectKey) }]));
+
 // ---- the plugin ------------------------------------------------------------------------------
 export const MemorydShim = async (ctx) => {
   const helpers = new Set(); // sessions whose last turn ran a memoryd- agent, oldest first
   let titlePrompt = TITLE_PROMPT;
   let cache = null; // { mtimeMs, size, ino, text } of blockFile
   let blockFile = BLOCK_FILE, fallback = ""; // fallback: the global-only block as it was at load
+  let projectKey = null;
 
   try { // Which project this instance serves: its block file is the only one stat'ed per request.
     const root = scopeRoot(ctx);
     if (root) {
       const key = scopeKey(root);
+      projectKey = key;
       blockFile = path.join(PROJECTS_DIR, `${key}.md`);
       const seen = path.join(SEEN_DIR, key);
       if (!fs.existsSync(seen)) { // tell memoryd: render this project's block from now on
@@ -141,6 +172,7 @@ export const MemorydShim = async (ctx) => {
   } catch {}
 
   return {
+    tool: memoryTools(projectKey),
     config: async (cfg) => {
       try { // a user-defined title prompt replaces the built-in one
         const p = cfg?.agent?.title?.prompt;
