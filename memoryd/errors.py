@@ -23,7 +23,9 @@ The tree::
     │   └── HelperError             a helper prompt ran but did not give a usable result
     │       ├── ModelCallError      the host reported ``info.error`` for the prompt
     │       └── ExtractionInvalid   structured output missing or breaking the schema
-    └── InstallError                writing or removing files in the host's config
+    ├── InstallError                writing or removing files in the host's config
+    └── SyncError                   the sync remote: unreachable, refusing, or not a repository
+        └── SyncBlocked             a secret scan flagged what this machine would publish
 """
 
 from __future__ import annotations
@@ -153,3 +155,24 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class SyncError(MemorydError):
+    """The sync remote could not be read or written; local memory is never affected."""
+
+    def __init__(self, remote: str, detail: str) -> None:
+        self.remote = remote
+        self.detail = detail
+        super().__init__(f"sync with {remote}: {detail}")
+
+
+class SyncBlocked(SyncError):
+    """Publishing stopped: the secret scan flagged files this machine would push."""
+
+    def __init__(self, remote: str, flagged: list[tuple[str, list[str]]]) -> None:
+        self.flagged = flagged
+        names = ", ".join(f"{path} ({'/'.join(kinds)})" for path, kinds in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        super().__init__(
+            remote, f"push stopped: possible secrets in {len(flagged)} file(s): {names}{more}"
+        )

@@ -53,6 +53,11 @@ class Paths:
         return self.data_dir / "baseline.git"
 
     @property
+    def sync_git(self) -> Path:
+        """The cache of the sync remote (``sync_remote``): what was last fetched and pushed."""
+        return self.data_dir / "sync.git"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 

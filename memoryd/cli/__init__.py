@@ -21,12 +21,23 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import sync as sync_cmd
 from memoryd.cli.logs import LOG_NAME
 from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
 from memoryd.runtime.logconfig import configure
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, mcp_cmd, paths_cmd)
+GROUPS = (
+    run_cmd,
+    status_cmd,
+    sync_cmd,
+    memory_cmd,
+    setup_cmd,
+    service_cmd,
+    logs_cmd,
+    mcp_cmd,
+    paths_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

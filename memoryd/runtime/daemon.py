@@ -32,6 +32,7 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.sync.engine import request_sync, run_sync, sync_due
 from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ EXIT_STARTUP_FAILURE = 4
 TICK_SECONDS = 10
 EVENT_DEBOUNCE_S = 2.0
 BACKLOG_RETRY_S = 15.0
+SYNC_CHECK_S = 30  # how often the sync job looks whether a sync is due (interval or backoff)
 
 
 class AlreadyRunning(MemorydError):
@@ -146,6 +148,17 @@ class Daemon:
             coalesce=True,
             misfire_grace_time=None,
         )
+        if self.app.settings.sync_remote:
+            sched.add_job(
+                self._sync_job,
+                "interval",
+                seconds=SYNC_CHECK_S,
+                id="sync",
+                next_run_time=now,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+            )
         sched.start()
         self.scheduler = sched
 
@@ -224,6 +237,10 @@ class Daemon:
                 "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
             )
             return
+        if result.phase2.status == "succeeded" and self.app.settings.sync_remote:
+            # Publish what a validated consolidation used (sooner only if no backoff holds it).
+            request_sync(self.app.store, self.app.clock)
+            self._bring_forward_job("sync", 0.1)
         p1 = result.phase1
         backlog = (
             p1.eligible
@@ -253,10 +270,25 @@ class Daemon:
             tick(self.app)
             self._record()
 
+    async def _sync_job(self) -> None:
+        app = self.app
+        if self.should_exit or not sync_due(app.store, app.settings, app.clock):
+            return
+        try:
+            outcome = await self._tracked(run_sync(app.store, app.settings, app.paths, app.clock))
+        except MemorydError as exc:  # the DB or the data folder, not the remote (that is recorded)
+            log.error("sync failed: %s", exc)
+            return
+        if outcome.honoured or outcome.inputs_changed:
+            self._bring_forward(EVENT_DEBOUNCE_S)  # fold other machines' changes in soon
+
     def _bring_forward(self, delay_s: float) -> None:
+        self._bring_forward_job("pass", delay_s)
+
+    def _bring_forward_job(self, job_id: str, delay_s: float) -> None:
         if self.scheduler is None or self.should_exit:
             return
-        job = self.scheduler.get_job("pass")
+        job = self.scheduler.get_job(job_id)
         when = datetime.now(UTC) + timedelta(seconds=delay_s)
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
