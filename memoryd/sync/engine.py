@@ -227,11 +227,13 @@ async def run_sync(store: Store, settings: Settings, paths: Paths, clock: Clock)
     if not remote:
         return SyncOutcome("not_configured", "sync_remote is not set")
     paths.ensure_dir(paths.data_dir)
-    outcome = SyncOutcome("up_to_date")
-    for _ in range(2):  # a second round publishes what honouring tombstones just removed
-        outcome = await _one_round(store, paths, clock, remote)
-        if not outcome.honoured or not outcome.ok:
-            break
+    outcome = await _one_round(store, paths, clock, remote)
+    if outcome.honoured and outcome.ok:
+        # Publish at once what honouring the tombstones just removed from this machine's folder.
+        again = await _one_round(store, paths, clock, remote)
+        again.honoured = outcome.honoured + again.honoured
+        again.inputs_changed = again.inputs_changed or outcome.inputs_changed
+        outcome = again
     return outcome
 
 
