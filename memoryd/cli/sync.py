@@ -9,11 +9,17 @@ import json
 from memoryd.app import App
 from memoryd.errors import ConfigError
 from memoryd.sync.engine import SyncOutcome, run_sync
+from memoryd.sync.transport import init_remote
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("sync", help="pull other machines' memory and push this one's (sync_remote)")
     p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
+    p.add_argument(
+        "--init",
+        action="store_true",
+        help="first create a bare repository at sync_remote (a path only)",
+    )
     p.set_defaults(handler=cmd_sync)
 
 
@@ -35,6 +41,8 @@ def line(o: SyncOutcome) -> str:
 def cmd_sync(app: App, args: argparse.Namespace) -> int:
     if not app.settings.sync_remote:
         raise ConfigError("sync_remote is not set (config file or MEMORYD_SYNC_REMOTE)")
+    if args.init and init_remote(app.settings.sync_remote):
+        print(f"sync: created a bare repository at {app.settings.sync_remote}")
     outcome = asyncio.run(run_sync(app.store, app.settings, app.paths, app.clock))
     if args.as_json:
         print(

@@ -68,14 +68,36 @@ def local_remote_path(remote: str) -> Path | None:
     return None
 
 
-def _client(remote: str, *, create: bool) -> tuple[GitClient, str]:
+def init_remote(remote: str) -> bool:
+    """Create a bare repository at a path remote (``memoryd sync --init``); False if one exists.
+
+    Never done implicitly: a shared folder that is not mounted right now must read as offline,
+    not silently become a new, empty remote.
+    """
+    folder = local_remote_path(remote)
+    if folder is None:
+        raise SyncError(display_remote(remote), "--init only creates repositories at a path")
+    if folder.is_dir() and any(folder.iterdir()):
+        try:
+            Repo(str(folder)).close()
+        except NotGitRepository as exc:
+            raise SyncError(str(folder), "exists, is not empty and is not a repository") from exc
+        return False
+    if not folder.parent.is_dir():
+        raise SyncError(str(folder), "its parent folder does not exist")
+    Repo.init_bare(str(folder), mkdir=not folder.exists()).close()
+    log.info("sync: created a bare repository at %s", folder)
+    return True
+
+
+def _client(remote: str) -> tuple[GitClient, str]:
     folder = local_remote_path(remote)
     if folder is not None:
-        if not folder.exists() and create and folder.parent.is_dir():
-            Repo.init_bare(str(folder), mkdir=True)
-            log.info("sync: created a bare repository at %s", folder)
         if not folder.is_dir():
-            raise SyncError(display_remote(remote), "no repository at this path")
+            raise SyncError(
+                display_remote(remote),
+                "remote unreachable (no repository at this path; `memoryd sync --init` creates one)",
+            )
         return LocalGitClient(), str(folder)
     username = password = None
     parsed = urlparse(remote)
@@ -295,7 +317,7 @@ class SyncRepo:
 
     def fetch(self, remote: str) -> ObjectID | None:
         """Fetch the sync branch; records and returns the remote head (``None``: no branch yet)."""
-        client, path = _client(remote, create=True)
+        client, path = _client(remote)
         store = self.repo.object_store
 
         def wants(refs: dict[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
@@ -313,7 +335,7 @@ class SyncRepo:
 
     def push(self, remote: str, base: ObjectID | None, new: ObjectID) -> None:
         """Move the remote branch from ``base`` to ``new``; :class:`PushConflict` if it moved."""
-        client, path = _client(remote, create=True)
+        client, path = _client(remote)
         expected = base or ZERO_SHA
 
         def update(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:

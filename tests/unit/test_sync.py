@@ -15,7 +15,7 @@ import pytest
 from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
-from memoryd.errors import ConfigError
+from memoryd.errors import ConfigError, SyncError
 from memoryd.paths import Paths
 from memoryd.settings import Settings, load_settings
 from memoryd.status import snapshot
@@ -89,7 +89,9 @@ class Machine:
 
 @pytest.fixture
 def remote(tmp_path: Path) -> Path:
-    return tmp_path / "remote.git"
+    path = tmp_path / "remote.git"
+    assert transport.init_remote(str(path)) and not transport.init_remote(str(path))
+    return path
 
 
 @pytest.fixture
@@ -246,13 +248,25 @@ def test_offline_remote_queues_with_backoff_and_recovers(
     assert engine.sync_state(a.store)["retry_at"] - clock.now_ms() == 60_000  # doubled
     assert a.store.output("ses_a") is not None  # local memory untouched
 
-    a.settings = Settings(sync_remote=str(remote))  # the remote is back
+    a.settings = Settings(sync_remote=str(remote))  # the remote is back (a path this time)
     out = a.sync()
     assert out.status == "pushed"
     snap = snapshot(a.store, a.settings, a.paths)["sync"]
     assert snap["state"] == "ok" and snap["last_error"] is None and snap["failures"] == 0
     assert snap["pending"]["added"] == 0 and snap["last_success"]
     assert f"machines/{a.id}/sessions/{session_key('ses_a')}.json" in remote_files(remote)
+
+
+def test_a_missing_path_is_offline_and_never_created(tmp_path: Path, clock: ManualClock) -> None:
+    gone = tmp_path / "unmounted" / "memory.git"
+    gone.parent.mkdir()
+    a = Machine(tmp_path / "a", str(gone), clock)
+    out = a.sync()
+    assert out.status == "failed" and "--init" in out.detail
+    assert not gone.exists()  # an unmounted share must not become a new, empty remote
+    (gone.parent / "stray.txt").write_text("x")
+    with pytest.raises(SyncError, match="not a repository"):
+        transport.init_remote(str(gone.parent))
 
 
 def test_a_flagged_secret_stops_the_push(machines: tuple[Machine, Machine], remote: Path) -> None:
