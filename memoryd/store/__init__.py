@@ -14,12 +14,13 @@ from memoryd.clock import Clock, SystemClock
 from memoryd.store.db import connect
 from memoryd.store.jobs import GLOBAL, STAGE1, Claim, JobsMixin
 from memoryd.store.outputs import CallUsage, MemoryMode, Output, OutputsMixin
+from memoryd.store.owners import OwnersMixin
 from memoryd.store.sync import SyncMixin
 
 __all__ = ["GLOBAL", "STAGE1", "CallUsage", "Claim", "MemoryMode", "Output", "Store"]
 
 
-class Store(JobsMixin, OutputsMixin, SyncMixin):
+class Store(JobsMixin, OutputsMixin, OwnersMixin, SyncMixin):
     def __init__(self, path: Path | str, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self.path = path

@@ -144,8 +144,25 @@ def m004_citation_seen(conn: sqlite3.Connection) -> None:
 
 
 @migration
+def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
+    """Claims name their owning process; helper sessions are recorded before they are prompted."""
+    _run(
+        conn,
+        """
+        ALTER TABLE jobs ADD COLUMN owner TEXT;
+        CREATE TABLE helper_sessions (
+            session_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
+@migration
 def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
-    # Sessions forgotten on this machine, published so every other machine forgets them too.
+    """Sessions forgotten on this machine, published so every other machine forgets them too."""
     _run(
         conn,
         """

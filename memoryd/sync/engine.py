@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from dulwich.objects import Blob, ObjectID
 
-from memoryd.clock import MINUTE, Clock
-from memoryd.errors import MemorydError, SyncBlocked, SyncError
+from memoryd.clock import Clock
+from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
@@ -34,17 +34,19 @@ from memoryd.store import Store
 from memoryd.sync.inputs import read_remote
 from memoryd.sync.layout import MACHINES, TOMBSTONES
 from memoryd.sync.publish import Publication, build_publication, machine_id
-from memoryd.sync.transport import Flat, PushConflict, SyncRepo, display_remote
+from memoryd.sync.transport import Flat, SyncRepo, display_remote
+from memoryd.tuning import (
+    SYNC_BACKOFF_MAX_MS,
+    SYNC_BACKOFF_MIN_MS,
+    SYNC_INTERVAL_MS,
+    SYNC_MAX_PUSH_RACES,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATE_KEY = "sync"
-INTERVAL_MS = 5 * MINUTE
-BACKOFF_MIN_MS = 30_000
-BACKOFF_MAX_MS = 60 * MINUTE
-MAX_PUSH_RACES = 8
-PENDING_LISTED = 20
+PENDING_LISTED = 20  # changed paths status lists (the counts are always complete)
 
 
 @dataclass
@@ -145,9 +147,9 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
             commit = repo.commit(repo.compose(base_root, pub.machine_id, own_tree), head, message)
             try:
                 repo.push(remote, head, commit)
-            except PushConflict:
+            except PushRaceLost:
                 races += 1
-                if races >= MAX_PUSH_RACES:
+                if races >= SYNC_MAX_PUSH_RACES:
                     raise SyncError(
                         display_remote(remote), f"lost {races} push races in a row; will retry"
                     ) from None
@@ -201,7 +203,7 @@ def _save(store: Store, **changes: Any) -> dict[str, Any]:
 
 
 def backoff_ms(failures: int) -> int:
-    return int(min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** max(failures - 1, 0)))
+    return int(min(SYNC_BACKOFF_MAX_MS, SYNC_BACKOFF_MIN_MS * 2 ** max(failures - 1, 0)))
 
 
 def sync_due(store: Store, settings: Settings, clock: Clock) -> bool:
@@ -287,7 +289,7 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
         "machines": sorted(ex.others_after),
         "failures": 0,
         "retry_at": None,
-        "next_due": now + INTERVAL_MS,
+        "next_due": now + SYNC_INTERVAL_MS,
     }
     if flagged:
         blocked = SyncBlocked(display_remote(remote), flagged)

@@ -21,11 +21,11 @@ from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     RESOURCES,
     ensure_dirs,
-    real_dir,
     remove_entry,
     sync_instructions,
     write_if_changed,
 )
+from memoryd.fsutil import real_dir
 from memoryd.redact import redact
 from memoryd.sync.layout import (
     MACHINE_ID_RE,

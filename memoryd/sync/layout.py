@@ -24,6 +24,12 @@ from typing import Any
 
 from dulwich.refs import Ref
 
+from memoryd.tuning import (
+    SYNC_MAX_NOTE_BYTES,
+    SYNC_MAX_SESSION_BYTES,
+    SYNC_MAX_TOMBSTONES_BYTES,
+)
+
 FORMAT = 1
 BRANCH = Ref(b"refs/heads/memoryd-sync")
 TRACKING = Ref(b"refs/remotes/origin/memoryd-sync")
@@ -33,9 +39,9 @@ SESSIONS = "sessions"
 NOTES = "notes"
 TOMBSTONES = "tombstones.json"
 
-MAX_SESSION_BYTES = 256 * 1024
-MAX_NOTE_BYTES = 64 * 1024
-MAX_TOMBSTONES_BYTES = 4 * 1024 * 1024
+MAX_SESSION_BYTES = SYNC_MAX_SESSION_BYTES
+MAX_NOTE_BYTES = SYNC_MAX_NOTE_BYTES
+MAX_TOMBSTONES_BYTES = SYNC_MAX_TOMBSTONES_BYTES
 MAX_TEXT_CHARS = 60_000
 MAX_FIELD_CHARS = 500
 

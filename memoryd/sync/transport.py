@@ -9,7 +9,7 @@ or the user's git credential store. memoryd never stores a credential.
 
 A push is a compare-and-swap: the new commit sits on top of the head just fetched, and the ref
 moves only if the remote still points at that head (dulwich checks before sending, the server's
-receive-pack checks again under its lock). Losing the race raises :class:`PushConflict`; the
+receive-pack checks again under its lock). Losing the race raises :class:`~memoryd.errors.PushRaceLost`; the
 caller fetches and lays its folder onto the new head.
 """
 
@@ -32,7 +32,7 @@ from dulwich.protocol import ZERO_SHA
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from memoryd.errors import SyncError
+from memoryd.errors import PushRaceLost, SyncError
 from memoryd.redact import redact
 from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
 
@@ -48,10 +48,6 @@ def _copy(tree: Tree) -> Tree:
     for e in tree.iteritems():
         out.add(e.path, e.mode, e.sha)
     return out
-
-
-class PushConflict(Exception):
-    """Internal: the remote head moved since our fetch; fetch again and re-apply."""
 
 
 def display_remote(remote: str) -> str:
@@ -340,7 +336,7 @@ class SyncRepo:
 
         def update(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
             if refs.get(BRANCH, ZERO_SHA) != expected:
-                raise PushConflict()
+                raise PushRaceLost(display_remote(remote))
             return {BRANCH: new}
 
         try:
@@ -349,7 +345,7 @@ class SyncRepo:
                 update,
                 generate_pack_data=self.repo.object_store.generate_pack_data,
             )
-        except PushConflict:
+        except PushRaceLost:
             raise
         except Exception as exc:
             raise _errors(remote)(exc) from exc
@@ -357,5 +353,5 @@ class SyncRepo:
         if status:
             text = status if isinstance(status, str) else str(status)
             if any(w in text for w in ("fetch first", "non-fast-forward", "unable to set", "lock")):
-                raise PushConflict()
+                raise PushRaceLost(display_remote(remote))
             raise SyncError(display_remote(remote), f"the remote refused the push ({text})")
