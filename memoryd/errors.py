@@ -191,11 +191,13 @@ class PortTaken(MemorydError):
 
 
 class AgentMissing(InstallError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, config_file: str, directory: str) -> None:
         self.name = name
+        self.config_file = config_file
+        self.directory = directory
         super().__init__(
-            f"opencode does not know the {name!r} agent; run `memoryd install opencode` "
-            "(and restart opencode if it was running)"
+            f"opencode does not load the {name!r} agent from {config_file} for sessions in "
+            f"{directory} (is OPENCODE_DISABLE_PROJECT_CONFIG set?)"
         )
 
 

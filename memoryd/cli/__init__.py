@@ -22,6 +22,7 @@ from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
 from memoryd.cli import sync as sync_cmd
+from memoryd.cli import tool as tool_cmd
 from memoryd.cli.exitcodes import (
     EXIT_ERROR,
     EXIT_HOST,
@@ -49,6 +50,7 @@ GROUPS = (
     service_cmd,
     logs_cmd,
     mcp_cmd,
+    tool_cmd,
     paths_cmd,
 )
 

@@ -35,6 +35,7 @@ from memoryd.errors import (
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
+from memoryd.host.agents import CONSOLIDATE_AGENT
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
@@ -54,8 +55,6 @@ from memoryd.write.helpers import (
 )
 
 log = logging.getLogger(__name__)
-
-CONSOLIDATE_AGENT = "memoryd-consolidate"
 
 
 class Phase2Status(enum.StrEnum):
@@ -293,7 +292,7 @@ class Phase2(PhaseBase):
 
     async def _consolidate(self) -> None:
         root = str(self.paths.memories)
-        await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
+        await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = prompts.render(
             "consolidation.md",
             memory_root=root,
