@@ -40,6 +40,8 @@ The tree::
     ├── BaselineBroken              (internal) the baseline repository must be rebuilt
     │   └── BaselineHeadMissing     (internal) it has no commit yet
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    ├── UIError                     the web UI cannot listen on its port
     ├── SyncError                   the sync remote: unreachable, refusing, or not a repository
     │   ├── SyncBlocked             a secret scan flagged what this machine would publish
     │   └── PushRaceLost            (internal) the remote moved since our fetch; fetch and re-apply
@@ -180,6 +182,14 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""
 
 
 class PortTaken(MemorydError):

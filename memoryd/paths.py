@@ -58,6 +58,16 @@ class Paths:
         return self.data_dir / "sync.git"
 
     @property
+    def review_dir(self) -> Path:
+        """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
+        return self.data_dir / "review"
+
+    @property
+    def ui_url_file(self) -> Path:
+        """The daemon's web UI address with its access token (owner-readable only)."""
+        return self.state_dir / "ui-url"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 

@@ -23,6 +23,7 @@ from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
 from memoryd.cli import sync as sync_cmd
 from memoryd.cli import tool as tool_cmd
+from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
     EXIT_ERROR,
     EXIT_HOST,
@@ -52,6 +53,7 @@ GROUPS = (
     mcp_cmd,
     tool_cmd,
     paths_cmd,
+    ui_cmd,
 )
 
 

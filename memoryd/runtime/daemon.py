@@ -42,6 +42,7 @@ from memoryd.tuning import (
     TICK_S,
 )
 from memoryd.write.passes import run_pass, tick
+from memoryd.write.phase2 import Phase2Status
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class Daemon:
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._recorded: dict[str, Any] | None = None
+        self._ui: Any = None
+        self._ui_task: asyncio.Task[None] | None = None
         self._pass_running = False
         self._requested_at: datetime | None = None  # a pass asked for while one was running
 
@@ -112,6 +115,7 @@ class Daemon:
         try:
             self._start_scheduler()
             self._start_follower()
+            self._start_ui()
             self._record()
             sdnotify.notify("READY=1")
             log.info(
@@ -177,6 +181,25 @@ class Daemon:
         )
         self._follower_task = asyncio.create_task(self._follower.run(), name="memoryd-events")
 
+    def _start_ui(self) -> None:
+        """With ``ui = true``, serve the web UI on the daemon's loop (same store, same process)."""
+        if not self.app.settings.ui:
+            return
+        from memoryd.web.server import make_server, write_url_file
+
+        try:
+            self._ui = make_server(self.app, self.app.settings.ui_port)
+        except MemorydError as exc:
+            log.error("web UI not started: %s", exc)
+            return
+        where = write_url_file(self.app.paths, self._ui.url)
+        log.info(
+            "web UI on http://127.0.0.1:%d/ (the URL with its access token is in %s)",
+            self._ui.keys.port,
+            where,
+        )
+        self._ui_task = asyncio.create_task(self._ui.serve(), name="memoryd-ui")
+
     async def shutdown(self) -> None:
         log.info(
             "shutting down (waiting up to %.0f s; press Ctrl+C again to force)",
@@ -187,6 +210,12 @@ class Daemon:
         if self._follower_task is not None:
             self._follower_task.cancel()
             await asyncio.gather(self._follower_task, return_exceptions=True)
+        if self._ui_task is not None:
+            self._ui.stop()
+            await asyncio.wait({self._ui_task}, timeout=2.0)
+            self._ui_task.cancel()
+            await asyncio.gather(self._ui_task, return_exceptions=True)
+            self._ui.sock.close()
         for task in list(self._active):
             task.cancel()
         if self._active:
@@ -248,7 +277,7 @@ class Daemon:
                 "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
             )
             return
-        if result.phase2.status == "succeeded" and self.app.settings.sync_remote:
+        if result.phase2.status == Phase2Status.SUCCEEDED and self.app.settings.sync_remote:
             # Publish what a validated consolidation used (sooner only if no backoff holds it).
             request_sync(self.app.store, self.app.clock)
             self._bring_sync_forward()
