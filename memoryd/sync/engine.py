@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dulwich.objects import Blob, ObjectID
+from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
@@ -31,10 +31,10 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.sync.inputs import read_remote
+from memoryd.sync.inputs import remote_tombstones
 from memoryd.sync.layout import MACHINES, TOMBSTONES
 from memoryd.sync.publish import Publication, build_publication, machine_id
-from memoryd.sync.transport import Flat, SyncRepo, display_remote
+from memoryd.sync.transport import Flat, SyncRepo, blob_id, display_remote
 from memoryd.tuning import (
     SYNC_BACKOFF_MAX_MS,
     SYNC_BACKOFF_MIN_MS,
@@ -92,15 +92,18 @@ class SyncOutcome:
 
 
 def _flat_of(files: dict[str, bytes]) -> Flat:
-    return Flat({rel: Blob.from_string(data).id for rel, data in files.items()})
+    return Flat({rel: blob_id(data) for rel, data in files.items()})
 
 
 def _others(repo: SyncRepo, head: ObjectID | None, own: str) -> dict[str, ObjectID]:
     return {m: t for m, t in repo.machines(head).items() if m != own}
 
 
-def pending_changes(repo_dir: Path, pub: Publication) -> dict[str, Any]:
-    """What a push would change in this machine's folder, against the last fetched head."""
+def pending_changes(repo_dir: Path, pub: Publication) -> tuple[dict[str, Any], set[str]]:
+    """What a push would change in this machine's folder, against the last fetched head.
+
+    Returns the summary ``status`` shows and the paths that would be added or changed.
+    """
     repo = SyncRepo(repo_dir)
     try:
         head = repo.tracking_head() if repo_dir.is_dir() else None
@@ -109,12 +112,13 @@ def pending_changes(repo_dir: Path, pub: Publication) -> dict[str, Any]:
         repo.close()
     added, changed, removed = _flat_of(pub.files).changes(remote)
     paths = [f"A {p}" for p in added] + [f"M {p}" for p in changed] + [f"D {p}" for p in removed]
-    return {
+    summary = {
         "added": len(added),
         "changed": len(changed),
         "removed": len(removed),
         "paths": paths[:PENDING_LISTED],
     }
+    return summary, {*added, *changed}
 
 
 def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
@@ -132,13 +136,13 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
             result = Exchange(head, races=races, others_before=before)
             result.others_after = _others(repo, head, own)
             result.lost = _lost(repo, before, result.others_after)
-            for m in read_remote(repo, own).values():
-                result.remote_tombstones |= m.tombstones
+            result.remote_tombstones = remote_tombstones(repo, head, own)
             if pub is None:
                 return result
-            own_tree, _ = repo.add_folder(pub.files)
             base_root = repo.root_tree(head)
-            if repo.subtree(base_root, MACHINES, pub.machine_id) == own_tree:
+            remote_own = repo.subtree(base_root, MACHINES, pub.machine_id)
+            own_tree, _ = repo.add_folder(pub.files, repo.flat(remote_own))
+            if remote_own == own_tree:
                 return result
             message = (
                 f"memoryd {pub.machine_id}: {pub.sessions} sessions, {pub.notes} notes, "
@@ -243,8 +247,9 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
     now = clock.now_ms()
     mid = machine_id(store)
     pub = build_publication(store, paths.memories)
-    flagged = pub.scan()
-    pending = await _off_loop(pending_changes, paths.sync_git, pub)
+    pending, outgoing = await _off_loop(pending_changes, paths.sync_git, pub)
+    # Files already on the remote passed this scan when they were pushed; scan what would change.
+    flagged = pub.scan(outgoing)
     state = sync_state(store)
     base = {
         "remote": display_remote(remote),

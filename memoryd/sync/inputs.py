@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dulwich.objects import ObjectID
+
 from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
 from memoryd.extensions.common import (
@@ -69,9 +71,13 @@ def read_remote(repo: SyncRepo, own_id: str | None) -> dict[str, RemoteMachine]:
         for rel, _mode, sha in repo.walk(tree):
             parts = rel.split("/")
             try:
-                if len(parts) == 2 and parts[0] == SESSIONS:
-                    key = parts[1].removesuffix(".json")
-                    if not (parts[1].endswith(".json") and SESSION_KEY_RE.fullmatch(key)):
+                if len(parts) == 3 and parts[0] == SESSIONS:
+                    key = parts[2].removesuffix(".json")
+                    if not (
+                        parts[2].endswith(".json")
+                        and SESSION_KEY_RE.fullmatch(key)
+                        and parts[1] == key[0]
+                    ):
                         continue
                     raw = repo.blob(sha, MAX_SESSION_BYTES)
                     if raw is not None:
@@ -88,6 +94,23 @@ def read_remote(repo: SyncRepo, own_id: str | None) -> dict[str, RemoteMachine]:
                 log.warning("sync: skipping %s/%s: %s", mid, rel, exc)
         machines[mid] = m
     return machines
+
+
+def remote_tombstones(repo: SyncRepo, head: ObjectID | None, own_id: str) -> set[str]:
+    """Every session another machine forgot, reading only their ``tombstones.json``."""
+    dead: set[str] = set()
+    for mid, tree in repo.machines(head).items():
+        if mid == own_id or not MACHINE_ID_RE.fullmatch(mid):
+            continue
+        sha = repo.flat_entry(tree, TOMBSTONES)
+        raw = repo.blob(sha, MAX_TOMBSTONES_BYTES) if sha else None
+        if raw is None:
+            continue
+        try:
+            dead |= parse_tombstones(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            log.warning("sync: skipping %s/%s: %s", mid, TOMBSTONES, exc)
+    return dead
 
 
 def _one_line(value: str | None) -> str:

@@ -3,11 +3,13 @@
 ::
 
     machines/<machine id>/machine.json          {"format": 1, "machine": id, "name": hostname}
-    machines/<machine id>/sessions/<key>.json   one published stage-1 output
+    machines/<machine id>/sessions/<k>/<key>.json   one published stage-1 output
     machines/<machine id>/notes/<name>.md       the machine's ad-hoc notes, verbatim
     machines/<machine id>/tombstones.json       {"format": 1, "sessions": {session id: ms}}
 
-``<key>`` is a hash of the session id, so a hostile id can never name a path. Everything read
+``<key>`` is a hash of the session id, so a hostile id can never name a path; ``<k>``, its first
+hex digit, shards the folder so one new output rewrites a 1/16 tree (about 4 KB at 1,000
+outputs, instead of one 60 KB tree: dulwich sends trees whole, without deltas). Everything read
 back from the branch is treated as hostile: names are checked against narrow patterns, sizes
 are capped, JSON is validated field by field, and text is redacted again before it is used.
 """
@@ -32,7 +34,9 @@ from memoryd.tuning import (
 
 FORMAT = 1
 BRANCH = Ref(b"refs/heads/memoryd-sync")
-TRACKING = Ref(b"refs/remotes/origin/memoryd-sync")
+# The local cache keeps the last fetched remote head as its own branch: dulwich's fetch only
+# offers refs/heads/* as "have", and a remote-tracking ref there would re-download everything.
+TRACKING = Ref(b"refs/heads/memoryd-sync")
 MACHINES = "machines"
 MACHINE_FILE = "machine.json"
 SESSIONS = "sessions"
@@ -61,6 +65,12 @@ def session_key(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:24]
 
 
+def session_path(session_id: str) -> str:
+    """Where a session is published, relative to its machine's folder."""
+    key = session_key(session_id)
+    return f"{SESSIONS}/{key[0]}/{key}.json"
+
+
 @dataclass(frozen=True)
 class PublishedSession:
     session_id: str
@@ -82,7 +92,7 @@ class PublishedSession:
             "raw_memory": self.raw_memory,
             "rollout_summary": self.rollout_summary,
         }
-        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+        return (json.dumps(data, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def _text(data: dict[str, Any], key: str, limit: int, *, optional: bool = False) -> str | None:

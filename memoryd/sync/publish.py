@@ -2,9 +2,10 @@
 
 Published: the stage-1 outputs the last validated consolidation used (so retention, memory modes
 and forgetting apply exactly as they do locally), the ad-hoc notes, and the tombstones of
-sessions forgotten here. Outputs are stored redacted already; the scan below runs on every file
-anyway, because a note can be dropped into the folder by hand and a detector can improve
-between extraction and publication. One flagged file stops the whole push: publishing the rest
+sessions forgotten here. Outputs are stored redacted already; the scan below runs anyway on every
+file a push would add or change, because a note can be dropped into the folder by hand and a
+detector can improve between extraction and publication. (Files the remote already holds passed
+it when they were pushed, which keeps a no-change sync of 1,000 outputs from rescanning them.) One flagged file stops the whole push: publishing the rest
 would make a partial memory look complete.
 """
 
@@ -25,12 +26,11 @@ from memoryd.sync.layout import (
     MAX_NOTE_BYTES,
     NOTE_NAME_RE,
     NOTES,
-    SESSIONS,
     TOMBSTONES,
     PublishedSession,
     machine_bytes,
     new_machine_id,
-    session_key,
+    session_path,
     tombstones_bytes,
 )
 from memoryd.workspace import AD_HOC_NOTES
@@ -67,10 +67,12 @@ class Publication:
     notes: int
     tombstones: int
 
-    def scan(self) -> list[tuple[str, list[str]]]:
-        """Every file the secret detector flags, as (relpath, rule families)."""
+    def scan(self, only: set[str] | None = None) -> list[tuple[str, list[str]]]:
+        """Every file (of ``only``, when given) the secret detector flags: (relpath, rule families)."""
         flagged = []
         for rel, data in sorted(self.files.items()):
+            if only is not None and rel not in only:
+                continue
             kinds = find_secrets(data.decode("utf-8", errors="replace"))
             if kinds:
                 flagged.append((rel, kinds))
@@ -117,7 +119,7 @@ def build_publication(store: Store, memory_root: Path) -> Publication:
     files: dict[str, bytes] = {MACHINE_FILE: machine_bytes(mid, machine_name(store))}
     outputs = [Output.from_row(r) for r in store.published_outputs()]
     for out in outputs:
-        files[f"{SESSIONS}/{session_key(out.session_id)}.json"] = _session(out).to_bytes()
+        files[session_path(out.session_id)] = _session(out).to_bytes()
     notes = _notes(memory_root)
     for name, data in notes.items():
         files[f"{NOTES}/{name}"] = data

@@ -1,7 +1,7 @@
 """The git side of sync, all through dulwich: a local cache repository, fetch, commit, push.
 
 ``sync.git`` (a bare repository next to ``memory.db``) caches what was fetched; its
-``refs/remotes/origin/memoryd-sync`` is the last remote head seen, which is all phase 2 and
+``memoryd-sync`` branch is the last remote head seen, which is all phase 2 and
 ``status`` ever read. Nothing here runs a ``git`` binary: file paths use dulwich's local client,
 ``git://`` its TCP client, ssh the user's ``ssh`` through dulwich's ssh vendor (keys, agent and
 ``~/.ssh/config`` stay the user's), https dulwich's urllib3 client with credentials from the URL
@@ -15,6 +15,7 @@ caller fetches and lays its folder onto the new head.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import time
@@ -41,6 +42,13 @@ log = logging.getLogger(__name__)
 TREE_MODE = 0o040000
 FILE_MODE = 0o100644
 AUTHOR = b"memoryd <memoryd@localhost>"
+
+
+def blob_id(data: bytes) -> ObjectID:
+    """The git blob id of ``data`` (plain SHA-1 over git's header, as git computes it)."""
+    h = hashlib.sha1(b"blob %d\x00" % len(data), usedforsecurity=False)
+    h.update(data)
+    return ObjectID(h.hexdigest().encode("ascii"))
 
 
 def _copy(tree: Tree) -> Tree:
@@ -234,6 +242,14 @@ class SyncRepo:
             else:
                 yield rel, e.mode, e.sha
 
+    def flat_entry(self, tree_id: ObjectID, name: str) -> ObjectID | None:
+        """Blob id of the file ``name`` directly in ``tree_id``, ``None`` when absent or a folder."""
+        try:
+            mode, sha = self._tree(tree_id)[name.encode()]
+        except KeyError:
+            return None
+        return None if mode == TREE_MODE else sha
+
     def flat(self, tree_id: ObjectID | None) -> Flat:
         return Flat({rel: sha for rel, _, sha in self.walk(tree_id)})
 
@@ -250,21 +266,28 @@ class SyncRepo:
 
     # -- building what we publish -------------------------------------------------------------
 
-    def add_folder(self, files: dict[str, bytes]) -> tuple[ObjectID, Flat]:
-        """Store ``files`` (relpath -> bytes) as a tree; returns its id and flat listing."""
+    def add_folder(
+        self, files: dict[str, bytes], known: Flat | None = None
+    ) -> tuple[ObjectID, Flat]:
+        """Store ``files`` (relpath -> bytes) as a tree; returns its id and flat listing.
+
+        Blobs already in ``known`` (the remote's copy of this folder, reachable from the fetched
+        head) are not looked up again: dulwich's loose-object check reads the whole object.
+        """
         store = self.repo.object_store
+        have = set(known.entries.values()) if known else set()
         flat: dict[str, ObjectID] = {}
         nested: dict[str, object] = {}
         for rel, data in files.items():
-            blob = Blob.from_string(data)
-            if blob.id not in store:
-                store.add_object(blob)
-            flat[rel] = blob.id
+            sha = blob_id(data)
+            if sha not in have and sha not in store:
+                store.add_object(Blob.from_string(data))
+            flat[rel] = sha
             node = nested
             *dirs, name = rel.split("/")
             for d in dirs:
                 node = node.setdefault(d, {})  # type: ignore[assignment]
-            node[name] = blob.id
+            node[name] = sha
         return self._write_tree(nested), Flat(flat)
 
     def _write_tree(self, nested: dict[str, object]) -> ObjectID:

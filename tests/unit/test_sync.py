@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from dulwich.objects import Blob
 from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
@@ -23,7 +24,7 @@ from memoryd.store import Store
 from memoryd.sync import engine, transport
 from memoryd.sync.engine import exchange, run_sync, sync_due
 from memoryd.sync.inputs import import_sync
-from memoryd.sync.layout import BRANCH, session_key
+from memoryd.sync.layout import BRANCH, session_key, session_path
 from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
 from memoryd.workspace import AD_HOC_NOTES
@@ -133,7 +134,7 @@ def test_a_session_remembered_on_a_reaches_b(
     first = a.sync()
     assert first.status == "pushed", first.detail
     files = remote_files(remote)
-    mine = f"machines/{a.id}/sessions/{session_key('ses_a1')}.json"
+    mine = f"machines/{a.id}/{session_path('ses_a1')}"
     assert json.loads(files[mine])["raw_memory"] == "- Billing uses PostgreSQL 16"
     assert any(p.startswith(f"machines/{a.id}/notes/") for p in files)
     assert a.inputs() == {}  # a machine never reads its own folder back
@@ -222,8 +223,8 @@ def test_both_pushing_at_once_loses_neither(
     result = exchange(a.paths.sync_git, str(remote), pub_a)
     assert result.pushed and result.races == 1
     files = remote_files(remote)
-    assert f"machines/{a.id}/sessions/{session_key('ses_a')}.json" in files
-    assert f"machines/{b.id}/sessions/{session_key('ses_b')}.json" in files
+    assert f"machines/{a.id}/{session_path('ses_a')}" in files
+    assert f"machines/{b.id}/{session_path('ses_b')}" in files
     repo = Repo(str(remote))
     head = repo[repo.refs[BRANCH]]
     assert len(head.parents) == 1  # A's commit sits on top of B's, nothing was overwritten
@@ -254,7 +255,7 @@ def test_offline_remote_queues_with_backoff_and_recovers(
     snap = snapshot(a.store, a.settings, a.paths)["sync"]
     assert snap["state"] == "ok" and snap["last_error"] is None and snap["failures"] == 0
     assert snap["pending"]["added"] == 0 and snap["last_success"]
-    assert f"machines/{a.id}/sessions/{session_key('ses_a')}.json" in remote_files(remote)
+    assert f"machines/{a.id}/{session_path('ses_a')}" in remote_files(remote)
 
 
 def test_a_missing_path_is_offline_and_never_created(tmp_path: Path, clock: ManualClock) -> None:
@@ -299,7 +300,8 @@ def test_hostile_remote_files_are_checked_and_redacted(
     )
     pub = build_publication(a.store, a.paths.memories)
     files = dict(pub.files)
-    files["sessions/" + "0" * 24 + ".json"] = b'{"format": 1, "session_id": "other"}'
+    files["sessions/0/" + "0" * 24 + ".json"] = b'{"format": 1, "session_id": "other"}'
+    files["sessions/" + session_key("ses_x") + ".json"] = files[session_path("ses_a")]  # unsharded
     files["notes/../../escape.md"] = b"nope"
     forged = type(pub)(pub.machine_id, files, 1, 0, 0)
     exchange(a.paths.sync_git, str(remote), forged)  # bypasses the scan on purpose
@@ -309,3 +311,26 @@ def test_hostile_remote_files_are_checked_and_redacted(
     assert sessions == [f"resources/{a.id}/sessions/{session_key('ses_a')}.md"]
     assert SECRET not in got[sessions[0]] and "leaked" in got[sessions[0]]
     assert not any("escape" in k for k in got)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_an_incremental_sync_moves_only_what_changed(
+    machines: tuple[Machine, Machine], remote: Path
+) -> None:
+    a, b = machines
+    for i in range(150):
+        a.remember(f"ses_{i:03d}", f"fact number {i} " + "padding words " * 40)
+    a.sync()
+    b.sync()
+    before_b, before_remote = folder_bytes(b.paths.sync_git), folder_bytes(remote)
+    a.remember("ses_new", "one more fact")
+    assert a.sync().status == "pushed"
+    assert b.sync().inputs_changed
+    # 150 sessions are ~130 KB; one more must not re-send them (the cache offers its head as
+    # "have" when fetching, and a push sends only objects the remote lacks)
+    assert folder_bytes(b.paths.sync_git) - before_b < 20_000
+    assert folder_bytes(remote) - before_remote < 20_000
+    assert transport.blob_id(b"abc") == Blob.from_string(b"abc").id
