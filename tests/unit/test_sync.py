@@ -334,3 +334,39 @@ def test_an_incremental_sync_moves_only_what_changed(
     assert folder_bytes(b.paths.sync_git) - before_b < 20_000
     assert folder_bytes(remote) - before_remote < 20_000
     assert transport.blob_id(b"abc") == Blob.from_string(b"abc").id
+
+
+@pytest.mark.anyio
+async def test_the_daemon_syncs_after_a_validated_consolidation(
+    monkeypatch: pytest.MonkeyPatch, paths: Paths, remote: Path
+) -> None:
+    from memoryd.app import App
+    from memoryd.read.usage import IngestResult
+    from memoryd.runtime import daemon as daemon_mod
+    from memoryd.write.passes import PassResult
+    from memoryd.write.phase1 import Phase1Report
+    from memoryd.write.phase2 import Phase2Result
+
+    monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
+    monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the consolidation may trigger it
+    app = App(paths)
+    app.store.put_state(engine.STATE_KEY, {"next_due": 2**62})  # the timer is far away
+
+    async def consolidated(app: App, **kw: object) -> PassResult:
+        await asyncio.sleep(0.5)  # the sync job's check at start finds nothing due
+        return PassResult(Phase1Report(), Phase2Result("succeeded"), IngestResult())
+
+    monkeypatch.setattr(daemon_mod, "run_pass", consolidated)
+    monkeypatch.setattr(daemon_mod, "tick", lambda app: IngestResult())
+    d = daemon_mod.Daemon(app, interval_s=3600)
+    serving = asyncio.create_task(d.serve())
+    try:
+        for _ in range(200):
+            if engine.sync_state(app.store).get("last_success"):
+                break
+            await asyncio.sleep(0.05)
+        mid = machine_id(app.store)
+        assert f"machines/{mid}/machine.json" in remote_files(remote)
+    finally:
+        d.handle_exit(15)
+        await asyncio.wait_for(serving, 10)
