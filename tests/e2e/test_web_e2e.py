@@ -179,6 +179,18 @@ def test_ui_in_a_real_browser(
         assert all(line in new_block for line in staged_summary.splitlines()[1:])
         assert "Tuesdays" in (home / "memories" / "MEMORY.md").read_text()
         assert page.locator(".badge").count() == 0
+
+        # the dashboard is live: a change made elsewhere shows up without a reload
+        page.click('nav a[href="/"]')
+        extracted = page.locator('[data-field="pipeline.extracted"]')
+        assert extracted.inner_text() == "2"
+        gone = memoryd(env, "forget", "--session", hostile_sid)
+        assert gone.returncode == 0, gone.stderr
+        page.wait_for_function(
+            "() => document.querySelector('[data-field=\"pipeline.extracted\"]')"
+            ".textContent === '1'",
+            timeout=15_000,
+        )
         assert dialogs == [] and errors == [], (dialogs, errors)
         elapsed = time.monotonic() - started
         print(f"browser part of the UI e2e: {elapsed:.1f} s")
