@@ -135,3 +135,27 @@ def test_stub_prints_queued_output_per_command_line(tmp_path):
         ["sh", "-c", "terraform plan"], env=env, capture_output=True, text=True, timeout=30
     )
     assert again.returncode == 127  # consumed: nothing queued any more
+
+
+def test_real_model_mode_adds_the_provider_and_keeps_sessions_on_the_mock(tmp_path):
+    from bench.quality import REAL_MODEL_UNSET, BenchSandbox, merge_provider_config
+
+    box = BenchSandbox(tmp_path, "opencode", "http://127.0.0.1:9/v1", start=False, real_model=True)
+    ollama = {
+        "npm": "@ai-sdk/openai-compatible",
+        "options": {"baseURL": "http://127.0.0.1:11434/v1"},
+    }
+    merge_provider_config(
+        box,
+        "ollama/qwen",
+        {"provider": {"ollama": ollama}, "model": "ollama/qwen", "share": "manual"},
+    )
+    assert box.config["provider"]["ollama"] == ollama and "mock" in box.config["provider"]
+    assert box.config["enabled_providers"] == ["mock", "ollama"]
+    assert box.config["model"] == "mock/mock-model"  # the replayed sessions stay scripted
+    assert box.config["share"] == "manual"
+    assert not set(REAL_MODEL_UNSET) & set(box.base_env)
+    scripted = BenchSandbox(
+        tmp_path / "s", "opencode", "http://x/v1", start=False, real_model=False
+    )
+    assert set(REAL_MODEL_UNSET) <= set(scripted.base_env)
