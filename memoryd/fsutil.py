@@ -12,6 +12,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from memoryd.errors import PathError
 
@@ -65,7 +66,7 @@ def read_regular(path: Path) -> bytes | None:
         return fh.read()
 
 
-def read_json_object(path: Path, error: type[Exception]) -> dict:
+def read_json_object(path: Path, error: type[Exception]) -> dict[str, Any]:
     """A small JSON state file memoryd owns (e.g. the install manifest); ``{}`` when absent.
 
     Anything unreadable raises ``error`` with a message that says how to recover, rather than

@@ -104,7 +104,7 @@ class Installer:
             config_dir or (Path(recorded) if recorded else None) or default_config_dir()
         ).absolute()
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, Any]:
         return read_json_object(self.manifest_path, InstallError)
 
     def _recorded(self) -> dict[str, str]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from memoryd.errors import HostUnreachable
+from memoryd.errors import HostUnreachable, PortTaken
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class PrivateServer:
             port = self.port if self.port is not None else free_port()
             try:
                 return self._spawn(binary, port, password)
-            except _PortTaken as exc:
+            except PortTaken as exc:
                 last_error = exc.error
                 log.info(
                     "opencode could not bind port %d (attempt %d), retrying", port, attempt + 1
@@ -264,7 +264,7 @@ class PrivateServer:
                         f"before listening; last output:\n{tail}",
                     )
                     if "ServeError" in tail or "EADDRINUSE" in tail:
-                        raise _PortTaken(err)
+                        raise PortTaken(err)
                     raise err
                 if time.monotonic() >= deadline:
                     raise HostUnreachable(
@@ -340,12 +340,6 @@ class PrivateServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.stop)
-
-
-class _PortTaken(Exception):
-    def __init__(self, error: HostUnreachable) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from memoryd.clock import HOUR, Clock
 from memoryd.redact import redact
@@ -159,10 +159,11 @@ class JobsMixin:
             return Claim("claimed", session_id, token, watermark)
 
     def _owned(self, c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
-        return c.execute(
+        row: sqlite3.Row | None = c.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running' AND ownership_token = ?",
             (kind, key, token),
         ).fetchone()
+        return row
 
     def _finish_stage1(
         self, c: sqlite3.Connection, session_id: str, watermark: int, now: int
@@ -260,9 +261,10 @@ class JobsMixin:
             return True
 
     def stage1_job(self, session_id: str) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)
         ).fetchone()
+        return row
 
     def stage1_counts(self) -> dict[str, int]:
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
@@ -272,7 +274,7 @@ class JobsMixin:
             counts[status] = n
         return counts
 
-    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, object]]:
+    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             """SELECT job_key, status, last_error, finished_at, retry_at, retry_remaining FROM jobs
                WHERE kind = ? AND last_error IS NOT NULL ORDER BY finished_at DESC LIMIT ?""",
@@ -299,9 +301,10 @@ class JobsMixin:
             )
 
     def phase2_job(self) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
         ).fetchone()
+        return row
 
     def claim_phase2(self, *, worker_id: str, ignore_cooldown: bool = False) -> Claim:
         """Take the machine-wide consolidation lease.

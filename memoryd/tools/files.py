@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from memoryd.errors import InvalidArgument
 from memoryd.tools.common import Result, check_int
-from memoryd.tools.errors import InvalidArgument
 from memoryd.tools.guard import entries, open_path, split_path
 
 READ_MAX_BYTES = 256 * 1024

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.workspace import DIFF_FILE
 
 MAX_FILE_BYTES = 64 * 1024 * 1024

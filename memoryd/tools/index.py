@@ -45,9 +45,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
 
+from memoryd.errors import InvalidArgument, Refused
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
-from memoryd.tools.errors import InvalidArgument, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_path, open_root, read_file, split_path, walk_files
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
@@ -536,7 +536,7 @@ class SearchIndex:
         lo, hi = window
         if lo is None and hi is None:
             return "", []
-        sql, args = " AND d.name_stamp IS NOT NULL", []
+        sql, args = " AND d.name_stamp IS NOT NULL", list[object]()
         if lo is not None:
             sql += " AND d.name_stamp >= ?"
             args.append(lo)

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
+from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.guard import ensure_dirs, open_path, remove_file, split_path
 from memoryd.workspace import AD_HOC_NOTES
 

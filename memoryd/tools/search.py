@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from memoryd.errors import InvalidArgument, ToolError
 from memoryd.tools.common import (
     Result,
     check_int,
@@ -31,7 +32,6 @@ from memoryd.tools.common import (
     stamp_ms,
     time_window,
 )
-from memoryd.tools.errors import InvalidArgument, ToolError
 from memoryd.tools.files import decode, split_lines
 from memoryd.tools.guard import read_file, split_path, walk_files
 
@@ -380,7 +380,9 @@ def memory_search(
     window = time_window(since, until)
     timed = window != (None, None)
     if not split_path(path) and not root.exists() and not root.is_symlink():
-        empty = "timeline" if not qs else "ranked" if ranked else "plain"
+        empty: Literal["plain", "ranked", "timeline"] = (
+            "timeline" if not qs else "ranked" if ranked else "plain"
+        )
         return SearchResult(
             matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty
         )

@@ -15,7 +15,7 @@ const MEMORYD_VERSION = {{ memoryd_version }};
 const TITLE_PROMPT = "You are a title generator.";
 const MAX_HELPERS = 1000;
 
-// ---- <memory-citation> parsing: a line-for-line port of memoryd/citations.py ----------------
+// ---- <memory-citation> parsing: a line-for-line port of memoryd/read/citations.py ----------------
 // Python's re.I also matches dotless i, dotted capital I and long s, so tags are spelled out.
 const ci = (w) => w.replace(/[a-z]/g, (c) =>
   c === "i" ? "[iI\\u0131\\u0130]" : c === "s" ? "[sS\\u017f]" : `[${c}${c.toUpperCase()}]`);

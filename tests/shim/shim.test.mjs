@@ -222,7 +222,7 @@ test("an unwritable spool does not throw and the text is still stripped", async 
   assert.equal(output.text, "Hi.");
 });
 
-test("text.complete agrees with memoryd.citations on every golden case", async (t) => {
+test("text.complete agrees with memoryd.read.citations on every golden case", async (t) => {
   const { values, hooks } = await load(t);
   const spooled = () => (fs.existsSync(values.spool_file) ? fs.readFileSync(values.spool_file, "utf8") : "");
   assert.ok(GOLDEN.length >= 8);

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from memoryd.clock import HOUR, MINUTE, ManualClock
-from memoryd.events import session_event
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.phase1 import Phase1
-from memoryd.phase2 import Phase2
+from memoryd.runtime.events import session_event
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
+from memoryd.write.phase1 import Phase1
+from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
 
 pytestmark = pytest.mark.anyio

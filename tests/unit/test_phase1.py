@@ -10,10 +10,10 @@ from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.errors import MemorydError
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
 from memoryd.prompts import SKELETON_MARKERS
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
 from tests.fakehost import FakeOpencode, good_reply
 
 pytestmark = pytest.mark.anyio
@@ -424,7 +424,7 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(
 async def test_cancel_releases_claims_still_waiting_for_a_slot(
     store, host, paths, clock, monkeypatch
 ) -> None:
-    import memoryd.phase1 as phase1
+    import memoryd.write.phase1 as phase1
 
     monkeypatch.setattr(phase1, "EXTRACTION_CONCURRENCY", 1)
     host.prompt_delay = 30

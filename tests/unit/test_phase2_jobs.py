@@ -150,7 +150,7 @@ def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
 
 
 def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
-    from memoryd.phase2 import redact_agent_files
+    from memoryd.write.phase2 import redact_agent_files
 
     secret = "ghp_" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1xy"
     (tmp_path / "skills" / "deploy").mkdir(parents=True)

@@ -43,7 +43,7 @@ from dulwich.pack import write_pack
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
-from memoryd.errors import MemorydError
+from memoryd.errors import BaselineBroken, BaselineError, BaselineHeadMissing
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,6 @@ Status = Literal["A", "M", "D"]
 
 _FS_ENCODING = sys.getfilesystemencoding()
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-class BaselineError(MemorydError):
-    """The baseline repository or the worktree could not be read or written."""
 
 
 def default_exclude(relpath: str) -> bool:
@@ -119,14 +115,6 @@ class WorkspaceDiff:
         return "\n".join(out) + "\n"
 
 
-class _Broken(Exception):
-    """Internal: the repository at git_dir is unusable and should be rebuilt."""
-
-
-class _NoHead(_Broken):
-    """Internal: a readable repository without a baseline commit."""
-
-
 Entries = dict[str, tuple[int, ObjectID]]  # relpath -> (mode, hex blob id)
 
 
@@ -162,11 +150,11 @@ class Baseline:
                 present = set(iter(repo.object_store))
                 missing = [p for p, (_m, sha) in entries.items() if sha not in present]
                 if missing:
-                    raise _Broken(f"blob of {missing[0]} is missing")
+                    raise BaselineBroken(f"blob of {missing[0]} is missing")
             return False
-        except _NoHead:
+        except BaselineHeadMissing:
             log.info("baseline %s has no commit yet; committing the memory folder", self.git_dir)
-        except _Broken as exc:
+        except BaselineBroken as exc:
             log.warning("baseline %s is unusable (%s); re-initialising it", self.git_dir, exc)
         except Exception as exc:
             log.warning("baseline %s is unreadable (%s); re-initialising it", self.git_dir, exc)
@@ -182,9 +170,9 @@ class Baseline:
                 result = self._diff(repo, head)
         except BaselineError:
             raise
-        except _NoHead as exc:
+        except BaselineHeadMissing as exc:
             raise BaselineError(f"{self.git_dir}: no baseline commit; call ensure() first") from exc
-        except _Broken as exc:
+        except BaselineBroken as exc:
             raise BaselineError(f"{self.git_dir}: baseline unreadable ({exc})") from exc
         except Exception as exc:
             raise BaselineError(
@@ -235,7 +223,7 @@ class Baseline:
         try:
             with self._open() as repo:
                 return {p: _blob_data(repo, sha) for p, (_m, sha) in _head_entries(repo).items()}
-        except _NoHead as exc:
+        except BaselineHeadMissing as exc:
             raise BaselineError(f"{self.git_dir}: no baseline commit") from exc
         except Exception as exc:
             raise BaselineError(f"{self.git_dir}: cannot read the baseline ({exc})") from exc
@@ -246,25 +234,25 @@ class Baseline:
         """Open git_dir, refusing anything that is not a plain, self-contained bare repository."""
         gd = self.git_dir
         if gd.is_symlink():
-            raise _Broken("is a symlink")
+            raise BaselineBroken("is a symlink")
         if not gd.exists():
-            raise _Broken("missing")
+            raise BaselineBroken("missing")
         if not gd.is_dir():
-            raise _Broken("not a directory")
+            raise BaselineBroken("not a directory")
         for root, dirs, names in os.walk(gd):
             for name in dirs + names:
                 if os.path.islink(os.path.join(root, name)):
-                    raise _Broken(
+                    raise BaselineBroken(
                         f"contains a symlink ({os.path.relpath(os.path.join(root, name), gd)})"
                     )
         # Both would point reads (or writes) at objects outside this directory.
         for indirection in ("commondir", "objects/info/alternates"):
             if (gd / indirection).exists():
-                raise _Broken(f"has an indirection file ({indirection})")
+                raise BaselineBroken(f"has an indirection file ({indirection})")
         try:
             repo = Repo(str(gd), bare=True)
         except Exception as exc:
-            raise _Broken(f"not a git repository ({exc})") from exc
+            raise BaselineBroken(f"not a git repository ({exc})") from exc
         return repo
 
     def _swap_in(self, new: Path) -> None:
@@ -410,17 +398,17 @@ def _read_file(path: str) -> tuple[int, bytes]:
 
 
 def _head_entries(repo: Repo) -> Entries:
-    """Flatten the HEAD commit's tree to relpath -> (mode, blob id); raises _NoHead/_Broken."""
+    """Flatten the HEAD commit's tree to relpath -> (mode, blob id); raises BaselineHeadMissing/BaselineBroken."""
     try:
         head = repo.refs[HEADREF]
     except KeyError as exc:
-        raise _NoHead("HEAD has no commit") from exc
+        raise BaselineHeadMissing("HEAD has no commit") from exc
     try:
         commit = repo.object_store[head]
     except KeyError as exc:
-        raise _Broken(f"HEAD commit {head.decode()} is missing") from exc
+        raise BaselineBroken(f"HEAD commit {head.decode()} is missing") from exc
     if not isinstance(commit, Commit):
-        raise _Broken(f"HEAD {head.decode()} is not a commit")
+        raise BaselineBroken(f"HEAD {head.decode()} is not a commit")
     entries: Entries = {}
     stack: list[tuple[ObjectID, str]] = [(commit.tree, "")]
     while stack:
@@ -428,9 +416,9 @@ def _head_entries(repo: Repo) -> Entries:
         try:
             tree = repo.object_store[tree_id]
         except KeyError as exc:
-            raise _Broken(f"tree {tree_id.decode()} is missing") from exc
+            raise BaselineBroken(f"tree {tree_id.decode()} is missing") from exc
         if not isinstance(tree, Tree):
-            raise _Broken(f"{tree_id.decode()} is not a tree")
+            raise BaselineBroken(f"{tree_id.decode()} is not a tree")
         for name, mode, sha in tree.iteritems():
             rel = prefix + name.decode(_FS_ENCODING, "surrogateescape")
             if stat.S_ISDIR(mode):
@@ -443,7 +431,7 @@ def _head_entries(repo: Repo) -> Entries:
 def _blob_data(repo: Repo, sha: ObjectID) -> bytes:
     obj = repo.object_store[sha]
     if not isinstance(obj, Blob):
-        raise _Broken(f"{sha.decode()} is not a blob")
+        raise BaselineBroken(f"{sha.decode()} is not a blob")
     return obj.as_raw_string()
 
 

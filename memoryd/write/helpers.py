@@ -9,19 +9,29 @@ no helper session is ever left behind in the user's session list.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from memoryd.budget import Budget
 from memoryd.clock import Clock
-from memoryd.errors import HostError, MemorydError
+from memoryd.errors import (
+    AgentMissing,
+    BudgetWait,
+    HostAuthError,
+    HostError,
+    HostUnreachable,
+    MemorydError,
+    ModelCallError,
+)
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import CallUsage, Store
+from memoryd.write.budget import Budget
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +48,7 @@ async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> Non
         await client.dispose_instance(directory)
         names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        raise MemorydError(
-            f"opencode does not know the {name!r} agent; run `memoryd install opencode` "
-            "(and restart opencode if it was running)"
-        )
+        raise AgentMissing(name)
 
 
 @asynccontextmanager
@@ -95,6 +102,24 @@ def model_name(configured: str | None, result: PromptResult) -> str | None:
     return configured or (f"{info.providerID}/{info.modelID}" if info.modelID else None)
 
 
+class Verdict(enum.Enum):
+    """What a claimed job becomes after an exception (the one failure policy of both phases)."""
+
+    WAIT_BUDGET = "wait_budget"  # budget spent or rate-limited: release, burn no retry
+    WAIT_HOST = "wait_host"  # opencode went away or refuses us: release, burn no retry
+    FAIL = "fail"  # the job itself failed: burn a retry and back off
+
+
+@dataclass(frozen=True)
+class Failure:
+    verdict: Verdict
+    reason: str
+
+    @property
+    def released(self) -> bool:
+        return self.verdict is not Verdict.FAIL
+
+
 class PhaseBase:
     """What both phases work with: the store, the host, settings, paths, the clock and the budget."""
 
@@ -115,3 +140,21 @@ class PhaseBase:
         self.clock = clock
         self.worker_id = worker_id
         self.budget = Budget(store, settings, clock)
+
+    def judge(self, exc: Exception, model: str | None) -> Failure:
+        """Decide release / fail / trip the circuit for an exception a claimed job raised.
+
+        Waiting is never the job's fault, so it releases the claim without burning a retry; a
+        rate limit also opens the model's circuit so no other job hits it for an hour.
+        """
+        if isinstance(exc, BudgetWait):
+            return Failure(Verdict.WAIT_BUDGET, str(exc))
+        if isinstance(exc, ModelCallError) and exc.is_rate_limit:
+            self.budget.trip(model)
+            return Failure(Verdict.WAIT_BUDGET, str(exc))
+        if isinstance(exc, (HostUnreachable, HostAuthError)):
+            return Failure(Verdict.WAIT_HOST, str(exc))
+        if isinstance(exc, MemorydError):
+            return Failure(Verdict.FAIL, str(exc))
+        log.exception("unexpected error in %s", type(self).__name__)  # a bug fails the job
+        return Failure(Verdict.FAIL, f"internal error: {exc!r}")

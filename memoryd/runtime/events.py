@@ -41,7 +41,8 @@ class StreamState:
 def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
     """("idle" | "deleted", session id) for the events memoryd acts on, else None."""
     kind = payload.get("type")
-    props = payload.get("properties") if isinstance(payload.get("properties"), dict) else {}
+    raw = payload.get("properties")
+    props: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if kind == "session.idle" or (
         kind == "session.status"
         and isinstance(props.get("status"), dict)
@@ -50,7 +51,8 @@ def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
         sid = props.get("sessionID")
         return ("idle", sid) if isinstance(sid, str) else None
     if kind == "session.deleted":
-        info = props.get("info") if isinstance(props.get("info"), dict) else {}
+        raw_info = props.get("info")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
         sid = info.get("id") or props.get("sessionID")
         return ("deleted", sid) if isinstance(sid, str) else None
     return None

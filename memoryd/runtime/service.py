@@ -9,7 +9,7 @@ Choices that matter and why:
 - The manager's environment is not the shell's either, so the variables that decide where
   memoryd keeps its files (``MEMORYD_HOME``, ``XDG_*_HOME``) and ``PATH`` (memoryd finds
   ``opencode`` on it) are written into the service when they are set at install time.
-- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.sdnotify`),
+- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.runtime.sdnotify`),
   ``Restart=on-failure`` under a start limit so a crash loop stops instead of burning model
   quota, no restart on exit status 2 or 4 (bad usage, failed startup: a restart cannot fix
   those), and ``KillMode=mixed`` so memoryd gets SIGTERM first and stops its opencode helpers
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd import __version__
-from memoryd.errors import MemorydError, PathError
+from memoryd.errors import PathError, ServiceError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.paths import HOME_ENV, Paths
 
@@ -45,7 +45,7 @@ Platform = Literal["systemd", "launchd"]
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
 ManagerState = Literal["ok", "unavailable", "failed", "skipped"]
 
-UNIT = "memoryd.service"
+UNIT = "memoryd.runtime.service"
 LABEL = "dev.memoryd"
 MANIFEST_KEY = "service"
 #: Variables copied from the installing environment into the service, when set.
@@ -54,14 +54,9 @@ RESTART_SEC = 10
 START_LIMIT_INTERVAL = 300
 START_LIMIT_BURST = 5
 STOP_TIMEOUT = 20  # the daemon exits within 10 s of SIGTERM
-NO_RESTART_STATUS = (2, 4)  # cli EXIT_USAGE, daemon.EXIT_STARTUP_FAILURE
 LAUNCHD_THROTTLE = 30  # launchd has no start limit; space out a crash loop instead
 TIMEOUT = 15.0  # seconds for a manager command
 STOP_CMD_TIMEOUT = 60.0  # for commands that wait for the daemon to stop
-
-
-class ServiceError(MemorydError):
-    """The service file could not be rendered, written or removed."""
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -129,6 +124,13 @@ def _environment_line(name: str, value: str) -> str:
     return 'Environment="' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _no_restart_status() -> tuple[int, ...]:
+    # Imported here: the codes belong to cli/, and cli/ imports this module.
+    from memoryd.cli.exitcodes import NO_RESTART_STATUS
+
+    return NO_RESTART_STATUS
+
+
 def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
     if not os.path.isabs(python):
         raise ServiceError(f"{python}: the service needs an absolute interpreter path")
@@ -149,7 +151,7 @@ def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
         "Restart=on-failure",
         f"RestartSec={RESTART_SEC}",
         "# 2: bad usage; 4: startup failure (bad config, unreadable store, already running). Restarts cannot fix those.",
-        f"RestartPreventExitStatus={' '.join(map(str, NO_RESTART_STATUS))}",
+        f"RestartPreventExitStatus={' '.join(map(str, _no_restart_status()))}",
         f"TimeoutStopSec={STOP_TIMEOUT}",
         "# SIGTERM to memoryd first (it stops its opencode helpers), then to whatever is left.",
         "KillMode=mixed",
@@ -349,7 +351,7 @@ class Service:
 
     # manifest ------------------------------------------------------------------------------
 
-    def _load_manifest(self) -> dict:
+    def _load_manifest(self) -> dict[str, Any]:
         return read_json_object(self.paths.install_manifest, ServiceError)
 
     def _recorded(self) -> str | None:

@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 
 from memoryd.errors import MemorydError, PathError
-from memoryd.extensions import (
+from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     RESOURCES,

@@ -2,12 +2,12 @@
 
 Three producers feed ``extensions/<name>/`` in the memory folder, or the other agent's folder:
 
-* ``external_agent_import`` (:mod:`memoryd.claude_import`): Claude Code's per-project memory
+* ``external_agent_import`` (:mod:`memoryd.extensions.claude_code`): Claude Code's per-project memory
   files, mirrored under ``resources/<project key>/`` with a ``scope.json`` naming the project's
   working directory;
-* ``codex_import`` (:mod:`memoryd.codex_exchange`): Codex's consolidated ``MEMORY.md`` and
+* ``codex_import`` (:mod:`memoryd.extensions.codex`): Codex's consolidated ``MEMORY.md`` and
   ``memory_summary.md``, copied under ``resources/codex/``;
-* the export (:mod:`memoryd.codex_exchange`): our two artifacts offered to Codex's consolidator
+* the export (:mod:`memoryd.extensions.codex`): our two artifacts offered to Codex's consolidator
   under ``<codex memories>/extensions/opencode_import/``.
 
 Each extension comes with an ``instructions.md`` (templates under ``templates/extensions/``) that

@@ -28,18 +28,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.budget import BudgetWait
 from memoryd.clock import DAY, HOUR, MINUTE, Clock
 from memoryd.errors import (
     ExtractionInvalid,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
-    MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import (
+from memoryd.host.models import PromptResult, Session
+from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
+from memoryd.paths import Paths
+from memoryd.redact import redact
+from memoryd.settings import Settings
+from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
+from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
@@ -47,13 +49,7 @@ from memoryd.helpers import (
     model_name,
     usage_of,
 )
-from memoryd.host.models import PromptResult, Session
-from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
-from memoryd.paths import Paths
-from memoryd.redact import redact
-from memoryd.settings import Settings
-from memoryd.store import STAGE1, CallUsage, Claim, Store
-from memoryd.transcript import Transcript, build_transcript, external_tools
+from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +222,7 @@ class Phase1(PhaseBase):
         now = self.clock.now_ms()
         idle_cutoff = now - int(self.settings.min_rollout_idle_hours * HOUR)
         age_cutoff = now - self.settings.max_rollout_age_days * DAY
-        default_mode = "enabled" if self.settings.generate_memories else "disabled"
+        default_mode: MemoryMode = "enabled" if self.settings.generate_memories else "disabled"
         modes = self.store.memory_modes()
         new = [s.id for s in roots if s.id not in modes]
         if new:
@@ -368,36 +364,17 @@ class Phase1(PhaseBase):
                 report.succeeded += 1
             else:
                 log.warning("lost ownership of session %s before finalizing; result dropped", sid)
-        except BudgetWait as exc:
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self._fail(sid, claim.token, exc, report)
-            else:
-                self.budget.trip(self.settings.extract_model)
-                self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.extract_model)
+            if failure.released:
+                self.store.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
                 report.released += 1
-                report.waiting = str(exc)
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except MemorydError as exc:
-            self._fail(sid, claim.token, exc, report)
-        except Exception as exc:  # a bug must fail the job, not the pass
-            log.exception("unexpected error extracting %s", sid)
-            self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
-            report.failed += 1
-            report.errors.append(f"{sid}: internal error: {exc!r}")
-
-    def _fail(self, sid: str, token: str, exc: Exception, report: Phase1Report) -> None:
-        self.store.mark_stage1_failed(sid, token, str(exc))
-        report.failed += 1
-        report.errors.append(f"{sid}: {exc}")
-        log.warning("extraction of %s failed: %s", sid, exc)
+                report.waiting = failure.reason
+            else:
+                self.store.mark_stage1_failed(sid, claim.token, failure.reason)
+                report.failed += 1
+                report.errors.append(f"{sid}: {failure.reason}")
+                log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
         directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim

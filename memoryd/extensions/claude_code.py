@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.clock import HOUR, Clock
-from memoryd.errors import MemorydError, PathError
-from memoryd.extensions import (
+from memoryd.errors import MemorydError, PathError, SourceUnreadable
+from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     MAX_SOURCE_BYTES,
@@ -86,10 +86,6 @@ class ImportResult:
     skipped: dict[str, str] = field(
         default_factory=dict
     )  # project key (or "*", or "key/file") -> why
-
-
-class _Unreadable(Exception):
-    """A project's memory could not be read completely; its copy must be left alone."""
 
 
 def claude_home_dir(settings: Settings, environ: dict[str, str] | None = None) -> Path:
@@ -146,7 +142,7 @@ def _memory_files(key: str, memory_dir: Path, skipped: dict[str, str]) -> dict[s
             if data is not None:
                 files[relpath] = data
     except (OSError, PathError) as exc:
-        raise _Unreadable(str(exc)) from exc
+        raise SourceUnreadable(str(exc)) from exc
     return files
 
 
@@ -324,7 +320,7 @@ def _sync_project(
         return False
     try:
         files = _memory_files(key, memory_dir, result.skipped)
-    except _Unreadable as exc:
+    except SourceUnreadable as exc:
         result.skipped[key] = f"memory not readable ({exc}); copy left as is"
         return True
     if not files:

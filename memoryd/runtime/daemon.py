@@ -23,31 +23,23 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from memoryd import sdnotify
 from memoryd.app import App
 from memoryd.clock import iso_ms
-from memoryd.errors import HostError, MemorydError
-from memoryd.events import EventFollower
+from memoryd.errors import AlreadyRunning, HostError, MemorydError, StartupFailure
 from memoryd.host.connect import recorded_server
-from memoryd.passes import run_pass, tick
+from memoryd.runtime import sdnotify
+from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_STARTUP_FAILURE = 4
 TICK_SECONDS = 10
 EVENT_DEBOUNCE_S = 2.0
 BACKLOG_RETRY_S = 15.0
-
-
-class AlreadyRunning(MemorydError):
-    def __init__(self, pid: str) -> None:
-        super().__init__(
-            f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice"
-        )
 
 
 class Daemon:
@@ -96,15 +88,17 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    async def serve(self) -> int:
+    async def serve(self) -> None:
+        """Run until a signal asks to stop; :class:`StartupFailure` when it cannot start at all."""
         loop = asyncio.get_running_loop()
         try:
             self._acquire_lock()
             _ = self.app.settings  # a bad config fails startup, not the first pass
             _ = self.app.store
+        except StartupFailure:
+            raise
         except MemorydError as exc:
-            log.error("startup failed: %s", exc)
-            return EXIT_STARTUP_FAILURE
+            raise StartupFailure(str(exc)) from exc
         for sig in HANDLED_SIGNALS:
             loop.add_signal_handler(sig, self.handle_exit, sig)
         try:
@@ -122,7 +116,6 @@ class Daemon:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
             self._release_lock()
-        return 0
 
     def _start_scheduler(self) -> None:
         sched = AsyncIOScheduler(timezone=UTC)
@@ -275,7 +268,7 @@ class Daemon:
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         f = self._follower.state if self._follower else None
-        state = {
+        state: dict[str, Any] = {
             "pid": os.getpid(),
             "running": not stopped,
             "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,

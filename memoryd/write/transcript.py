@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd import tokens
-from memoryd.citations import parse_citations, strip_citations
 from memoryd.host.models import Message, Part
+from memoryd.read.citations import parse_citations, strip_citations
 from memoryd.redact import redact
 
 TRANSCRIPT_TOKEN_BUDGET = 64_000
@@ -141,7 +141,8 @@ def build_transcript(
                 kept.append(entry)  # every entry is redacted where it is built
         error = message.info.error
         if role == "assistant" and error:
-            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            raw = error.get("data")
+            data: dict[str, Any] = raw if isinstance(raw, dict) else {}
             detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
             kept.append(
                 f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip()
