@@ -485,7 +485,7 @@ def _example_answer() -> dict[str, object]:
 
 def test_worked_example_validates_against_the_real_schema():
     from memoryd.host.models import PromptResult
-    from memoryd.phase1 import ExtractionOutput, validate_extraction
+    from memoryd.write.phase1 import ExtractionOutput, validate_extraction
 
     answer = _example_answer()
     ExtractionOutput.model_validate(answer)  # strict, no extra keys
@@ -575,7 +575,7 @@ def test_read_path_frames_memory_as_notes_and_covers_second_pass_and_drift():
 
 
 def test_read_path_example_cites_two_ranges_of_one_file():
-    from memoryd.citations import parse_citations
+    from memoryd.read.citations import parse_citations
 
     text = (TEMPLATES / "read_path.md").read_text(encoding="utf-8")
     example = text[text.index("<memory-citation>") : text.index("</memory-citation>") + 18]

@@ -22,7 +22,7 @@ from bench.quality_cases import (
     oracle_answer,
 )
 from memoryd.host.models import PromptResult
-from memoryd.phase1 import validate_extraction
+from memoryd.write.phase1 import validate_extraction
 
 CWD = "/home/ana/work"
 
