@@ -9,6 +9,7 @@ The tree::
     MemorydError
     ├── ConfigError                 bad config file, unknown key, out-of-range value
     ├── PathError                   a data folder that is a symlink, unwritable, or missing
+    │   └── NotRegularFile          a link, FIFO, device or folder where a file was expected
     ├── StoreError                  memory.db problems
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
@@ -39,6 +40,8 @@ The tree::
     ├── BaselineBroken              (internal) the baseline repository must be rebuilt
     │   └── BaselineHeadMissing     (internal) it has no commit yet
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    ├── UIError                     the web UI cannot listen on its port
     └── ToolError                   a memory tool declined; the message is for the model or user
         ├── NotFound                no such path, note or session (also a LookupError)
         ├── Refused                 understood and declined: a secret, a symlink, a lease
@@ -66,6 +69,10 @@ class PathError(MemorydError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class NotRegularFile(PathError):
+    """Reads refuse these rather than follow a link or block on a FIFO."""
 
 
 class StoreError(MemorydError):
@@ -174,6 +181,14 @@ class InstallError(MemorydError):
     pass
 
 
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""
+
+
 class PortTaken(MemorydError):
     """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
 
@@ -183,11 +198,13 @@ class PortTaken(MemorydError):
 
 
 class AgentMissing(InstallError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, config_file: str, directory: str) -> None:
         self.name = name
+        self.config_file = config_file
+        self.directory = directory
         super().__init__(
-            f"opencode does not know the {name!r} agent; run `memoryd install opencode` "
-            "(and restart opencode if it was running)"
+            f"opencode does not load the {name!r} agent from {config_file} for sessions in "
+            f"{directory} (is OPENCODE_DISABLE_PROJECT_CONFIG set?)"
         )
 
 

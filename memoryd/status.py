@@ -8,7 +8,7 @@ from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.store.jobs import PHASE2_COOLDOWN_MS
+from memoryd.tuning import PHASE2_COOLDOWN_MS
 from memoryd.write.budget import Budget
 
 LAST_PASS = "last_pass"

@@ -12,7 +12,8 @@ import shlex
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_OK
-from memoryd.runtime.service import UNIT, Report, Service, Status
+from memoryd.runtime.service import Report, Service, Status
+from memoryd.runtime.servicefile import UNIT
 
 ACTION_TEXT = {
     "create": "created",

@@ -46,20 +46,18 @@ from memoryd.errors import MemorydError, PathError, SourceUnreadable
 from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
-    MAX_SOURCE_BYTES,
     RESOURCES,
     current_bytes,
     ensure_dirs,
-    lstat_or_none,
     read_source,
     real_chain,
-    real_dir,
     redacted,
     remove_entry,
     sync_instructions,
 )
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
 from memoryd.settings import Settings
+from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +133,10 @@ def _memory_files(key: str, memory_dir: Path, skipped: dict[str, str]) -> dict[s
     files: dict[str, bytes] = {}
     try:
         for relpath, entry in _walk_markdown(memory_dir):
-            if entry.stat(follow_symlinks=False).st_size > MAX_SOURCE_BYTES:
-                skipped[f"{key}/{relpath}"] = f"larger than {MAX_SOURCE_BYTES} bytes; not imported"
+            if entry.stat(follow_symlinks=False).st_size > EXTENSION_SOURCE_MAX_BYTES:
+                skipped[f"{key}/{relpath}"] = (
+                    f"larger than {EXTENSION_SOURCE_MAX_BYTES} bytes; not imported"
+                )
                 continue
             data = read_source(memory_dir / relpath)
             if data is not None:

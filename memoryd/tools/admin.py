@@ -26,12 +26,11 @@ from memoryd.store.outputs import MODES
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.tuning import INSPECT_MAX_ENTRIES
 from memoryd.workspace import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
-
-INSPECT_MAX_ENTRIES = 5000
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from memoryd.clock import DAY, HOUR, Clock, iso_ms
 from memoryd.errors import BudgetWait
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.tuning import CIRCUIT_MS
 
 log = logging.getLogger(__name__)
-CIRCUIT_MS = 1 * HOUR
 _CIRCUIT_KEY = "circuit"
 
 

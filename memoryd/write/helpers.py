@@ -3,7 +3,9 @@
 Both phases talk to the model the same way: a dedicated opencode session (tagged with a
 ``memoryd-`` title and metadata so discovery never mistakes it for user work), one prompt naming
 memoryd's own agent, and a delete afterwards — also when the prompt failed or was cancelled, so
-no helper session is ever left behind in the user's session list.
+no helper session is ever left behind in the user's session list. Each helper is recorded in the
+store (with its owning process) before it is prompted, so if memoryd is killed the next one can
+delete it at once.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from memoryd.errors import (
     BudgetWait,
     HostAuthError,
     HostError,
+    HostNotFound,
     HostUnreachable,
     MemorydError,
     ModelCallError,
 )
+from memoryd.host.agents import agent_homes, write_agent_config
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -40,34 +44,66 @@ log = logging.getLogger(__name__)
 UNGOVERNED_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
 
 
-async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> None:
-    """Fail clearly unless opencode knows ``name`` for sessions in ``directory``."""
+async def ensure_agent(client: OpencodeClient, paths: Paths, name: str) -> str:
+    """Define ``name`` where its sessions run and make sure opencode sees it; returns that folder.
+
+    The definition lives in a project config only memoryd's own instances load
+    (:mod:`memoryd.host.agents`), so the user's sessions never list memoryd's helpers.
+    """
+    directory = str(agent_homes(paths)[name].session_dir)
+    if write_agent_config(paths, name):
+        # opencode reads config once per instance; a dispose makes a booted one read it again.
+        await client.dispose_instance(directory)
     names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        # opencode reads agent files once per instance; a dispose makes it look again.
         await client.dispose_instance(directory)
         names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        raise AgentMissing(name)
+        raise AgentMissing(name, str(agent_homes(paths)[name].config_file), directory)
+    return directory
 
 
 @asynccontextmanager
 async def helper_session(
-    client: OpencodeClient, *, directory: str, title: str, metadata: dict[str, Any]
+    client: OpencodeClient,
+    *,
+    directory: str,
+    title: str,
+    metadata: dict[str, Any],
+    store: Store | None = None,
 ) -> AsyncIterator[Session]:
     session = await client.create_session(directory=directory, title=title, metadata=metadata)
     try:
+        if store is not None:
+            store.record_helper(session.id, str(metadata.get("memoryd", "helper")))
         yield session
     finally:
-        await asyncio.shield(_delete(client, session.id))
+        await asyncio.shield(_delete(client, session.id, store))
 
 
-async def _delete(client: OpencodeClient, session_id: str) -> None:
+async def _delete(client: OpencodeClient, session_id: str, store: Store | None = None) -> bool:
     try:
         if not await client.delete_session(session_id):
             log.warning("helper session %s could not be confirmed deleted", session_id)
+            return False
+    except HostNotFound:
+        pass  # already gone: nothing left to clean
     except HostError as exc:
         log.warning("could not delete helper session %s: %s", session_id, exc)
+        return False
+    if store is not None:
+        store.forget_helper(session_id)
+    return True
+
+
+async def remove_orphaned_helpers(client: OpencodeClient, store: Store) -> int:
+    """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone)."""
+    removed = 0
+    for sid in store.orphaned_helpers():
+        if await _delete(client, sid, store):
+            removed += 1
+            log.info("removed helper session %s left by a memoryd that was killed", sid)
+    return removed
 
 
 def usage_of(result: PromptResult) -> CallUsage:

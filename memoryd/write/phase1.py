@@ -28,36 +28,35 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.clock import DAY, HOUR, MINUTE, Clock
+from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import (
     ExtractionInvalid,
     HostError,
     HostNotFound,
     ModelCallError,
 )
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
+from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
     helper_session,
     model_name,
+    remove_orphaned_helpers,
     usage_of,
 )
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)
 
-EXTRACT_AGENT = "memoryd-extract"
-EXTRACTION_CONCURRENCY = 8
-STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
 _HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
-SLUG_MAX = 60
 
 
 class ExtractionOutput(BaseModel):
@@ -91,6 +90,7 @@ class Phase1Report:
     next_eligible_at: int | None = None  # when the next not-yet-idle session becomes eligible
     forgotten: int = 0
     stale_helpers: int = 0
+    orphans_released: int = 0  # claims of a killed memoryd taken back at once
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
@@ -104,7 +104,7 @@ class Phase1Report:
 def normalize_slug(slug: str | None) -> str | None:
     if not slug:
         return None
-    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX].strip("_-")
+    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX_CHARS].strip("_-")
     return s or None
 
 
@@ -176,6 +176,7 @@ class Phase1(PhaseBase):
 
     async def run_pass(self) -> Phase1Report:
         report = Phase1Report()
+        report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
@@ -185,7 +186,8 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await self._remove_stale_helpers(sessions)
+        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store)
+        report.stale_helpers += await self._remove_stale_helpers(sessions)
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -288,9 +290,7 @@ class Phase1(PhaseBase):
 
     async def _ensure_agent(self) -> None:
         if not self._agent_checked:
-            await ensure_agent(
-                self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir))
-            )
+            await ensure_agent(self.client, self.paths, EXTRACT_AGENT)
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
@@ -392,6 +392,7 @@ class Phase1(PhaseBase):
             directory=directory,
             title=f"memoryd-extract-{session.id}",
             metadata={"memoryd": "extract", "source_session": session.id},
+            store=self.store,
         ) as helper:
             try:
                 result = await self.client.prompt(

@@ -34,11 +34,14 @@ from memoryd.errors import (
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
+from memoryd.host.agents import CONSOLIDATE_AGENT
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.write import review
 from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
@@ -51,15 +54,13 @@ from memoryd.write.helpers import (
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATE_AGENT = "memoryd-consolidate"
-HEARTBEAT_SECONDS = 90.0
-EXTENSION_RETENTION_DAYS = 7
-
 
 class Phase2Status(enum.StrEnum):
     """How a phase-2 run ended (a string enum: it is also what ``status --json`` prints)."""
 
     SUCCEEDED = "succeeded"
+    STAGED = "staged"  # review mode: validated, waiting outside the folder for a person
+    SKIPPED_REVIEW = "skipped_review"  # a staged consolidation is still waiting
     NO_CHANGES = "no_changes"  # the folder matches the baseline: no model call
     NO_INPUTS = "no_inputs"  # nothing selected, no notes, no earlier memory: no model call
     SKIPPED_COOLDOWN = "skipped_cooldown"
@@ -148,6 +149,10 @@ class Phase2(PhaseBase):
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
             return Phase2Result(Phase2Status.SKIPPED_DISABLED)
+        if review.pending(self.paths) is not None:
+            return Phase2Result(
+                Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
+            )
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(Phase2Status(claim.status))
@@ -187,7 +192,7 @@ class Phase2(PhaseBase):
         ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
-        ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
         # Imports land before the diff so the consolidator sees them as changes (and removals as D).
         imported = sync_claude_import(self.settings, self.paths.memories, self.clock)
         if imported.skipped:
@@ -233,10 +238,32 @@ class Phase2(PhaseBase):
             raise InvalidMemory(problems)
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
+        if self.settings.review:
+            return await self._stage_for_review(token, baseline, consumed, watermark, changes)
         await asyncio.to_thread(baseline.reset)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
+
+    async def _stage_for_review(
+        self,
+        token: str,
+        baseline: Baseline,
+        consumed: list[tuple[str, int]],
+        watermark: int,
+        changes: list[str],
+    ) -> Phase2Result:
+        """Review mode: park the validated result outside the folder; the live memory stays."""
+        staged = review.Staged(
+            staged_at=self.clock.now_ms(),
+            consumed=consumed,
+            watermark=watermark,
+            claimed_input=self._claimed_input,
+            changes=changes,
+        )
+        await asyncio.to_thread(review.stage, self.paths, baseline, staged)
+        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
@@ -256,7 +283,7 @@ class Phase2(PhaseBase):
         agent = asyncio.create_task(self._consolidate())
         try:
             while True:
-                done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
+                done, _ = await asyncio.wait({agent}, timeout=PHASE2_HEARTBEAT_S)
                 if done:
                     agent.result()
                     return
@@ -271,7 +298,7 @@ class Phase2(PhaseBase):
 
     async def _consolidate(self) -> None:
         root = str(self.paths.memories)
-        await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
+        await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = prompts.render(
             "consolidation.md",
             memory_root=root,
@@ -285,6 +312,7 @@ class Phase2(PhaseBase):
             directory=root,
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
+            store=self.store,
         ) as helper:
             outcome = "ok"
             try:
