@@ -15,7 +15,8 @@ The tree::
     │   └── SchemaTooNew            written by a newer memoryd; refused
     ├── TemplateError               a prompt template is missing or lacks a variable
     ├── HostError                   talking to the agent host (opencode)
-    │   ├── HostUnreachable         connection refused, DNS, server never said "listening"
+    │   ├── HostUnreachable         connection refused, DNS, no server configured or recorded
+    │   │   └── HostNotStarted      memoryd's own opencode could not be found, started or readied
     │   ├── HostAuthError           401/403
     │   ├── HostTimeout             no answer in time
     │   ├── HostProtocolError       an answer we cannot parse (malformed JSON, wrong shape)
@@ -107,9 +108,31 @@ class HostError(MemorydError):
 
 
 class HostUnreachable(HostError):
+    """``url`` is the address tried; empty when there was none to try."""
+
     def __init__(self, url: str, detail: str) -> None:
         self.url = url
-        super().__init__(f"opencode at {url} is unreachable: {detail}")
+        self.detail = detail
+        super().__init__(
+            f"opencode at {url} is unreachable: {detail}"
+            if url
+            else f"no opencode server to talk to: {detail}"
+        )
+
+
+class HostNotStarted(HostUnreachable):
+    """The private server: names the executable tried and, once it had one, its address."""
+
+    def __init__(self, executable: str, detail: str, url: str = "") -> None:
+        self.executable = executable
+        HostError.__init__(
+            self,
+            f"could not start opencode ({executable}"
+            + (f", serving on {url}" if url else "")
+            + f"): {detail}",
+        )
+        self.url = url
+        self.detail = detail
 
 
 class HostAuthError(HostError):
@@ -192,7 +215,7 @@ class UIError(MemorydError):
 class PortTaken(MemorydError):
     """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
 
-    def __init__(self, error: HostUnreachable) -> None:
+    def __init__(self, error: HostNotStarted) -> None:
         super().__init__(str(error))
         self.error = error
 

@@ -21,6 +21,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd import prompts
 from memoryd.errors import (
@@ -35,6 +36,7 @@ from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT
+from memoryd.paths import bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
@@ -42,7 +44,6 @@ from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write import review
-from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -51,6 +52,9 @@ from memoryd.write.helpers import (
     helper_session,
     session_usage,
 )
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline, WorkspaceDiff
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +146,9 @@ class Phase2(PhaseBase):
         return Workspace(self.paths.memories, clock=self.clock)
 
     def baseline(self) -> Baseline:
+        # dulwich is loaded only when a consolidation is actually claimed (daemon RSS at idle)
+        from memoryd.write.baseline import Baseline
+
         return Baseline(
             self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
         )
@@ -332,6 +339,7 @@ class Phase2(PhaseBase):
                 outcome = "aborted"
                 raise
             finally:
+                bump_change_mark(self.paths.memories)  # opencode writes in place: tell the index
                 usage = CallUsage()
                 try:
                     usage = session_usage(await self.client.get_session(helper.id))
