@@ -22,12 +22,11 @@ from memoryd.clock import Clock
 from memoryd.errors import (
     AgentMissing,
     BudgetWait,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
     MemorydError,
     ModelCallError,
+    is_host_fault,
 )
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
@@ -133,7 +132,9 @@ class Verdict(enum.Enum):
     """What a claimed job becomes after an exception (the one failure policy of both phases)."""
 
     WAIT_BUDGET = "wait_budget"  # budget spent or rate-limited: release, burn no retry
-    WAIT_HOST = "wait_host"  # opencode went away or refuses us: release, burn no retry
+    WAIT_HOST = (
+        "wait_host"  # opencode failed (gone, refusing, 5xx, hung, garbled): release, burn no retry
+    )
     FAIL = "fail"  # the job itself failed: burn a retry and back off
 
 
@@ -179,7 +180,7 @@ class PhaseBase:
         if isinstance(exc, ModelCallError) and exc.is_rate_limit:
             self.budget.trip(model)
             return Failure(Verdict.WAIT_BUDGET, str(exc))
-        if isinstance(exc, (HostUnreachable, HostAuthError)):
+        if is_host_fault(exc):
             return Failure(Verdict.WAIT_HOST, str(exc))
         if isinstance(exc, MemorydError):
             return Failure(Verdict.FAIL, str(exc))
