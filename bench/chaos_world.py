@@ -74,6 +74,7 @@ class World:
         self.root = root
         self.rng = rng
         self.mock = MockLLM().start()
+        self.mock._httpd.handle_error = lambda *a: None  # type: ignore[method-assign]  # peers hang up
         self.consolidator = ScriptedConsolidator()
         self.slow: tuple[float, float] = (0.0, 0.0)  # model delay range for memoryd's helpers
         default = self.mock.default_responder
@@ -240,7 +241,12 @@ class World:
             fig.fail(f"baseline and folder disagree: {[c.path for c in diff.changes][:5]}")
         helpers = self.helper_sessions()
         if helpers:
-            fig.fail(f"{len(helpers)} helper sessions left in opencode")
+            with contextlib.closing(self.db()) as conn:
+                known = {r[0] for r in conn.execute("SELECT session_id FROM helper_sessions")}
+            fig.fail(
+                f"{len(helpers)} helper sessions left in opencode "
+                f"({len(known & set(helpers))} of them recorded)"
+            )
         left = memoryd_servers(self.home)
         if left:
             fig.fail(f"opencode serve started by memoryd still running: {left}")
@@ -263,13 +269,19 @@ def alive(pid: int) -> bool:
 
 
 def memoryd_servers(home: Path) -> list[int]:
-    """``opencode serve`` processes started by memoryd (their cwd is memoryd's helper folder)."""
+    """``opencode serve`` processes memoryd started (cwd in its helper folder; not MCP children)."""
     helper = str(home / "state" / "helper")
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if os.readlink(f"/proc/{pid}/cwd").startswith(helper) and alive(int(pid)):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if (
+                    any(b"opencode" in c for c in cmd[:1])
+                    and b"serve" in cmd
+                    and os.readlink(f"/proc/{pid}/cwd").startswith(helper)
+                    and alive(int(pid))
+                ):
                     found.append(int(pid))
             except OSError:
                 pass

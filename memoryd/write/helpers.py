@@ -26,6 +26,7 @@ from memoryd.errors import (
     HostNotFound,
     MemorydError,
     ModelCallError,
+    PathError,
     is_host_fault,
 )
 from memoryd.host.models import PromptResult, Session
@@ -135,6 +136,7 @@ class Verdict(enum.Enum):
     WAIT_HOST = (
         "wait_host"  # opencode failed (gone, refusing, 5xx, hung, garbled): release, burn no retry
     )
+    WAIT_DISK = "wait_disk"  # our own disk refused a write (read-only, full): release, no retry
     FAIL = "fail"  # the job itself failed: burn a retry and back off
 
 
@@ -182,6 +184,8 @@ class PhaseBase:
             return Failure(Verdict.WAIT_BUDGET, str(exc))
         if is_host_fault(exc):
             return Failure(Verdict.WAIT_HOST, str(exc))
+        if isinstance(exc, (OSError, PathError)):
+            return Failure(Verdict.WAIT_DISK, f"cannot write memoryd's files: {exc}")
         if isinstance(exc, MemorydError):
             return Failure(Verdict.FAIL, str(exc))
         log.exception("unexpected error in %s", type(self).__name__)  # a bug fails the job
