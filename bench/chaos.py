@@ -85,18 +85,30 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
     done = 0
     while fig.injected < kills:
         fig.runs += 1
-        if rng.random() < 0.15:
+        # A third of the kills at a uniform moment, the rest just after a model call starts
+        # (extraction, or consolidation), plus a seeded delay that also reaches the finalizers.
+        aim = rng.choice(["uniform", "extract", "consolidate"])
+        stage1_pending, phase2_pending = w.pending_work()
+        if (aim == "extract" and not stage1_pending) or (
+            aim == "consolidate" and not (stage1_pending or phase2_pending)
+        ):
             w.touch(rng.choice(w.sessions))
-        args = rng.choice([("run", "--once"), ("run", "--once", "--force-consolidation"), ("run",)])
+        if aim == "consolidate":
+            args: tuple[str, ...] = ("run", "--once", "--force-consolidation")
+        elif aim == "extract":
+            args = rng.choice([("run", "--once"), ("run",)])
+        else:
+            args = rng.choice(
+                [("run", "--once"), ("run", "--once", "--force-consolidation"), ("run",)]
+            )
         private = rng.random() < 0.08
         proc = w.spawn(*args, env=private_env if private else url_env)
         at = rng.uniform(0.2, span * 1.3 + (3.0 if private else 0.0))
-        try:
-            proc.communicate(timeout=at)
+        extra = rng.uniform(0.0, 1.5)
+        if not _wait_for_moment(w, proc, aim, at, extra, deadline=span * 2 + 10):
             done += 1
+            proc.communicate(timeout=300)
             continue
-        except subprocess.TimeoutExpired:
-            pass
         step = (
             "consolidation call"
             if w.inflight["consolidate"]
@@ -124,6 +136,30 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
     fig.notes.append(f"{done} runs finished before their kill moment")
     fig.notes.append("kills by step: " + ", ".join(f"{k} {v}" for k, v in steps.most_common()))
     return fig
+
+
+def _wait_for_moment(
+    w: World, proc: subprocess.Popen[str], aim: str, at: float, extra: float, deadline: float
+) -> bool:
+    """Wait for the chosen kill moment; False when the process finished first."""
+    t0 = time.monotonic()
+    hit: float | None = None
+    while proc.poll() is None:
+        now = time.monotonic() - t0
+        if aim == "uniform" and now >= at:
+            return True
+        if (
+            aim != "uniform"
+            and hit is None
+            and w.inflight["extract" if aim == "extract" else "consolidate"]
+        ):
+            hit = now
+        if hit is not None and now >= hit + extra:
+            return True
+        if now >= deadline:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 # -- 2. nothing waits after a crash -------------------------------------------------------------

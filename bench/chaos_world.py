@@ -180,6 +180,21 @@ class World:
             rows = conn.execute("SELECT * FROM jobs WHERE kind = 'memory_stage1'").fetchall()
         return {r["job_key"]: r for r in rows}
 
+    def pending_work(self) -> tuple[bool, bool]:
+        """(a session awaits extraction, phase 2 has unconsumed input)."""
+        jobs = self.jobs()
+        stage1 = len(jobs) < len(self.sessions) or any(j["status"] != "done" for j in jobs.values())
+        with contextlib.closing(self.db()) as conn:
+            row = conn.execute(
+                "SELECT input_watermark, last_success_watermark, status FROM jobs "
+                "WHERE kind = 'memory_consolidate_global'"
+            ).fetchone()
+        phase2 = row is not None and (
+            row["status"] != "done"
+            or (row["input_watermark"] or 0) > (row["last_success_watermark"] or 0)
+        )
+        return stage1, phase2
+
     def helper_sessions(self) -> list[str]:
         sessions = self.box.driver.list_all_sessions(roots=False, archived=True)
         return [s["id"] for s in sessions if str(s.get("title", "")).startswith("memoryd-")]

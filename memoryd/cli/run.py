@@ -45,6 +45,7 @@ def phase2_line(result: Phase2Result) -> str:
         Phase2Status.SKIPPED_DISABLED: "generate_memories is off",
         Phase2Status.SKIPPED_BUDGET: f"waiting: {result.detail}",
         Phase2Status.SKIPPED_HOST: f"opencode went away; will retry: {result.detail}",
+        Phase2Status.SKIPPED_DISK: f"cannot write; will retry once it is fixed: {result.detail}",
         Phase2Status.FAILED: f"failed: {result.detail}",
         Phase2Status.HEARTBEAT_LOST: f"aborted: {result.detail}",
     }[result.status]
