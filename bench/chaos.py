@@ -541,6 +541,7 @@ def load(w: World, rng: random.Random, idle_runs: int, backlog: int) -> Figures:
                     f"passes, {b['seconds']:.1f} s; RSS steady {b['rss_steady_kb'] / 1024:.1f} MB, "
                     f"end {b['rss_end_kb'] / 1024:.1f} MB, peak {b['rss_peak_kb'] / 1024:.1f} MB"
                 )
+    clean_pass(w, fig)
     w.check(fig)
     return fig
 
