@@ -21,6 +21,8 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import tool as tool_cmd
+from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
     EXIT_ERROR,
     EXIT_HOST,
@@ -39,7 +41,18 @@ from memoryd.errors import (
 )
 from memoryd.runtime.logconfig import configure
 
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, mcp_cmd, paths_cmd)
+GROUPS = (
+    run_cmd,
+    status_cmd,
+    memory_cmd,
+    setup_cmd,
+    service_cmd,
+    logs_cmd,
+    mcp_cmd,
+    tool_cmd,
+    paths_cmd,
+    ui_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,7 +54,9 @@ def cmd_install(app: App, args: argparse.Namespace) -> int:
     for step in steps:
         print(prefix + step.describe())
     if not args.dry_run and any(s.action in ("create", "update", "replace") for s in steps):
-        print("restart opencode (or let memoryd start its own server) so it loads the new agent")
+        print(
+            "restart opencode (or let memoryd start its own server) so it loads the memoryd plugin"
+        )
     return EXIT_OK
 
 

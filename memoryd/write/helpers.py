@@ -30,6 +30,7 @@ from memoryd.errors import (
     PathError,
     is_host_fault,
 )
+from memoryd.host.agents import agent_homes, write_agent_config
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -47,15 +48,23 @@ PENDING_PREFIX = "pending:"  # a record made before the helper was created (its 
 UNGOVERNED_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
 
 
-async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> None:
-    """Fail clearly unless opencode knows ``name`` for sessions in ``directory``."""
+async def ensure_agent(client: OpencodeClient, paths: Paths, name: str) -> str:
+    """Define ``name`` where its sessions run and make sure opencode sees it; returns that folder.
+
+    The definition lives in a project config only memoryd's own instances load
+    (:mod:`memoryd.host.agents`), so the user's sessions never list memoryd's helpers.
+    """
+    directory = str(agent_homes(paths)[name].session_dir)
+    if write_agent_config(paths, name):
+        # opencode reads config once per instance; a dispose makes a booted one read it again.
+        await client.dispose_instance(directory)
     names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        # opencode reads agent files once per instance; a dispose makes it look again.
         await client.dispose_instance(directory)
         names = {a.get("name") for a in await client.agents(directory=directory)}
     if name not in names:
-        raise AgentMissing(name)
+        raise AgentMissing(name, str(agent_homes(paths)[name].config_file), directory)
+    return directory
 
 
 @asynccontextmanager

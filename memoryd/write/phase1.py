@@ -35,6 +35,7 @@ from memoryd.errors import (
     HostNotFound,
     ModelCallError,
 )
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
@@ -55,7 +56,6 @@ from memoryd.write.transcript import Transcript, build_transcript, external_tool
 
 log = logging.getLogger(__name__)
 
-EXTRACT_AGENT = "memoryd-extract"
 _HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
 
 
@@ -290,9 +290,7 @@ class Phase1(PhaseBase):
 
     async def _ensure_agent(self) -> None:
         if not self._agent_checked:
-            await ensure_agent(
-                self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir))
-            )
+            await ensure_agent(self.client, self.paths, EXTRACT_AGENT)
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------

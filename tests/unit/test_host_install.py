@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from memoryd.errors import InstallError
+from memoryd.fsutil import sha256
 from memoryd.host.install import Installer, Step
 from memoryd.paths import Paths
 
@@ -14,10 +16,31 @@ def file_actions(steps: list) -> list[str]:
     return [s.action for s in steps if isinstance(s, Step)]
 
 
-def front_matter(text: str) -> list[str]:
-    lines = text.splitlines()
-    assert lines[0] == "---"
-    return lines[1 : lines.index("---", 1)]
+def old_install(paths: Paths, cfg: Path) -> tuple[Path, Path]:
+    """What memoryd 0.1 left: two agent files and an MCP entry, each recorded in the manifest."""
+    (cfg / "agent").mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name in ("memoryd-extract", "memoryd-consolidate"):
+        text = f"---\nmode: subagent\n---\n{name}\n".encode()
+        (cfg / "agent" / f"{name}.md").write_bytes(text)
+        files[f"agent/{name}.md"] = sha256(text)
+    entry = {"type": "local", "command": ["python", "-m", "memoryd", "mcp"], "enabled": True}
+    (cfg / "opencode.json").write_text(
+        json.dumps({"model": "x/y", "mcp": {"memoryd": entry, "other": {"type": "local"}}})
+    )
+    paths.ensure_dir(paths.state_dir)
+    paths.install_manifest.write_text(
+        json.dumps(
+            {
+                "opencode": {"config_dir": str(cfg), "files": files, "version": "0.1.0"},
+                "opencode-mcp": {
+                    "config_dir": str(cfg),
+                    "sha": sha256(json.dumps(entry, sort_keys=True).encode()),
+                },
+            }
+        )
+    )
+    return cfg / "agent" / "memoryd-extract.md", cfg / "opencode.json"
 
 
 def test_install_is_idempotent_and_uninstall_removes_exactly_it(
@@ -27,65 +50,49 @@ def test_install_is_idempotent_and_uninstall_removes_exactly_it(
     (cfg / "agent").mkdir(parents=True)
     (cfg / "agent" / "mine.md").write_text("user agent")
     steps = Installer(paths, cfg).install()
-    assert file_actions(steps) == ["create", "create", "create"]
-    agent = (cfg / "agent" / "memoryd-extract.md").read_text()
-    fm = front_matter(agent)
-    assert fm[0].startswith("# Installed by memoryd")
-    assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
-    consolidate = front_matter((cfg / "agent" / "memoryd-consolidate.md").read_text())
-    assert (
-        '  "*": deny' in consolidate
-        and "  write: allow" in consolidate
-        and "  bash: deny" in consolidate
-    )
-    assert file_actions(Installer(paths, cfg).install()) == ["unchanged", "unchanged", "unchanged"]
+    assert file_actions(steps) == ["create"]
+    # only the shim: no agent in the user's config, no MCP server registered
+    assert sorted(p.name for p in (cfg / "agent").iterdir()) == ["mine.md"]
+    assert not (cfg / "opencode.json").exists()
+    assert file_actions(Installer(paths, cfg).install()) == ["unchanged"]
     # the installer remembers the config dir it used
-    assert file_actions(Installer(paths).uninstall()) == ["remove", "remove", "remove"]
-    assert not (cfg / "agent" / "memoryd-extract.md").exists() and not (cfg / "plugin").exists()
+    assert file_actions(Installer(paths).uninstall()) == ["remove"]
+    assert not (cfg / "plugin").exists()
     assert (cfg / "agent" / "mine.md").read_text() == "user agent"
 
 
 def test_user_edits_are_kept_unless_forced(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     Installer(paths, cfg).install()
-    target = cfg / "agent" / "memoryd-extract.md"
-    target.write_text(target.read_text() + "\nmy extra line\n")
-    assert file_actions(Installer(paths, cfg).install()) == [
-        "keep-modified",
-        "unchanged",
-        "unchanged",
-    ]
+    target = cfg / "plugin" / "memoryd.js"
+    target.write_text(target.read_text() + "\n// my extra line\n")
+    assert file_actions(Installer(paths, cfg).install()) == ["keep-modified"]
     assert "my extra line" in target.read_text()
-    assert file_actions(Installer(paths, cfg).uninstall()) == ["keep-modified", "remove", "remove"]
+    assert file_actions(Installer(paths, cfg).uninstall()) == ["keep-modified"]
     assert target.exists()
-    assert file_actions(Installer(paths, cfg).install(force=True)) == [
-        "replace",
-        "create",
-        "create",
-    ]
+    assert file_actions(Installer(paths, cfg).install(force=True)) == ["replace"]
     assert "my extra line" not in target.read_text()
 
 
 def test_preexisting_foreign_file_is_not_overwritten(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
-    (cfg / "agent").mkdir(parents=True)
-    (cfg / "agent" / "memoryd-extract.md").write_text("someone else's")
-    assert file_actions(Installer(paths, cfg).install()) == ["keep-modified", "create", "create"]
-    assert (cfg / "agent" / "memoryd-extract.md").read_text() == "someone else's"
+    (cfg / "plugin").mkdir(parents=True)
+    (cfg / "plugin" / "memoryd.js").write_text("someone else's")
+    assert file_actions(Installer(paths, cfg).install()) == ["keep-modified"]
+    assert (cfg / "plugin" / "memoryd.js").read_text() == "someone else's"
 
 
 def test_dry_run_changes_nothing(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     steps = Installer(paths, cfg).install(dry_run=True)
-    assert file_actions(steps) == ["create", "create", "create"]
-    assert steps[-1].action == "create"  # the MCP registration, planned only
+    assert file_actions(steps) == ["create"]
     assert not cfg.exists() and not paths.install_manifest.exists()
 
 
 def test_symlinked_target_is_refused(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
-    (cfg / "agent").mkdir(parents=True)
-    (cfg / "agent" / "memoryd-extract.md").symlink_to(tmp_path / "elsewhere.md")
+    (cfg / "plugin").mkdir(parents=True)
+    (cfg / "plugin" / "memoryd.js").symlink_to(tmp_path / "elsewhere.js")
     with pytest.raises(InstallError, match="symlink"):
         Installer(paths, cfg).install()
 
@@ -97,7 +104,7 @@ def test_corrupt_manifest_is_reported(paths: Paths, tmp_path: Path) -> None:
         Installer(paths, tmp_path / "opencode")
 
 
-def test_shim_points_at_memoryd_state(paths: Paths, tmp_path: Path) -> None:
+def test_shim_points_at_memoryd_state_and_tool_command(paths: Paths, tmp_path: Path) -> None:
     cfg = tmp_path / "opencode"
     Installer(paths, cfg).install()
     shim = (cfg / "plugin" / "memoryd.js").read_text()
@@ -106,49 +113,39 @@ def test_shim_points_at_memoryd_state(paths: Paths, tmp_path: Path) -> None:
         json.dumps(str(paths.citation_spool)) in shim
         and json.dumps(str(paths.server_state)) in shim
     )
+    assert json.dumps([sys.executable, "-m", "memoryd", "tool"]) in shim
+    assert '"memory_search"' in shim and '"memory_reset"' not in shim
     assert "{{" not in shim
 
 
-def test_mcp_server_registered_and_removed(paths: Paths, tmp_path: Path) -> None:
-    cfg = tmp_path / "opencode"
-    cfg.mkdir()
-    (cfg / "opencode.json").write_text(
-        json.dumps({"model": "x/y", "mcp": {"other": {"type": "local", "command": ["o"]}}})
-    )
-    steps = Installer(paths, cfg).install()
-    assert steps[-1].action == "add"
-    data = json.loads((cfg / "opencode.json").read_text())
-    assert data["model"] == "x/y" and "other" in data["mcp"]
-    assert data["mcp"]["memoryd"]["command"][-2:] == ["memoryd", "mcp"]
-    assert Installer(paths, cfg).install()[-1].action == "unchanged"
-    Installer(paths, cfg).uninstall()
-    data = json.loads((cfg / "opencode.json").read_text())
-    assert "memoryd" not in data["mcp"] and "other" in data["mcp"] and data["model"] == "x/y"
+def test_install_takes_out_what_an_earlier_version_installed(paths: Paths, tmp_path: Path) -> None:
+    agent, config = old_install(paths, tmp_path / "opencode")
+    steps = Installer(paths).install()
+    assert [s.action for s in steps] == ["create", "remove", "remove", "remove"]
+    assert not agent.exists() and not agent.parent.exists()
+    data = json.loads(config.read_text())
+    assert data == {"model": "x/y", "mcp": {"other": {"type": "local"}}}
+    assert Installer(paths).uninstall()[-1].action == "remove"  # only the shim is left to remove
+    assert not (tmp_path / "opencode" / "plugin").exists()
 
 
-def test_mcp_created_config_is_removed_and_jsonc_left_alone(paths: Paths, tmp_path: Path) -> None:
-    cfg = tmp_path / "opencode"
-    assert Installer(paths, cfg).install()[-1].action == "create"
-    assert json.loads((cfg / "opencode.json").read_text())["mcp"]["memoryd"]["type"] == "local"
-    Installer(paths, cfg).uninstall()
-    assert not (cfg / "opencode.json").exists()
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "opencode.jsonc").write_text('{ // my comments\n "model": "a/b" }')
-    step = Installer(paths, other).install()[-1]
-    assert step.action == "manual" and '"memoryd"' in step.describe()
-    assert (other / "opencode.jsonc").read_text().startswith("{ // my comments")
+def test_uninstall_still_removes_an_old_registration(paths: Paths, tmp_path: Path) -> None:
+    agent, config = old_install(paths, tmp_path / "opencode")
+    steps = Installer(paths).uninstall()
+    assert sorted(s.action for s in steps) == ["remove", "remove", "remove"]
+    assert not agent.exists()
+    assert "memoryd" not in json.loads(config.read_text())["mcp"]
 
 
-def test_user_changed_mcp_entry_is_kept(paths: Paths, tmp_path: Path) -> None:
-    cfg = tmp_path / "opencode"
-    Installer(paths, cfg).install()
-    data = json.loads((cfg / "opencode.json").read_text())
+def test_user_changed_old_mcp_entry_is_kept(paths: Paths, tmp_path: Path) -> None:
+    _, config = old_install(paths, tmp_path / "opencode")
+    data = json.loads(config.read_text())
     data["mcp"]["memoryd"]["enabled"] = False
-    (cfg / "opencode.json").write_text(json.dumps(data))
-    assert Installer(paths, cfg).install()[-1].action == "keep-modified"
-    assert Installer(paths, cfg).uninstall()[-1].action == "keep-modified"
-    assert json.loads((cfg / "opencode.json").read_text())["mcp"]["memoryd"]["enabled"] is False
+    config.write_text(json.dumps(data))
+    assert Installer(paths).install()[-1].action == "keep-modified"
+    assert Installer(paths).uninstall()[-1].action == "keep-modified"
+    assert json.loads(config.read_text())["mcp"]["memoryd"]["enabled"] is False
+    assert Installer(paths, config.parent).uninstall(force=True)[-1].action == "remove"
 
 
 def test_print_snippets() -> None:
