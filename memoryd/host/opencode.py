@@ -113,6 +113,12 @@ def _sid(session_id: str) -> str:
     return quote(session_id, safe="")
 
 
+def tls_verify(url: str) -> bool:
+    """Certificate checks only where there is TLS: for plain ``http://`` (opencode's loopback
+    default) httpx would still load the CA bundle, ~1 MB per client for nothing."""
+    return url.startswith("https://")
+
+
 class OpencodeClient:
     """One connection pool to one opencode server; cheap to keep for the daemon's lifetime."""
 
@@ -137,6 +143,7 @@ class OpencodeClient:
             timeout=self._timeout_for(timeout),
             headers={"accept": "application/json"},
             follow_redirects=False,
+            verify=tls_verify(self.base_url),
         )
 
     # ---------------------------------------------------------------------------------- lifecycle

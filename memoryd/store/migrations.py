@@ -160,6 +160,19 @@ def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m010_output_signature_index(conn: sqlite3.Connection) -> None:
+    """A covering index of what identifies an output's version: the search index's watermark
+    and its signature check then read this index, not every row's (large, overflowing) text."""
+    _run(
+        conn,
+        """
+        CREATE INDEX idx_stage1_outputs_signature
+            ON stage1_outputs (session_id, source_updated_at, generated_at);
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"
