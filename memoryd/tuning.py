@@ -69,6 +69,7 @@ SYNC_MAX_NOTE_BYTES = 64 * 1024
 SYNC_MAX_TOMBSTONES_BYTES = 4 * 1024 * 1024
 
 # -- host --------------------------------------------------------------------------------------
+HOST_RETRY_DELAYS_S = (0.5, 1.5)  # an idempotent request's retries after a transient fault
 HOST_ABORT_TIMEOUT_S = 2.0
 HOST_DELETE_TIMEOUT_S = 10.0
 HOST_CONFIRM_TIMEOUT_S = 5.0
