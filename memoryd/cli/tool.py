@@ -30,7 +30,12 @@ def cmd_tool(app: App, args: argparse.Namespace) -> int:
 
     print(
         host.call(
-            app, args.name, host.parse_args(args.arguments), args.session_id, project=args.project
+            app.paths,
+            app.clock,
+            args.name,
+            host.parse_args(args.arguments),
+            args.session_id,
+            project=args.project,
         )
     )
     return 0

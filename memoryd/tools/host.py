@@ -15,11 +15,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryd import tools
-from memoryd.app import App
+from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument
+from memoryd.paths import Paths
 from memoryd.scopes import is_scope_key
+from memoryd.store import Store
+from memoryd.tools.files import memory_read
+from memoryd.tools.index import SearchIndex, default_index_path
+from memoryd.tools.notes import memory_add_note
 from memoryd.tools.scope import Scope
+from memoryd.tools.search import memory_search
 
 SEARCH_RESULTS = 20
 
@@ -61,7 +66,8 @@ def _line(value: Any) -> int:
 
 
 def call(
-    app: App,
+    paths: Paths,
+    clock: Clock,
     name: str,
     args: dict[str, Any],
     session_id: str | None = None,
@@ -70,19 +76,21 @@ def call(
 ) -> str:
     """Run one tool call; memoryd errors propagate (the CLI edge turns them into messages).
 
+    Kept to what the three tools need (no settings, no host client): this runs once per call.
     ``project`` is the key the shim computed for its instance: the call sees that project and
     the global layer, and a note lands in that project. The lean definitions have no ``scope``
     argument (every argument costs bytes on every request and opencode makes it required); a
     wider look is the CLI's and the MCP server's (``scope=all``).
     """
-    root = app.paths.memories
+    root = paths.memories
     if project is not None and not is_scope_key(project):
         raise InvalidArgument(f"{project!r} is not a project key")
     scope = Scope("project", project)
     if name == "memory_search":
-        index = tools.SearchIndex(tools.default_index_path(app.paths.data_dir), root, app.store)
+        store = _store(paths, clock)
+        index = SearchIndex(default_index_path(paths.data_dir), root, store)
         try:
-            return tools.memory_search(
+            return memory_search(
                 root,
                 [_text(args, "query")],
                 ranked=True,
@@ -92,16 +100,26 @@ def call(
             ).to_text()
         finally:
             index.close()
+            store.close()
     if name == "memory_read":
-        return tools.memory_read(
+        return memory_read(
             root, _text(args, "path"), _line(args.get("line")), scope=scope
         ).to_text()
     if name == "memory_note":
         sid = session_id if session_id and session_id.startswith("ses_") else None
-        return tools.memory_add_note(
-            root, _text(args, "note"), None, sid, clock=app.clock, store=app.store, project=project
-        ).to_text()
+        store = _store(paths, clock)
+        try:
+            return memory_add_note(
+                root, _text(args, "note"), None, sid, clock=clock, store=store, project=project
+            ).to_text()
+        finally:
+            store.close()
     raise InvalidArgument(f"unknown tool {name!r} (known: {', '.join(SPECS)})")
+
+
+def _store(paths: Paths, clock: Clock) -> Store:
+    paths.ensure_dir(paths.data_dir)
+    return Store(paths.db, clock=clock)
 
 
 def parse_args(raw: str) -> dict[str, Any]:
@@ -112,3 +130,29 @@ def parse_args(raw: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument("arguments must be a JSON object")
     return data
+
+
+def main(argv: list[str]) -> int:
+    """``memoryd tool NAME ARGS [--session ID]`` without loading the CLI package (settings, host
+    client, daemon): the shim starts one per model tool call, so start-up time is its latency.
+    Same contract as the CLI: the answer on stdout, or ``memoryd: <reason>`` on stderr and 1."""
+    import argparse
+    import sys
+
+    from memoryd.clock import SystemClock
+    from memoryd.errors import MemorydError
+
+    parser = argparse.ArgumentParser(prog="memoryd tool")
+    parser.add_argument("name")
+    parser.add_argument("arguments", nargs="?", default="{}")
+    parser.add_argument("--session", dest="session_id")
+    args = parser.parse_args(argv)
+    try:
+        text = call(
+            Paths.from_env(), SystemClock(), args.name, parse_args(args.arguments), args.session_id
+        )
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0

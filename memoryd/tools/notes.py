@@ -28,6 +28,7 @@ from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
+from memoryd.sync.inputs import remote_session_present
 from memoryd.tools.common import Result, iso, stamp_text
 from memoryd.tools.guard import ensure_dirs, entries, open_path, remove_file, split_path
 from memoryd.tools.scope import ALL, Scope
@@ -78,6 +79,11 @@ class ForgetResult(Result):
             return (
                 f"forgot project {self.project}: {self.sessions} session(s) and {self.notes} "
                 f"note(s){tail}"
+            )
+        if not (self.removed_output or self.removed_job):
+            return (
+                f"forgot session {self.session_id} (from another machine): every synced machine "
+                f"will drop it{tail}"
             )
         what = "its extracted memory" if self.removed_output else "its pending extraction"
         return f"forgot session {self.session_id}: deleted {what} and disabled memory for it{tail}"
@@ -245,12 +251,20 @@ def memory_add_note(
     )
 
 
-def _forget_session(store: Store, session_id: str, scope: Scope) -> ForgetResult:
+def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> ForgetResult:
     output = store.output(session_id)
     had_output = output is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
-        raise NotFound(f"memoryd holds no memory for session {session_id}")
+        if not remote_session_present(root, session_id):
+            raise NotFound(f"memoryd holds no memory for session {session_id}")
+        # Another machine's session: the tombstone makes every machine (its own included) forget it.
+        store.add_tombstone(session_id)
+        store.set_mode(session_id, "disabled", reason="forgotten on request")
+        store.enqueue_phase2(urgent=True)
+        return ForgetResult(
+            target="session", session_id=session_id, disabled=True, phase2_enqueued=True
+        )
     if output is not None and not scope.writable.allows_key(output.scope):
         raise Refused(
             f"session {session_id} belongs to project {output.scope}, not to this one; forget it "
@@ -258,6 +272,7 @@ def _forget_session(store: Store, session_id: str, scope: Scope) -> ForgetResult
         )
     store.delete_session_memory(session_id)
     store.set_mode(session_id, "disabled", reason="forgotten on request")
+    store.add_tombstone(session_id)  # published by sync, so other machines forget it too
     if had_output:
         store.enqueue_phase2(urgent=True)
     return ForgetResult(
@@ -298,6 +313,8 @@ def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
     if not is_scope_key(key):
         raise InvalidArgument(f"{key!r} is not a project key (see `memoryd list projects`)")
     sessions = store.forget_project(key)
+    for sid in sessions:
+        store.add_tombstone(sid)  # published by sync, so other machines forget them too
     notes = 0
     folder = f"{PROJECTS_DIR}/{key}/{PROJECT_NOTES}"
     try:
@@ -340,7 +357,7 @@ def memory_forget(
     if session_id not in (None, ""):
         if not isinstance(session_id, str):
             raise InvalidArgument("session_id must be a string")
-        return _forget_session(store, session_id, scope)
+        return _forget_session(store, root, session_id, scope)
     if project not in (None, ""):
         if not isinstance(project, str) or not scope.writable.allows_key(project):
             raise Refused("a project can only be forgotten from a shell or from inside itself")
