@@ -28,7 +28,6 @@ from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
-from memoryd.sync.inputs import remote_session_present
 from memoryd.tools.common import Result, iso, stamp_text
 from memoryd.tools.guard import ensure_dirs, entries, open_path, remove_file, split_path
 from memoryd.tools.scope import ALL, Scope
@@ -256,6 +255,9 @@ def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> 
     had_output = output is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
+        # Imported here: the shim's `memoryd tool` path must not load settings (pydantic) or dulwich.
+        from memoryd.sync.inputs import remote_session_present
+
         if not remote_session_present(root, session_id):
             raise NotFound(f"memoryd holds no memory for session {session_id}")
         # Another machine's session: the tombstone makes every machine (its own included) forget it.
