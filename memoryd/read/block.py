@@ -77,7 +77,7 @@ SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
 SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
-PROJECT_HEADING = "## This project (memory folder: projects/"
+PROJECT_HEADING = "## This project (other projects' folders are not yours): projects/"
 NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
@@ -134,7 +134,7 @@ def _project_summary(root: Path, key: str) -> str | None:
 def _project_section(key: str, text: str) -> str:
     """The project's layer, after the global one inside the summary markers: one heading line is
     all it adds, so a scoped block costs no more than one summary holding the same text."""
-    return f"\n\n{PROJECT_HEADING}{key}/)\n{text}"
+    return f"\n\n{PROJECT_HEADING}{key}/\n{text}"
 
 
 def _render(base_path: str, summary: str, project: str = "") -> str:

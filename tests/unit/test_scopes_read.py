@@ -246,18 +246,17 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
 def test_shim_tool_calls_see_their_project_and_global_only(
     paths: Paths, clock: ManualClock
 ) -> None:
-    from memoryd.app import App
     from memoryd.tools import host
 
     _layers(paths, "- shared word GLOBAL", **{A: "- shared word A", B: "- shared word B"})
     paths.ensure_dir(paths.data_dir)
-    app = App(paths=paths, clock=clock)
-    try:
-        found = host.call(app, "memory_search", {"query": "shared word"}, project=A)
-        assert f"projects/{A}/" in found and f"projects/{B}/" not in found
-        with pytest.raises(NotFound):
-            host.call(app, "memory_read", {"path": f"projects/{B}/memory_summary.md"}, project=A)
-        saved = host.call(app, "memory_note", {"note": "A ships on Fridays"}, "ses_x1", project=A)
-        assert f"projects/{A}/notes/" in saved
-    finally:
-        app.close()
+    found = host.call(paths, clock, "memory_search", {"query": "shared word"}, project=A)
+    assert f"projects/{A}/" in found and f"projects/{B}/" not in found
+    with pytest.raises(NotFound):
+        host.call(
+            paths, clock, "memory_read", {"path": f"projects/{B}/memory_summary.md"}, project=A
+        )
+    saved = host.call(
+        paths, clock, "memory_note", {"note": "A ships on Fridays"}, "ses_x1", project=A
+    )
+    assert f"projects/{A}/notes/" in saved
