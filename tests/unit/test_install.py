@@ -160,6 +160,19 @@ def test_print_snippets() -> None:
     ) and 'args = ["-m", "memoryd", "mcp"]' in snippet("codex")
 
 
+def test_print_snippets_document_the_erase_gate() -> None:
+    import tomllib
+
+    from memoryd.host.mcp_config import snippet
+    from memoryd.mcp_server import MODEL_TOOLS
+
+    for host in ("claude-code", "codex"):
+        text = snippet(host)
+        assert "not MCP tools" in text and "memoryd forget | mode | reset" in text
+        assert all(name in text for name in MODEL_TOOLS)
+    assert tomllib.loads(snippet("codex"))["mcp_servers"]["memoryd"]["command"]
+
+
 def test_default_config_dir() -> None:
     from memoryd.host.install import default_config_dir
 
