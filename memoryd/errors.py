@@ -23,7 +23,8 @@ The tree::
     │   └── HelperError             a helper prompt ran but did not give a usable result
     │       ├── ModelCallError      the host reported ``info.error`` for the prompt
     │       └── ExtractionInvalid   structured output missing or breaking the schema
-    └── InstallError                writing or removing files in the host's config
+    ├── InstallError                writing or removing files in the host's config
+    └── ConfinementError            the consolidator's folder is not safe, or a run broke its confinement
 """
 
 from __future__ import annotations
@@ -153,3 +154,17 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class ConfinementError(MemorydError):
+    """The consolidation agent's folder or its surroundings break memoryd's confinement.
+
+    Raised before a run (opencode would load config planted above the memory folder) and after
+    one (the agent changed what it may not, or left entries outside memoryd's layout).
+    """
+
+    def __init__(self, problem: str, entries: list[str]) -> None:
+        self.problem = problem
+        self.entries = list(entries)
+        shown = ", ".join(self.entries[:10]) + (" …" if len(self.entries) > 10 else "")
+        super().__init__(f"{problem}: {shown}" if shown else problem)

@@ -56,7 +56,7 @@ class MemoryTools:
     def call(self, name: str, fn: Callable[[], Any]) -> str:
         """Run one tool; a failure becomes a :class:`ToolError` (an ``isError`` result, never a crash)."""
         try:
-            return fn().to_text()
+            return str(fn().to_text())
         except MemorydError as exc:
             raise ToolError(f"{name} error: {exc}") from exc
         except Exception as exc:

@@ -46,9 +46,16 @@ async def ensure_agent(client: OpencodeClient, name: str, directory: str) -> Non
 
 @asynccontextmanager
 async def helper_session(
-    client: OpencodeClient, *, directory: str, title: str, metadata: dict[str, Any]
+    client: OpencodeClient,
+    *,
+    directory: str,
+    title: str,
+    metadata: dict[str, Any],
+    permission: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Session]:
-    session = await client.create_session(directory=directory, title=title, metadata=metadata)
+    session = await client.create_session(
+        directory=directory, title=title, metadata=metadata, permission=permission
+    )
     try:
         yield session
     finally:

@@ -33,11 +33,9 @@ def test_install_is_idempotent_and_uninstall_removes_exactly_it(
     assert fm[0].startswith("# Installed by memoryd")
     assert "mode: subagent" in fm and '  "*": deny' in fm and "  StructuredOutput: allow" in fm
     consolidate = front_matter((cfg / "agent" / "memoryd-consolidate.md").read_text())
-    assert (
-        '  "*": deny' in consolidate
-        and "  write: allow" in consolidate
-        and "  bash: deny" in consolidate
-    )
+    # alone, the consolidator may do nothing: each run's session rules open the memory folder
+    rules = [line for line in consolidate if line.startswith("  ")]
+    assert rules == ['  "*": deny']
     assert file_actions(Installer(paths, cfg).install()) == ["unchanged", "unchanged", "unchanged"]
     # the installer remembers the config dir it used
     assert file_actions(Installer(paths).uninstall()) == ["remove", "remove", "remove"]
