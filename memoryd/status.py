@@ -14,6 +14,8 @@ from memoryd.write.budget import Budget
 LAST_PASS = "last_pass"
 DAEMON = "daemon"
 HOST_SEEN = "host"
+# Entries removed from the memory folder because memoryd's layout has no place for them.
+FOLDER_SWEPT = "memory_folder_swept"
 
 
 def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
@@ -51,6 +53,14 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
         )
     last_pass = store.get_state(LAST_PASS)
+    swept = store.get_state(FOLDER_SWEPT)
+    memory_folder: dict[str, Any] = {"removed": [], "when": None, "at": None}
+    if isinstance(swept, dict):
+        memory_folder = {
+            "removed": list(swept.get("removed") or []),
+            "when": swept.get("when"),
+            "at": iso_ms(swept.get("at")),
+        }
     return {
         "stage1": {
             "outputs": store.output_count(),
@@ -61,6 +71,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             ],
         },
         "phase2": phase2,
+        "memory_folder": memory_folder,
         "budget": Budget(store, settings, store.clock).state(),
         "daemon": store.get_state(DAEMON),
         "last_pass_error": store.get_state("last_pass_error"),

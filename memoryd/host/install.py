@@ -18,6 +18,7 @@ from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.host.mcp_config import McpStep, install_mcp, uninstall_mcp
+from memoryd.host.permissions import consolidator_agent_permission
 from memoryd.paths import Paths
 
 HOST = "opencode"
@@ -68,6 +69,10 @@ def _with_marker(markdown: str) -> str:
 
 
 AGENTS = ("memoryd-extract", "memoryd-consolidate")
+# Rendered into the agent files; the consolidator's permissions live in memoryd/host/permissions.py.
+AGENT_VARIABLES: dict[str, dict[str, str]] = {
+    "memoryd-consolidate": {"permission": consolidator_agent_permission()},
+}
 SHIM = "plugin/memoryd.js"
 HELPER_AGENT_PREFIX = "memoryd-"
 
@@ -76,10 +81,11 @@ def planned_files(paths: Paths) -> list[PlannedFile]:
     """memoryd's agents (``templates/agents/``, each with the marker comment) and the read-path shim."""
     files = []
     for name in AGENTS:
+        variables = AGENT_VARIABLES.get(name, {})
         files.append(
             PlannedFile(
                 f"agent/{name}.md",
-                _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8"),
+                _with_marker(prompts.render(f"agents/{name}.md", **variables)).encode("utf-8"),
             )
         )
     shim = prompts.render(

@@ -23,7 +23,11 @@ What the agent may do:
 * glob and grep only when opencode's own folder check confines them to the memory folder (the
   folder is the worktree, or there is no git worktree); inside a larger git repository they
   could search the rest of it, so they are not offered there;
-* nothing outside the folder (``external_directory``), no shell, web, tasks, skills, MCP tools.
+* nothing outside the folder (``external_directory``), no shell, web, tasks, skills, MCP tools,
+  and no MCP resources (opencode checks those as ``read`` of ``mcp:<server>:…``).
+
+Never send a per-prompt ``tools`` map with these rules: opencode 1.18 turns that map into the
+session's entire permission list, silently replacing them.
 """
 
 from __future__ import annotations
@@ -50,6 +54,21 @@ CONSOLIDATOR_NEVER_WRITES = (
 )
 
 Rule = dict[str, Any]
+
+# opencode 1.18 leaves a tool off the model's list when the *agent's* last rule for it is a "*"
+# deny, before the session's rules are considered. So the agent file names the file tools with a
+# pattern no real path can match (relative paths never start with "/"): listed, yet useless
+# until a run's session rules open the memory folder.
+_UNMATCHABLE = "/opened-per-run-by-memoryd"
+AGENT_TOOLS = ("read", "edit", "glob", "grep")
+
+
+def consolidator_agent_permission() -> str:
+    """The ``permission:`` block of the consolidation agent's front matter (YAML)."""
+    lines = ["permission:", '  "*": deny']
+    for tool in AGENT_TOOLS:
+        lines += [f"  {tool}:", '    "*": deny', f'    "{_UNMATCHABLE}": allow']
+    return "\n".join(lines)
 
 
 def _rule(permission: str, pattern: str, action: str) -> Rule:

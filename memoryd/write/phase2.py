@@ -42,6 +42,7 @@ from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.permissions import consolidator_rules
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
+from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
@@ -50,7 +51,6 @@ from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.budget import BudgetWait
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
-    UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
     helper_session,
@@ -62,8 +62,6 @@ log = logging.getLogger(__name__)
 CONSOLIDATE_AGENT = "memoryd-consolidate"
 HEARTBEAT_SECONDS = 90.0
 EXTENSION_RETENTION_DAYS = 7
-# Where `memoryd status` finds the last removal of entries outside the layout.
-FOLDER_SWEEP_STATE = "memory_folder_swept"
 
 
 @dataclass
@@ -252,16 +250,14 @@ class Phase2(PhaseBase):
                 ws.remove_diff_file()
                 foreign = sweep(self.paths.memories)
                 redact_agent_files(self.paths.memories)
-            if foreign:
-                self._note_swept("after a consolidation", foreign)
+            undone = [*foreign, *(r for r in restored if r not in foreign)]
+            if undone:
+                self._note_swept("after a consolidation", undone)
             problems = ws.validate()
-            if restored:
+            if undone:
                 raise ConfinementError(
-                    "the consolidator changed files it may not touch (restored)", restored
-                )
-            if foreign:
-                raise ConfinementError(
-                    "the consolidator left entries outside memoryd's layout (removed)", foreign
+                    "the consolidator went outside its own files; undone (removed or restored)",
+                    undone,
                 )
             if problems:
                 raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
@@ -283,7 +279,7 @@ class Phase2(PhaseBase):
 
     def _note_swept(self, when: str, entries: list[str]) -> None:
         self.store.put_state(
-            FOLDER_SWEEP_STATE, {"at": self.clock.now_ms(), "when": when, "removed": entries}
+            FOLDER_SWEPT, {"at": self.clock.now_ms(), "when": when, "removed": entries}
         )
 
     def _finish(
@@ -366,7 +362,9 @@ class Phase2(PhaseBase):
                     directory=root,
                     text=text,
                     agent=CONSOLIDATE_AGENT,
-                    disable_tools=UNGOVERNED_TOOLS,
+                    # No per-prompt tools map: opencode 1.18 turns one into the session's whole
+                    # permission list, replacing the rules above. Those rules deny the MCP
+                    # resource tools' reads ("mcp:*") instead.
                     model=model,
                     timeout=self.settings.host.prompt_timeout_s,
                 )
