@@ -25,7 +25,7 @@ from memoryd.fsutil import atomic_write, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
-from memoryd.workspace import Workspace, holds_agent_owned, is_agent_owned, is_tracked
+from memoryd.workspace import LAYOUT_DIRS, Workspace, holds_agent_owned, is_agent_owned, is_tracked
 from memoryd.write.baseline import Baseline, BaselineError
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ def restore(paths: Paths, clock: Clock) -> list[str]:
     changed: list[str] = []
     for rel in sorted(set(current) - set(target)):
         ws.remove_file(rel)
+        _prune_empty_parents(paths.memories, rel)
         changed.append(rel)
     for rel, data in sorted(target.items()):
         if current.get(rel) != data:
@@ -115,6 +116,17 @@ def restore(paths: Paths, clock: Clock) -> list[str]:
             "memory folder rolled back to the last validated state: %s", ", ".join(changed[:20])
         )
     return sorted(changed)
+
+
+def _prune_empty_parents(root: Path, rel: str) -> None:
+    """Drop folders a rolled-back file leaves empty (``skills/<name>/``), never the layout's own."""
+    parts = rel.split("/")[:-1]
+    while parts and "/".join(parts) not in LAYOUT_DIRS:
+        try:
+            (root / "/".join(parts)).rmdir()
+        except OSError:
+            return
+        parts.pop()
 
 
 def record(paths: Paths, *, source: str) -> bool:
