@@ -63,7 +63,8 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.write.phase1 import EXTRACT_AGENT, EXTRACTION_CONCURRENCY, Phase1, Phase1Report
+from memoryd.tuning import EXTRACTION_CONCURRENCY
+from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, Phase1Report
 from tests.fakehost import FakeOpencode
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests)

@@ -9,6 +9,7 @@ The tree::
     MemorydError
     ├── ConfigError                 bad config file, unknown key, out-of-range value
     ├── PathError                   a data folder that is a symlink, unwritable, or missing
+    │   └── NotRegularFile          a link, FIFO, device or folder where a file was expected
     ├── StoreError                  memory.db problems
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
@@ -23,8 +24,28 @@ The tree::
     │   └── HelperError             a helper prompt ran but did not give a usable result
     │       ├── ModelCallError      the host reported ``info.error`` for the prompt
     │       └── ExtractionInvalid   structured output missing or breaking the schema
+    ├── PortTaken                   (internal) the port picked for a private server was taken
     ├── InstallError                writing or removing files in the host's config
-    └── ConfinementError            the consolidator's folder is not safe, or a run broke its confinement
+    │   └── AgentMissing            opencode does not know memoryd's helper agent
+    ├── ServiceError                the systemd unit / launchd agent could not be written or removed
+    ├── StartupFailure              the daemon cannot start (config, store, lock); exit code 4
+    │   └── AlreadyRunning          another daemon holds this home's lock
+    ├── BudgetWait                  work must wait (budget spent, circuit open): not a failure
+    ├── ConsolidationError          a phase-2 run that must not become the new memory
+    │   ├── ConfinementError        its folder is unsafe, or the consolidator went outside its files
+    │   ├── InvalidMemory           the files it left do not validate
+    │   └── OwnershipLost           another worker took the phase-2 lease
+    ├── LeaseHeld                   a whole-memory operation refused while a consolidation runs
+    ├── BaselineError               the git baseline or the worktree cannot be read or written
+    ├── BaselineBroken              (internal) the baseline repository must be rebuilt
+    │   └── BaselineHeadMissing     (internal) it has no commit yet
+    ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    ├── UIError                     the web UI cannot listen on its port
+    └── ToolError                   a memory tool declined; the message is for the model or user
+        ├── NotFound                no such path, note or session (also a LookupError)
+        ├── Refused                 understood and declined: a secret, a symlink, a lease
+        └── InvalidArgument         out of range, malformed, or outside the folder (a ValueError)
 """
 
 from __future__ import annotations
@@ -48,6 +69,10 @@ class PathError(MemorydError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class NotRegularFile(PathError):
+    """Reads refuse these rather than follow a link or block on a FIFO."""
 
 
 class StoreError(MemorydError):
@@ -156,11 +181,62 @@ class InstallError(MemorydError):
     pass
 
 
-class ConfinementError(MemorydError):
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""
+
+
+class PortTaken(MemorydError):
+    """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
+
+    def __init__(self, error: HostUnreachable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class AgentMissing(InstallError):
+    def __init__(self, name: str, config_file: str, directory: str) -> None:
+        self.name = name
+        self.config_file = config_file
+        self.directory = directory
+        super().__init__(
+            f"opencode does not load the {name!r} agent from {config_file} for sessions in "
+            f"{directory} (is OPENCODE_DISABLE_PROJECT_CONFIG set?)"
+        )
+
+
+class ServiceError(MemorydError):
+    """The service file could not be rendered, written or removed."""
+
+
+class StartupFailure(MemorydError):
+    """The daemon cannot start; a restart by the service manager cannot fix it."""
+
+
+class AlreadyRunning(StartupFailure):
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+        super().__init__(
+            f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice"
+        )
+
+
+class BudgetWait(MemorydError):
+    """Work must wait (budget spent or circuit open); not a failure."""
+
+
+class ConsolidationError(MemorydError):
+    """A consolidation whose result must not become the live memory."""
+
+
+class ConfinementError(ConsolidationError):
     """The consolidation agent's folder or its surroundings break memoryd's confinement.
 
     Raised before a run (opencode would load config planted above the memory folder) and after
-    one (the agent changed what it may not, or left entries outside memoryd's layout).
+    one (the agent changed what it may not, or left entries outside memoryd's layout: undone).
     """
 
     def __init__(self, problem: str, entries: list[str]) -> None:
@@ -168,3 +244,61 @@ class ConfinementError(MemorydError):
         self.entries = list(entries)
         shown = ", ".join(self.entries[:10]) + (" …" if len(self.entries) > 10 else "")
         super().__init__(f"{problem}: {shown}" if shown else problem)
+
+
+class InvalidMemory(ConsolidationError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("consolidation left invalid memory: " + "; ".join(problems))
+
+
+class OwnershipLost(ConsolidationError):
+    def __init__(self) -> None:
+        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
+
+
+class LeaseHeld(MemorydError):
+    def __init__(self) -> None:
+        super().__init__(
+            "a consolidation is running (it holds the phase-2 lease); try again when it ends"
+        )
+
+
+class BaselineError(MemorydError):
+    """The baseline repository or the worktree could not be read or written."""
+
+
+class BaselineBroken(MemorydError):
+    """Internal: the repository at git_dir is unusable and should be rebuilt."""
+
+
+class BaselineHeadMissing(BaselineBroken):
+    """Internal: the repository has no commit yet."""
+
+
+class SourceUnreadable(MemorydError):
+    """Internal: a project's memory could not be read completely; its copy must be left alone."""
+
+
+class ToolError(MemorydError):
+    """Root of every error a memory tool raises on purpose.
+
+    Each message is written for the model or the user reading it: it says what was wrong and,
+    where there is one, what to do instead.
+    """
+
+
+class NotFound(ToolError, LookupError):
+    """The path, note or session does not exist (hidden entries report this too)."""
+
+
+class Refused(ToolError):
+    """Understood and declined: a secret, a symlink, a missing confirmation, a lease."""
+
+    def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
+        self.reasons = list(reasons or [])
+        super().__init__(message)
+
+
+class InvalidArgument(ToolError, ValueError):
+    """A parameter is out of range, malformed, or points outside the memory folder."""

@@ -56,7 +56,8 @@ class MemoryTools:
     def call(self, name: str, fn: Callable[[], Any]) -> str:
         """Run one tool; a failure becomes a :class:`ToolError` (an ``isError`` result, never a crash)."""
         try:
-            return str(fn().to_text())
+            text: str = fn().to_text()
+            return text
         except MemorydError as exc:
             raise ToolError(f"{name} error: {exc}") from exc
         except Exception as exc:
@@ -155,6 +156,5 @@ def build_server(app: App) -> MCPServer:
     return server
 
 
-def serve(app: App) -> int:
+def serve(app: App) -> None:
     build_server(app).run("stdio")
-    return 0

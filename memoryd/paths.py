@@ -63,6 +63,16 @@ class Paths:
         return self.state_dir / "phase2.running"
 
     @property
+    def review_dir(self) -> Path:
+        """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
+        return self.data_dir / "review"
+
+    @property
+    def ui_url_file(self) -> Path:
+        """The daemon's web UI address with its access token (owner-readable only)."""
+        return self.state_dir / "ui-url"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 
@@ -89,6 +99,11 @@ class Paths:
     def server_state(self) -> Path:
         """Where the shim records the live opencode server (URL, pid, auth) when it loads."""
         return self.state_dir / "opencode-server.json"
+
+    @property
+    def private_servers(self) -> Path:
+        """One record per ``opencode serve`` memoryd started, so a killed memoryd's are reaped."""
+        return self.state_dir / "private-servers"
 
     def named(self) -> dict[str, Path]:
         return {

@@ -7,10 +7,13 @@ import json
 from typing import Any
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.clock import iso_ms
 from memoryd.status import snapshot
+from memoryd.write import review
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="show what memoryd holds and what it spent")
     p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
@@ -18,11 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     snap = snapshot(app.store, app.settings, app.paths)
+    staged = review.pending(app.paths)
+    snap["review"] = {
+        "mode": app.settings.review,
+        "pending": staged is not None,
+        "staged_at": iso_ms(staged.staged_at) if staged else None,
+    }
     if args.as_json:
         print(json.dumps(snap, indent=2, sort_keys=True))
     else:
         print(render(snap))
-    return 0
+    return EXIT_OK
 
 
 def _n(v: int | float) -> str:
@@ -58,6 +67,11 @@ def render(s: dict[str, Any]) -> str:
                 f"{len(mf['removed'])} entries removed from the memory folder {mf['when']} "
                 f"({mf['at']}): {shown}",
             )
+        )
+    rv = s.get("review") or {}
+    if rv.get("pending"):
+        rows.append(
+            ("review", f"a consolidation staged at {rv['staged_at']} waits (`memoryd review`)")
         )
     lp = s.get("last_pass")
     if lp:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from memoryd.errors import MemorydError
+from memoryd.errors import ConfinementError
 
 # Paths (relative to the memory folder, opencode wildcard syntax) the consolidator may write.
 CONSOLIDATOR_WRITES = (
@@ -63,12 +63,12 @@ _UNMATCHABLE = "/opened-per-run-by-memoryd"
 AGENT_TOOLS = ("read", "edit", "glob", "grep")
 
 
-def consolidator_agent_permission() -> str:
-    """The ``permission:`` block of the consolidation agent's front matter (YAML)."""
-    lines = ["permission:", '  "*": deny']
+def consolidator_agent_permission() -> dict[str, Any]:
+    """The ``permission`` of the consolidation agent's definition (opencode config form)."""
+    perm: dict[str, Any] = {"*": "deny"}
     for tool in AGENT_TOOLS:
-        lines += [f"  {tool}:", '    "*": deny', f'    "{_UNMATCHABLE}": allow']
-    return "\n".join(lines)
+        perm[tool] = {"*": "deny", _UNMATCHABLE: "allow"}
+    return perm
 
 
 def _rule(permission: str, pattern: str, action: str) -> Rule:
@@ -80,14 +80,12 @@ def worktree_prefix(memory_root: str, worktree: str) -> str:
     root = os.path.abspath(memory_root)
     top = os.path.abspath(worktree or "/")
     rel = os.path.relpath(root, top)
-    if rel == "..":
-        raise MemorydError(f"opencode reports worktree {top} for {root}, which is not above it")
-    if rel.startswith("../"):
-        raise MemorydError(f"opencode reports worktree {top} for {root}, which is not above it")
+    if rel == ".." or rel.startswith("../"):
+        raise ConfinementError(f"opencode reports a worktree that is not above {root}", [top])
     if any(c in rel for c in "*?"):
         # opencode patterns cannot escape these; a pattern built from such a path would match more.
-        raise MemorydError(
-            f"the memory folder {root} has '*' or '?' in its path; move MEMORYD_HOME elsewhere"
+        raise ConfinementError(
+            "the memory folder's path has '*' or '?' (move MEMORYD_HOME elsewhere)", [root]
         )
     return "" if rel == "." else rel.replace(os.sep, "/") + "/"
 

@@ -31,6 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd.errors import PathError
+from memoryd.fsutil import read_regular
+
 log = logging.getLogger(__name__)
 
 # Files opencode reads as instructions, wherever they sit on its walk (compared case-folded:
@@ -163,27 +166,38 @@ def sweep(root: Path, *, managed: Mapping[str, bytes] | None = None) -> list[str
 
 
 def _bytes(path: Path) -> bytes | None:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
-    except OSError:
+        return read_regular(path)
+    except PathError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+
+
+def _is_plain_file(path: Path, data: bytes) -> bool:
+    st = os.lstat(path)
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and _bytes(path) == data
 
 
 def _is_under(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
 
 
-def planted_parent_config(root: Path, worktree: str, *, home: Path | None = None) -> list[Path]:
+def planted_parent_config(
+    root: Path,
+    worktree: str,
+    *,
+    home: Path | None = None,
+    managed: Mapping[Path, bytes] | None = None,
+) -> list[Path]:
     """What opencode would load into a session at ``root`` from the folders above it.
 
     opencode walks from the session's directory up to the worktree it reports for it (``/`` when
     the folder is in no git repository). Entries found in the home folder that every instance
-    loads anyway (:data:`GLOBAL_IN_HOME`) are not reported. When ``worktree`` is not an ancestor
-    of ``root`` (a symlinked path, say), the walk goes up to ``/``: better too far than too short.
+    loads anyway (:data:`GLOBAL_IN_HOME`) are not reported, nor a ``managed`` file (memoryd's own
+    agent definition) whose bytes are still exactly memoryd's. When ``worktree`` is not an
+    ancestor of ``root`` (a symlinked path, say), the walk goes up to ``/``: better too far than
+    too short.
     """
+    managed = dict(managed or {})
     root = Path(os.path.abspath(root))
     top = Path(os.path.abspath(worktree or "/"))
     if not _is_under(root, top):
@@ -198,8 +212,11 @@ def planted_parent_config(root: Path, worktree: str, *, home: Path | None = None
             if folder == home and name in GLOBAL_IN_HOME:
                 continue
             candidate = folder / name
-            if os.path.lexists(candidate):
-                found.append(candidate)
+            if not os.path.lexists(candidate):
+                continue
+            if candidate in managed and _is_plain_file(candidate, managed[candidate]):
+                continue
+            found.append(candidate)
         if folder == top or folder.parent == folder or not _is_under(folder, top):
             break
         folder = folder.parent

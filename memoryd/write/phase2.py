@@ -22,6 +22,7 @@ redacted or forgotten text must not linger in git history) and marks which outpu
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,29 +30,30 @@ from pathlib import Path
 from memoryd import prompts
 from memoryd.errors import (
     ConfinementError,
-    HostAuthError,
     HostError,
-    HostUnreachable,
-    MemorydError,
+    InvalidMemory,
     ModelCallError,
+    OwnershipLost,
     PathError,
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
+from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.permissions import consolidator_rules
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
-from memoryd.write import rollback
+from memoryd.write import review, rollback
 from memoryd.write.baseline import Baseline, WorkspaceDiff
-from memoryd.write.budget import BudgetWait
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
     PhaseBase,
+    Verdict,
     ensure_agent,
     helper_session,
     session_usage,
@@ -59,28 +61,35 @@ from memoryd.write.helpers import (
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATE_AGENT = "memoryd-consolidate"
-HEARTBEAT_SECONDS = 90.0
-EXTENSION_RETENTION_DAYS = 7
+
+class Phase2Status(enum.StrEnum):
+    """How a phase-2 run ended (a string enum: it is also what ``status --json`` prints)."""
+
+    SUCCEEDED = "succeeded"
+    STAGED = "staged"  # review mode: validated, waiting outside the folder for a person
+    SKIPPED_REVIEW = "skipped_review"  # a staged consolidation is still waiting
+    NO_CHANGES = "no_changes"  # the folder matches the baseline: no model call
+    NO_INPUTS = "no_inputs"  # nothing selected, no notes, no earlier memory: no model call
+    SKIPPED_COOLDOWN = "skipped_cooldown"
+    SKIPPED_RUNNING = "skipped_running"
+    SKIPPED_BACKOFF = "skipped_backoff"
+    SKIPPED_DISABLED = "skipped_disabled"
+    SKIPPED_BUDGET = "skipped_budget"
+    SKIPPED_HOST = "skipped_host"
+    FAILED = "failed"
+    HEARTBEAT_LOST = "heartbeat_lost"
 
 
 @dataclass
 class Phase2Result:
-    status: str
+    status: Phase2Status
     detail: str = ""
     consumed: int = 0
     changes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith(
-            "skipped"
-        )
-
-
-class OwnershipLost(MemorydError):
-    def __init__(self) -> None:
-        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
+        return self.status not in (Phase2Status.FAILED, Phase2Status.HEARTBEAT_LOST)
 
 
 def extensions_block(root: Path) -> str:
@@ -146,10 +155,14 @@ class Phase2(PhaseBase):
 
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
-            return Phase2Result("skipped_disabled")
+            return Phase2Result(Phase2Status.SKIPPED_DISABLED)
+        if review.pending(self.paths) is not None:
+            return Phase2Result(
+                Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
+            )
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
-            return Phase2Result(claim.status)
+            return Phase2Result(Phase2Status(claim.status))
         assert claim.token is not None
         token = claim.token
         self._claimed_input = claim.watermark
@@ -159,29 +172,19 @@ class Phase2(PhaseBase):
             self.store.release_phase2(token)
             raise
         except OwnershipLost as exc:
-            return Phase2Result("heartbeat_lost", str(exc))
-        except BudgetWait as exc:
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_budget", str(exc))
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away mid-run; the baseline is untouched, so simply try again next pass
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_host", str(exc))
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self.store.mark_phase2_failed(token, str(exc))
-                return Phase2Result("failed", str(exc))
-            self.budget.trip(self.settings.consolidation_model)
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_budget", str(exc))
-        except MemorydError as exc:
-            self.store.mark_phase2_failed(token, str(exc))
-            log.warning("phase 2 failed: %s", exc)
-            return Phase2Result("failed", str(exc))
-        except Exception as exc:  # a bug must fail the run, not leave the lease hanging
-            log.exception("unexpected error in phase 2")
-            self.store.mark_phase2_failed(token, f"internal error: {exc!r}")
-            return Phase2Result("failed", f"internal error: {exc!r}")
+            return Phase2Result(Phase2Status.HEARTBEAT_LOST, str(exc))
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.consolidation_model)
+            if failure.released:  # the baseline is untouched: simply try again next pass
+                self.store.release_phase2(token, f"waiting: {failure.reason}")
+                status = {
+                    Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
+                    Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
+                }[failure.verdict]
+                return Phase2Result(status, failure.reason)
+            self.store.mark_phase2_failed(token, failure.reason)
+            log.warning("phase 2 failed: %s", failure.reason)
+            return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
     def _prepare(
@@ -204,7 +207,7 @@ class Phase2(PhaseBase):
             )
         baseline.ensure()
         ws.sync(selected)
-        ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
         # Imports land before the diff so the consolidator sees them as changes (and removals as D).
         imported = sync_claude_import(self.settings, self.paths.memories, self.clock)
         if imported.skipped:
@@ -233,11 +236,11 @@ class Phase2(PhaseBase):
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
             export_codex(self.settings, self.paths.memories)
-            return Phase2Result("no_changes", consumed=len(consumed))
+            return Phase2Result(Phase2Status.NO_CHANGES, consumed=len(consumed))
         if not selected and not ws.has_user_content():
             # Nothing to consolidate (fresh install, or everything forgotten and no notes): no model call.
             self._finish(token, consumed, consolidated=False, watermark=watermark)
-            return Phase2Result("no_inputs", "no memories selected yet", changes=changes)
+            return Phase2Result(Phase2Status.NO_INPUTS, "no memories selected yet", changes=changes)
         self.budget.check(self.settings.consolidation_model)
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
@@ -260,9 +263,15 @@ class Phase2(PhaseBase):
                     undone,
                 )
             if problems:
-                raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
+                raise InvalidMemory(problems)
             if not self.store.heartbeat_phase2(token):
                 raise OwnershipLost()
+            if self.settings.review:
+                result = await self._stage_for_review(token, baseline, consumed, watermark, changes)
+                # staging put the baseline's files back; the validated copy may be newer
+                rollback.restore(self.paths, self.clock)
+                rollback.clear_running(self.paths)
+                return result
             await asyncio.to_thread(baseline.reset)
             rollback.record(self.paths, source="a validated consolidation")
         except OwnershipLost:
@@ -275,7 +284,27 @@ class Phase2(PhaseBase):
         rollback.clear_running(self.paths)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
-        return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
+        return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
+
+    async def _stage_for_review(
+        self,
+        token: str,
+        baseline: Baseline,
+        consumed: list[tuple[str, int]],
+        watermark: int,
+        changes: list[str],
+    ) -> Phase2Result:
+        """Review mode: park the validated result outside the folder; the live memory stays."""
+        staged = review.Staged(
+            staged_at=self.clock.now_ms(),
+            consumed=consumed,
+            watermark=watermark,
+            claimed_input=self._claimed_input,
+            changes=changes,
+        )
+        await asyncio.to_thread(review.stage, self.paths, baseline, staged)
+        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
     def _note_swept(self, when: str, entries: list[str]) -> None:
         self.store.put_state(
@@ -300,7 +329,7 @@ class Phase2(PhaseBase):
         agent = asyncio.create_task(self._consolidate())
         try:
             while True:
-                done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
+                done, _ = await asyncio.wait({agent}, timeout=PHASE2_HEARTBEAT_S)
                 if done:
                     agent.result()
                     return
@@ -318,7 +347,10 @@ class Phase2(PhaseBase):
         # An instance booted earlier may hold config loaded before the sweep: start a new one.
         await self.client.dispose_instance(root)
         worktree = await self.client.worktree(root)
-        planted = planted_parent_config(self.paths.memories, worktree)
+        # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
+        home = agent_homes(self.paths)[CONSOLIDATE_AGENT]
+        ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
+        planted = planted_parent_config(self.paths.memories, worktree, managed=ours)
         if planted:
             raise ConfinementError(
                 "opencode would load these into the consolidator's session from folders above "
@@ -339,7 +371,7 @@ class Phase2(PhaseBase):
                 log.warning("could not dispose the memory folder's opencode instance: %s", exc)
 
     async def _consolidate_in(self, root: str, rules: list[dict[str, str]]) -> None:
-        await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
+        await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = prompts.render(
             "consolidation.md",
             memory_root=root,
@@ -353,6 +385,7 @@ class Phase2(PhaseBase):
             directory=root,
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
+            store=self.store,
             permission=rules,
         ) as helper:
             outcome = "ok"

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 from memoryd.clock import Clock
-from memoryd.errors import PathError
+from memoryd.errors import BaselineError, PathError
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
 from memoryd.workspace import LAYOUT_DIRS, Workspace, holds_agent_owned, is_agent_owned, is_tracked
-from memoryd.write.baseline import Baseline, BaselineError
+from memoryd.write.baseline import Baseline
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,10 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from memoryd.errors import MemorydError
+from memoryd.errors import BaselineError, MemorydError
 from memoryd.write.baseline import (
     DIFF_FILE_NAME,
     Baseline,
-    BaselineError,
     Change,
     WorkspaceDiff,
     default_exclude,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -302,8 +303,11 @@ async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
 
 async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
     host.agents = ["build"]
-    with pytest.raises(MemorydError, match="memoryd install opencode"):
+    with pytest.raises(MemorydError, match=r"does not load the 'memoryd-extract' agent from .*"):
         await make(store, host, paths, clock).run_pass()
+    # memoryd wrote the definition into its own helper folder, and made opencode re-read it
+    config = json.loads((paths.helper_dir / "opencode.json").read_text())
+    assert config["agent"]["memoryd-extract"]["permission"]["*"] == "deny"
     assert "POST /instance/dispose" in host.calls
     assert store.stage1_counts()["running"] == 0
 

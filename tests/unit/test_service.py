@@ -15,19 +15,17 @@ import pytest
 
 from memoryd.app import App
 from memoryd.cli import service as service_cli
+from memoryd.cli.exitcodes import NO_RESTART_STATUS
+from memoryd.errors import ServiceError
 from memoryd.paths import Paths
 from memoryd.runtime import service as service_mod
-from memoryd.runtime.service import (
+from memoryd.runtime.service import RunResult, Service, run_command
+from memoryd.runtime.servicefile import (
     LABEL,
-    NO_RESTART_STATUS,
     UNIT,
-    RunResult,
-    Service,
-    ServiceError,
     detect_platform,
     interpreter,
     render,
-    run_command,
     service_path,
 )
 
@@ -232,7 +230,7 @@ def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_polic
 ) -> None:
     env = bare
     path, data = render("systemd", python=PY, environ=env)
-    assert path == Path(env["HOME"]) / ".config/systemd/user/memoryd.runtime.service"
+    assert path == Path(env["HOME"]) / ".config/systemd/user/memoryd.service"
     problems, parsed = validate_unit(data.decode())
     assert problems == []
     assert systemd_words(setting(parsed, "Service", "ExecStart")) == [PY, "-m", "memoryd", "run"]
@@ -258,8 +256,7 @@ def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_polic
 
 
 def test_no_restart_for_exit_codes_a_restart_cannot_fix(env: dict[str, str]) -> None:
-    from memoryd.cli import EXIT_USAGE
-    from memoryd.runtime.daemon import EXIT_STARTUP_FAILURE
+    from memoryd.cli.exitcodes import EXIT_STARTUP_FAILURE, EXIT_USAGE
 
     assert set(NO_RESTART_STATUS) == {EXIT_USAGE, EXIT_STARTUP_FAILURE}
     _, parsed = validate_unit(render("systemd", python=PY, environ=env)[1].decode())
@@ -469,7 +466,7 @@ def test_install_without_a_user_bus_writes_the_file_and_returns_manual_steps(
     assert report.manager == "unavailable" and "Failed to connect to bus" in report.detail
     assert report.manual == [
         "systemctl --user daemon-reload",
-        "systemctl --user enable --now memoryd.runtime.service",
+        "systemctl --user enable --now memoryd.service",
     ]
     assert runner.calls == [("systemctl", "--user", "show-environment")]  # one probe, then nothing
     manifest = json.loads(svc.paths.install_manifest.read_text())
@@ -504,13 +501,13 @@ def test_a_failing_manager_command_is_an_error_with_the_rest_to_run_by_hand(
     runner = FakeRunner(
         {
             ("systemctl", "--user", "enable"): RunResult(
-                1, "", "Unit file memoryd.runtime.service does not exist."
+                1, "", "Unit file memoryd.service does not exist."
             )
         }
     )
     report = make(env, runner).install()
     assert report.manager == "failed" and "does not exist" in report.detail
-    assert report.manual == ["systemctl --user enable --now memoryd.runtime.service"]
+    assert report.manual == ["systemctl --user enable --now memoryd.service"]
     assert report.path.exists()
 
 
@@ -582,7 +579,7 @@ def test_uninstall_without_a_manager_removes_the_file_and_its_enable_link(
     assert report.removed and report.manager == "unavailable"
     assert not svc.path.exists() and not (wants / UNIT).is_symlink()
     assert report.manual == [
-        "systemctl --user stop memoryd.runtime.service",
+        "systemctl --user stop memoryd.service",
         "systemctl --user daemon-reload",
     ]
 
@@ -606,7 +603,7 @@ def test_stop_failing_for_a_never_loaded_unit_is_fine(env: dict[str, str]) -> No
     runner = FakeRunner(
         {
             ("systemctl", "--user", "stop"): RunResult(
-                5, "", "Failed to stop memoryd.runtime.service: Unit not loaded."
+                5, "", "Failed to stop memoryd.service: Unit not loaded."
             ),
             ("systemctl", "--user", "is-active"): RunResult(3, "inactive\n", ""),
         }
@@ -705,7 +702,7 @@ def test_cli_install_exits_zero_and_prints_manual_steps_without_a_manager(
     args = _parse(["service", "install", "--platform", "systemd"])
     assert args.handler(App(), args) == 0
     out = capsys.readouterr().out
-    assert "created:" in out and "systemctl --user enable --now memoryd.runtime.service" in out
+    assert "created:" in out and "systemctl --user enable --now memoryd.service" in out
     assert (Path(env["HOME"]) / ".config/systemd/user" / UNIT).exists()
     args = _parse(["service", "status", "--platform", "systemd"])
     assert args.handler(App(), args) == 0

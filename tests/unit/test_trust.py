@@ -317,3 +317,16 @@ async def test_config_above_the_folder_refuses_the_run(tmp_path: Path) -> None:
     assert await _pass(paths, store, clock, host) == "failed"
     assert str(paths.data_dir / "opencode.json") in store.phase2_job()["last_error"]
     assert not [p for p in host.prompts if p.get("agent") == "memoryd-consolidate"]
+
+
+def test_install_print_documents_the_erase_gate() -> None:
+    import tomllib
+
+    from memoryd.host.mcp_config import snippet
+    from memoryd.mcp_server import MODEL_TOOLS
+
+    for host in ("claude-code", "codex"):
+        text = snippet(host)
+        assert "not MCP tools" in text and "memoryd forget | mode | reset" in text
+        assert all(name in text for name in MODEL_TOOLS)
+    assert tomllib.loads(snippet("codex"))["mcp_servers"]["memoryd"]["command"]

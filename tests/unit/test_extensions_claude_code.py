@@ -418,7 +418,7 @@ def test_oversized_file_is_reported_not_cut(
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(claude_import, "MAX_SOURCE_BYTES", 10)
+    monkeypatch.setattr(claude_import, "EXTENSION_SOURCE_MAX_BYTES", 10)
     add_project(claude, "-p", {"MEMORY.md": "small\n", "big.md": "x" * 100}, workdir)
     result = run(claude, memory_root, clock)
     assert result.imported == ["-p"] and "-p/big.md" in result.skipped
