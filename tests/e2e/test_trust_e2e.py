@@ -208,7 +208,11 @@ def test_hostile_consolidator_changes_nothing_a_session_sees(
     assert block_file.read_bytes() == block_before
 
 
+# Whatever a model is told to call, under any name memoryd ever used for them.
 ERASERS = {
+    "memory_reset": {"confirm": True},
+    "memory_forget": {"session_id": "SID"},
+    "memory_mode": {"mode": "polluted", "session_id": "SID"},
     "memoryd_memory_reset": {"confirm": True},
     "memoryd_memory_forget": {"session_id": "SID"},
     "memoryd_memory_mode": {"mode": "polluted", "session_id": "SID"},
@@ -223,7 +227,7 @@ def test_model_cannot_erase_memory(make_sandbox, mock_llm: MockLLM) -> None:
     assert memoryd(env, "install", "opencode").returncode == 0
     assert "phase 2: consolidated" in memoryd(env, "run", "--once").stdout
     memory_before = (box.memoryd_home / "memories" / "MEMORY.md").read_bytes()
-    box.restart()  # load the MCP server registration
+    box.restart()  # load the shim and its memory tools
 
     offered: list[list[str]] = []
 
@@ -247,7 +251,7 @@ def test_model_cannot_erase_memory(make_sandbox, mock_llm: MockLLM) -> None:
         directory=box.project_dir,
         timeout=120,
     )
-    assert offered and "memoryd_memory_search" in offered[0]
+    assert offered and "memory_search" in offered[0]
     assert not set(ERASERS) & set(offered[0])
     results = tool_results(mock_llm)
     assert len(results) >= len(ERASERS)
