@@ -15,7 +15,8 @@ The tree::
     │   └── SchemaTooNew            written by a newer memoryd; refused
     ├── TemplateError               a prompt template is missing or lacks a variable
     ├── HostError                   talking to the agent host (opencode)
-    │   ├── HostUnreachable         connection refused, DNS, server never said "listening"
+    │   ├── HostUnreachable         connection refused, DNS, no server configured or recorded
+    │   │   └── HostNotStarted      memoryd's own opencode could not be found, started or readied
     │   ├── HostAuthError           401/403
     │   ├── HostTimeout             no answer in time
     │   ├── HostProtocolError       an answer we cannot parse (malformed JSON, wrong shape)
@@ -42,6 +43,9 @@ The tree::
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
     ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
     ├── UIError                     the web UI cannot listen on its port
+    ├── SyncError                   the sync remote: unreachable, refusing, or not a repository
+    │   ├── SyncBlocked             a secret scan flagged what this machine would publish
+    │   └── PushRaceLost            (internal) the remote moved since our fetch; fetch and re-apply
     └── ToolError                   a memory tool declined; the message is for the model or user
         ├── NotFound                no such path, note or session (also a LookupError)
         ├── Refused                 understood and declined: a secret, a symlink, a lease
@@ -107,9 +111,31 @@ class HostError(MemorydError):
 
 
 class HostUnreachable(HostError):
+    """``url`` is the address tried; empty when there was none to try."""
+
     def __init__(self, url: str, detail: str) -> None:
         self.url = url
-        super().__init__(f"opencode at {url} is unreachable: {detail}")
+        self.detail = detail
+        super().__init__(
+            f"opencode at {url} is unreachable: {detail}"
+            if url
+            else f"no opencode server to talk to: {detail}"
+        )
+
+
+class HostNotStarted(HostUnreachable):
+    """The private server: names the executable tried and, once it had one, its address."""
+
+    def __init__(self, executable: str, detail: str, url: str = "") -> None:
+        self.executable = executable
+        HostError.__init__(
+            self,
+            f"could not start opencode ({executable}"
+            + (f", serving on {url}" if url else "")
+            + f"): {detail}",
+        )
+        self.url = url
+        self.detail = detail
 
 
 class HostAuthError(HostError):
@@ -192,7 +218,7 @@ class UIError(MemorydError):
 class PortTaken(MemorydError):
     """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
 
-    def __init__(self, error: HostUnreachable) -> None:
+    def __init__(self, error: HostNotStarted) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -302,3 +328,54 @@ class Refused(ToolError):
 
 class InvalidArgument(ToolError, ValueError):
     """A parameter is out of range, malformed, or points outside the memory folder."""
+
+
+class SyncError(MemorydError):
+    """The sync remote could not be read or written; local memory is never affected."""
+
+    def __init__(self, remote: str, detail: str) -> None:
+        self.remote = remote
+        self.detail = detail
+        super().__init__(f"sync with {remote}: {detail}")
+
+
+class SyncBlocked(SyncError):
+    """Publishing stopped: the secret scan flagged files this machine would push."""
+
+    def __init__(self, remote: str, flagged: list[tuple[str, list[str]]]) -> None:
+        self.flagged = flagged
+        names = ", ".join(f"{path} ({'/'.join(kinds)})" for path, kinds in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        super().__init__(
+            remote, f"push stopped: possible secrets in {len(flagged)} file(s): {names}{more}"
+        )
+
+
+class PushRaceLost(SyncError):
+    """Internal: another machine pushed since our fetch; fetch again and lay our folder on top."""
+
+    def __init__(self, remote: str) -> None:
+        super().__init__(remote, "the remote branch moved during the push")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A fault of the moment (refused, reset, 5xx, 429): worth repeating an idempotent request."""
+    if isinstance(exc, HostUnreachable):
+        return True
+    return (
+        isinstance(exc, HostHTTPError)
+        and not isinstance(exc, HostNotFound)
+        and (exc.status >= 500 or exc.status == 429)
+    )
+
+
+def is_host_fault(exc: BaseException) -> bool:
+    """The host failed, not the job: release the claim without burning a retry.
+
+    Refused or reset connections, credentials, timeouts, answers we cannot parse and 5xx/429
+    statuses are opencode's trouble (restarting, overloaded, a proxy in between); the session
+    itself may be fine. A model error, a 404 or an invalid extraction stays the job's.
+    """
+    return isinstance(
+        exc, (HostUnreachable, HostAuthError, HostTimeout, HostProtocolError)
+    ) or is_transient(exc)

@@ -26,6 +26,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memoryd import prompts
 from memoryd.errors import (
@@ -41,15 +42,17 @@ from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.permissions import consolidator_rules
+from memoryd.paths import bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.sync.inputs import import_sync
+from memoryd.sync.publish import machine_id
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write import review, rollback
-from memoryd.write.baseline import Baseline, WorkspaceDiff
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
     PhaseBase,
@@ -58,6 +61,9 @@ from memoryd.write.helpers import (
     helper_session,
     session_usage,
 )
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline, WorkspaceDiff
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,7 @@ class Phase2Status(enum.StrEnum):
     SKIPPED_DISABLED = "skipped_disabled"
     SKIPPED_BUDGET = "skipped_budget"
     SKIPPED_HOST = "skipped_host"
+    SKIPPED_DISK = "skipped_disk"  # the memory folder or state refused a write; nothing changed
     FAILED = "failed"
     HEARTBEAT_LOST = "heartbeat_lost"
 
@@ -149,6 +156,9 @@ class Phase2(PhaseBase):
         return Workspace(self.paths.memories, clock=self.clock)
 
     def baseline(self) -> Baseline:
+        # dulwich is loaded only when a consolidation is actually claimed (daemon RSS at idle)
+        from memoryd.write.baseline import Baseline
+
         return Baseline(
             self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
         )
@@ -180,15 +190,33 @@ class Phase2(PhaseBase):
                 status = {
                     Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
                     Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
+                    Verdict.WAIT_DISK: Phase2Status.SKIPPED_DISK,
                 }[failure.verdict]
+                log.warning("phase 2 waits: %s", failure.reason)
                 return Phase2Result(status, failure.reason)
             self.store.mark_phase2_failed(token, failure.reason)
             log.warning("phase 2 failed: %s", failure.reason)
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
+    def _sync_inputs(self) -> dict[str, Any]:
+        """What the sync import needs from the DB, read here (on the store's thread)."""
+        enabled = bool(self.settings.sync_remote)
+        forgotten = set(self.store.tombstones())
+        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        return {
+            "enabled": enabled,
+            "own_id": machine_id(self.store) if enabled else None,
+            "forgotten": forgotten,
+            "limit": self.settings.max_raw_memories_for_consolidation,
+        }
+
     def _prepare(
-        self, ws: Workspace, baseline: Baseline, selected: list[Output]
+        self,
+        ws: Workspace,
+        baseline: Baseline,
+        selected: list[Output],
+        sync_inputs: dict[str, Any],
     ) -> tuple[WorkspaceDiff, list[str], list[str]]:
         """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread).
 
@@ -213,6 +241,8 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
+        # Other machines' memory (the last fetched sync head; no network here).
+        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
         problems = ws.validate()
         if not problems:
             # Valid as it stands (a hand edit included): that is what a failed run returns to.
@@ -229,7 +259,9 @@ class Phase2(PhaseBase):
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
         watermark = max((wm for _, wm in consumed), default=0)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
-        diff, problems, swept = await asyncio.to_thread(self._prepare, ws, baseline, selected)
+        diff, problems, swept = await asyncio.to_thread(
+            self._prepare, ws, baseline, selected, self._sync_inputs()
+        )
         if swept:
             self._note_swept("before a consolidation", swept)
         changes = [f"{c.status} {c.path}" for c in diff.changes]
@@ -408,6 +440,7 @@ class Phase2(PhaseBase):
                 outcome = "aborted"
                 raise
             finally:
+                bump_change_mark(self.paths.memories)  # opencode writes in place: tell the index
                 usage = CallUsage()
                 try:
                     usage = session_usage(await self.client.get_session(helper.id))

@@ -27,7 +27,7 @@ import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
@@ -39,7 +39,9 @@ from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 from memoryd.workspace import is_agent_owned, is_tracked
 from memoryd.write import rollback
-from memoryd.write.baseline import Baseline
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +224,8 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
     token = _claim(store)
     try:
         _put_agent_files(paths.memories, staged_agent_files(paths))
+        from memoryd.write.baseline import Baseline  # dulwich only when it is needed
+
         rollback.record(paths, source="an accepted review")  # what turns see from now on
         Baseline(
             paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)

@@ -18,6 +18,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd.clock import Clock
 from memoryd.errors import BaselineError, PathError
@@ -26,7 +27,9 @@ from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
 from memoryd.workspace import LAYOUT_DIRS, Workspace, holds_agent_owned, is_agent_owned, is_tracked
-from memoryd.write.baseline import Baseline
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ def workspace(paths: Paths, clock: Clock) -> Workspace:
 
 
 def baseline(paths: Paths) -> Baseline:
+    from memoryd.write.baseline import Baseline  # dulwich only when a rollback needs it
+
     return Baseline(paths.baseline_git, paths.memories, exclude=lambda p: not is_tracked(p))
 
 
