@@ -321,3 +321,26 @@ class Refused(ToolError):
 
 class InvalidArgument(ToolError, ValueError):
     """A parameter is out of range, malformed, or points outside the memory folder."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A fault of the moment (refused, reset, 5xx, 429): worth repeating an idempotent request."""
+    if isinstance(exc, HostUnreachable):
+        return True
+    return (
+        isinstance(exc, HostHTTPError)
+        and not isinstance(exc, HostNotFound)
+        and (exc.status >= 500 or exc.status == 429)
+    )
+
+
+def is_host_fault(exc: BaseException) -> bool:
+    """The host failed, not the job: release the claim without burning a retry.
+
+    Refused or reset connections, credentials, timeouts, answers we cannot parse and 5xx/429
+    statuses are opencode's trouble (restarting, overloaded, a proxy in between); the session
+    itself may be fine. A model error, a 404 or an invalid extraction stays the job's.
+    """
+    return isinstance(
+        exc, (HostUnreachable, HostAuthError, HostTimeout, HostProtocolError)
+    ) or is_transient(exc)

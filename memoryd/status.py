@@ -12,6 +12,7 @@ from memoryd.tuning import PHASE2_COOLDOWN_MS
 from memoryd.write.budget import Budget
 
 LAST_PASS = "last_pass"
+LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
 DAEMON = "daemon"
 HOST_SEEN = "host"
 
@@ -64,7 +65,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         "phase2": phase2,
         "budget": Budget(store, settings, store.clock).state(),
         "daemon": store.get_state(DAEMON),
-        "last_pass_error": store.get_state("last_pass_error"),
+        "last_pass_error": store.get_state(LAST_PASS_ERROR),
         "host": {
             "url": settings.host.url or host_seen.get("url"),
             "version": host_seen.get("version"),

@@ -59,6 +59,7 @@ LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3
 
 # -- host --------------------------------------------------------------------------------------
+HOST_RETRY_DELAYS_S = (0.5, 1.5)  # an idempotent request's retries after a transient fault
 HOST_ABORT_TIMEOUT_S = 2.0
 HOST_DELETE_TIMEOUT_S = 10.0
 HOST_CONFIRM_TIMEOUT_S = 5.0

@@ -34,6 +34,7 @@ from memoryd.errors import (
     HostTimeout,
     HostUnreachable,
     ModelCallError,
+    is_transient,
 )
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.tuning import (
@@ -41,6 +42,7 @@ from memoryd.tuning import (
     HOST_CONFIRM_TIMEOUT_S,
     HOST_DELETE_TIMEOUT_S,
     HOST_HEALTH_TIMEOUT_S,
+    HOST_RETRY_DELAYS_S,
 )
 
 log = logging.getLogger(__name__)
@@ -167,6 +169,31 @@ class OpencodeClient:
         return httpx.Timeout(seconds, connect=min(seconds, 10.0))
 
     async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str | int] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        what: str | None = None,
+    ) -> httpx.Response:
+        """:meth:`_send`, retried with a short bounded backoff when an idempotent request
+        (``GET``, ``DELETE``) meets a transient host fault (refused, reset, 5xx, 429)."""
+        delays = HOST_RETRY_DELAYS_S if method in ("GET", "DELETE") else ()
+        for delay in delays:
+            try:
+                return await self._send(
+                    method, path, params=params, body=body, timeout=timeout, what=what
+                )
+            except HostError as exc:
+                if not is_transient(exc):
+                    raise
+                log.info("%s %s: %s; retrying in %.1f s", method, path, exc, delay)
+                await anyio.sleep(delay)
+        return await self._send(method, path, params=params, body=body, timeout=timeout, what=what)
+
+    async def _send(
         self,
         method: str,
         path: str,

@@ -246,17 +246,11 @@ class Daemon:
     async def _pass_body(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
-        except HostError as exc:
+        except HostError as exc:  # run_pass recorded it for `status`
             log.warning("pass skipped: %s", exc)
-            self.app.store.put_state(
-                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
-            )
             return
-        except MemorydError as exc:
+        except (MemorydError, OSError) as exc:
             log.error("pass failed: %s", exc)
-            self.app.store.put_state(
-                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
-            )
             return
         p1 = result.phase1
         backlog = (

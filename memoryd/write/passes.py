@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from memoryd import tokens
 from memoryd.app import App
+from memoryd.errors import MemorydError
 from memoryd.host.connect import open_host
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
-from memoryd.status import HOST_SEEN, LAST_PASS
+from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
-from memoryd.write.phase2 import Phase2, Phase2Result
+from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,21 @@ def tick(app: App) -> IngestResult:
 
 
 async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
+    """One pass; what stopped it (opencode gone, a disk that refuses writes) is kept for ``status``."""
+    try:
+        result = await _run_pass(app, force_consolidation=force_consolidation)
+    except (MemorydError, OSError) as exc:
+        with contextlib.suppress(MemorydError, OSError, sqlite3.Error):
+            app.store.put_state(LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)})
+        raise
+    problem = result.phase2.detail if result.phase2.status == Phase2Status.SKIPPED_DISK else None
+    app.store.put_state(
+        LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": problem} if problem else None
+    )
+    return result
+
+
+async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
     paths, settings, store = app.paths, app.settings, app.store
     paths.ensure_dir(paths.state_dir)
     usage = tick(app)  # usage first: it decides what phase 2 selects

@@ -73,6 +73,7 @@ class Phase2Status(enum.StrEnum):
     SKIPPED_DISABLED = "skipped_disabled"
     SKIPPED_BUDGET = "skipped_budget"
     SKIPPED_HOST = "skipped_host"
+    SKIPPED_DISK = "skipped_disk"  # the memory folder or state refused a write; nothing changed
     FAILED = "failed"
     HEARTBEAT_LOST = "heartbeat_lost"
 
@@ -180,7 +181,9 @@ class Phase2(PhaseBase):
                 status = {
                     Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
                     Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
+                    Verdict.WAIT_DISK: Phase2Status.SKIPPED_DISK,
                 }[failure.verdict]
+                log.warning("phase 2 waits: %s", failure.reason)
                 return Phase2Result(status, failure.reason)
             self.store.mark_phase2_failed(token, failure.reason)
             log.warning("phase 2 failed: %s", failure.reason)
