@@ -53,6 +53,11 @@ class Paths:
         return self.data_dir / "baseline.git"
 
     @property
+    def sync_git(self) -> Path:
+        """The cache of the sync remote (``sync_remote``): what was last fetched and pushed."""
+        return self.data_dir / "sync.git"
+
+    @property
     def review_dir(self) -> Path:
         """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
         return self.data_dir / "review"

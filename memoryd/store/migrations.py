@@ -173,6 +173,20 @@ def m010_output_signature_index(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
+    """Sessions forgotten on this machine, published so every other machine forgets them too."""
+    _run(
+        conn,
+        """
+        CREATE TABLE sync_tombstones (
+            session_id TEXT PRIMARY KEY,
+            at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

@@ -21,7 +21,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd import prompts
 from memoryd.errors import (
@@ -41,6 +41,8 @@ from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.sync.inputs import import_sync
+from memoryd.sync.publish import machine_id
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write import review
@@ -190,8 +192,24 @@ class Phase2(PhaseBase):
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
+    def _sync_inputs(self) -> dict[str, Any]:
+        """What the sync import needs from the DB, read here (on the store's thread)."""
+        enabled = bool(self.settings.sync_remote)
+        forgotten = set(self.store.tombstones())
+        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        return {
+            "enabled": enabled,
+            "own_id": machine_id(self.store) if enabled else None,
+            "forgotten": forgotten,
+            "limit": self.settings.max_raw_memories_for_consolidation,
+        }
+
     def _prepare(
-        self, ws: Workspace, baseline: Baseline, selected: list[Output]
+        self,
+        ws: Workspace,
+        baseline: Baseline,
+        selected: list[Output],
+        sync_inputs: dict[str, Any],
     ) -> tuple[WorkspaceDiff, list[str]]:
         """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread)."""
         removed = ws.ensure_layout()
@@ -208,6 +226,8 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
+        # Other machines' memory (the last fetched sync head; no network here).
+        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
         return baseline.diff(), ws.validate()
 
     async def _run_claimed(self, token: str) -> Phase2Result:
@@ -220,7 +240,9 @@ class Phase2(PhaseBase):
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
         watermark = max((wm for _, wm in consumed), default=0)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
-        diff, problems = await asyncio.to_thread(self._prepare, ws, baseline, selected)
+        diff, problems = await asyncio.to_thread(
+            self._prepare, ws, baseline, selected, self._sync_inputs()
+        )
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
