@@ -27,7 +27,6 @@ from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
 from memoryd.store import Store
-from memoryd.sync.inputs import remote_session_present
 from memoryd.tools.common import Result, iso, stamp_text
 from memoryd.tools.guard import ensure_dirs, open_path, remove_file, split_path
 from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
@@ -240,6 +239,9 @@ def _forget_session(store: Store, root: Path, session_id: str) -> ForgetResult:
     had_output = store.output(session_id) is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
+        # sync (dulwich, settings) loads only here: `memoryd tool`, once per model call, never forgets
+        from memoryd.sync.inputs import remote_session_present
+
         if not remote_session_present(root, session_id):
             raise NotFound(f"memoryd holds no memory for session {session_id}")
         # Another machine's session: the tombstone makes every machine (its own included) forget it.
