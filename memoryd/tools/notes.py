@@ -239,7 +239,7 @@ def _forget_session(store: Store, root: Path, session_id: str) -> ForgetResult:
     had_output = store.output(session_id) is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
-        # sync (dulwich, settings) loads only here: `memoryd tool`, once per model call, never forgets
+        # Imported here: the shim's `memoryd tool` path must not load settings (pydantic) or dulwich.
         from memoryd.sync.inputs import remote_session_present
 
         if not remote_session_present(root, session_id):
