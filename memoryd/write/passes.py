@@ -89,6 +89,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
+    store.shrink()
     tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
     store.put_state(
         LAST_PASS,
