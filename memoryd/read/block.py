@@ -1,7 +1,9 @@
 """The read path: the memory block the opencode shim injects into every turn of the user's agent.
 
 memoryd renders ``templates/read_path.md`` (how to use the memory folder, how to cite it) with the
-current ``memories/memory_summary.md`` and keeps the result in :attr:`Paths.readpath_block`. The
+last *validated* ``memory_summary.md`` (:mod:`memoryd.validated`, never the live folder file a
+consolidation may be editing or may have left invalid) and keeps the result in
+:attr:`Paths.readpath_block`. The
 shim only has to read that one file; everything that costs (tokenizing, truncating) happens here,
 in the daemon, and only when an input really changed.
 
@@ -21,6 +23,9 @@ Rules for the block:
   (a trailing ``\\r`` tolerated); a summary without it is shown as is. Leading and trailing blank
   space is trimmed too. Line numbers in citations come from the agent's own read/grep of the file,
   never from the injected copy, so the shift does not matter.
+* **Reference notes, fenced.** The summary sits between the template's begin/end lines. Runs of
+  five or more ``=`` inside the summary are shortened, so no text in it can forge the end line
+  and continue outside the fence as if memoryd had written it.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
 :func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
@@ -45,6 +50,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -58,6 +64,7 @@ from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET
+from memoryd.validated import ValidatedMemory
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -84,6 +91,7 @@ NO_GLOBAL = "(nothing that holds across projects yet)"
 STAMP_VERSION = 2
 RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
+_FENCE_RUN = re.compile(r"={5,}")
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -100,9 +108,8 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
-def _summary_text(root: Path, relpath: str = SUMMARY_FILE) -> str | None:
-    """A summary as the agent should see it, or ``None`` when there is nothing to show."""
-    path = root / relpath
+def _summary_text(path: Path) -> str | None:
+    """The summary as the agent should see it, or ``None`` when there is nothing to show."""
     try:
         data = read_regular(path)  # never follows a link, never blocks on a FIFO
     except PathError as exc:
@@ -115,11 +122,12 @@ def _summary_text(root: Path, relpath: str = SUMMARY_FILE) -> str | None:
     if first.rstrip("\r") == VERSION_LINE:
         text = rest if sep else ""
     text = redact(text).strip()  # hand edits and model output alike: nothing secret is injected
+    text = _FENCE_RUN.sub("=", text)
     return text or None
 
 
 def _project_summary(root: Path, key: str) -> str | None:
-    """A project's layer, only inside a real (non-link) project folder memoryd made."""
+    """A project's validated layer (``root`` is the validated copy), only from real folders."""
     folder = root / PROJECTS_DIR / key
     try:
         if not stat.S_ISDIR(os.lstat(root / PROJECTS_DIR).st_mode):
@@ -128,7 +136,7 @@ def _project_summary(root: Path, key: str) -> str | None:
             return None
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _summary_text(root, f"{PROJECTS_DIR}/{key}/{SUMMARY_FILE}")
+    return _summary_text(folder / SUMMARY_FILE)
 
 
 def _project_section(key: str, text: str) -> str:
@@ -173,8 +181,9 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     root = paths.memories
     if not _root_ok(root):
         return None
-    summary = _summary_text(root)
-    project = _project_summary(root, key) if key else None
+    validated = ValidatedMemory(paths)
+    summary = _summary_text(validated.summary_path)
+    project = _project_summary(validated.root, key) if key else None
     if summary is None and project is None:
         return None
     base = str(root)
@@ -265,6 +274,7 @@ def known_keys(paths: Paths) -> list[str]:
     of its own project's file always sees the current block.
     """
     keys = _keys_in(paths.memories / PROJECTS_DIR)
+    keys |= _keys_in(ValidatedMemory(paths).root / PROJECTS_DIR)
     keys |= _keys_in(paths.readpath_seen)
     keys |= _keys_in(paths.readpath_projects, ".md")
     return sorted(keys)
@@ -276,20 +286,18 @@ def project_block_path(paths: Paths, key: str) -> Path:
 
 def _input_stamp(paths: Paths, settings: Settings) -> dict[str, Any]:
     root = paths.memories
+    layers = ValidatedMemory(paths).root / PROJECTS_DIR  # the read path shows validated layers only
     keys = known_keys(paths)
     return {
         "inputs": _inputs_hash(paths, settings),
         "root": _lstat_sig(root),
-        "summary": _lstat_sig(root / SUMMARY_FILE),
+        "summary": _lstat_sig(ValidatedMemory(paths).summary_path),
         "template": _lstat_sig(templates_dir() / TEMPLATE),
         "projects_dir": _lstat_sig(root / PROJECTS_DIR),
+        "layers_dir": _lstat_sig(layers),
         "seen_dir": _lstat_sig(paths.readpath_seen),
         "projects": {
-            k: [
-                _lstat_sig(root / PROJECTS_DIR / k),
-                _lstat_sig(root / PROJECTS_DIR / k / SUMMARY_FILE),
-            ]
-            for k in keys
+            k: [_lstat_sig(layers / k), _lstat_sig(layers / k / SUMMARY_FILE)] for k in keys
         },
     }
 

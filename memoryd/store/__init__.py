@@ -33,6 +33,10 @@ class Store(JobsMixin, OutputsMixin, OwnersMixin, SyncMixin):
     def close(self) -> None:
         self._conn.close()
 
+    def shrink(self) -> None:
+        """Drop SQLite's page cache (the daemon calls this between passes)."""
+        self._conn.execute("PRAGMA shrink_memory")
+
     def __enter__(self) -> Store:
         return self
 

@@ -19,6 +19,7 @@ from memoryd.store import Store
 from memoryd.tools import memory_add_note, memory_forget, memory_list, memory_read, memory_search
 from memoryd.tools.admin import memory_reset
 from memoryd.tools.scope import ALL, Scope
+from memoryd.validated import ValidatedMemory
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
 
@@ -26,14 +27,18 @@ A, B, C = scope_key("/srv/a"), scope_key("/srv/b"), scope_key("/srv/c")
 
 
 def _layers(paths: Paths, global_text: str, **projects: str) -> None:
+    """Write the layers into the folder and record them as validated (what the read path shows)."""
     root = paths.memories
     root.mkdir(parents=True, exist_ok=True)
-    (root / "memory_summary.md").write_text(f"v1\n{global_text}\n")
+    files = {"memory_summary.md": f"v1\n{global_text}\n".encode()}
     for key, text in projects.items():
         folder = root / "projects" / key
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "project.md").write_text(f"# Project {key}\n")
-        (folder / "memory_summary.md").write_text(f"v1\n{text}\n")
+        files[f"projects/{key}/memory_summary.md"] = f"v1\n{text}\n".encode()
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    ValidatedMemory(paths).record(files, source="test")
 
 
 # -- the block ---------------------------------------------------------------------------------
@@ -81,7 +86,7 @@ def test_sync_renders_a_block_for_every_known_project_and_stays_quiet(
     before = pa.stat().st_mtime_ns
     assert readpath.sync_block(paths, settings) is False  # nothing moved: nothing written
     assert pa.stat().st_mtime_ns == before
-    (paths.memories / "projects" / A / "memory_summary.md").write_text("v1\n- A-FACT 2\n")
+    _layers(paths, "- GLOBAL", **{A: "- A-FACT 2"})  # a validated run changed A's layer
     assert readpath.sync_block(paths, settings) is True
     assert "A-FACT 2" in pa.read_text() and pc.read_bytes() == paths.readpath_block.read_bytes()
 
@@ -96,8 +101,7 @@ def test_a_project_file_is_emptied_never_removed(paths: Paths) -> None:
     assert readpath.sync_block(paths, Settings(use_memories=False)) is True
     assert pa.exists() and pa.read_bytes() == b"" and not paths.readpath_block.exists()
     readpath.sync_block(paths, Settings())
-    (paths.memories / "memory_summary.md").unlink()
-    (paths.memories / "projects" / A / "memory_summary.md").unlink()
+    ValidatedMemory(paths).record({}, source="test: everything forgotten")
     readpath.sync_block(paths, Settings())
     assert pa.exists() and pa.read_bytes() == b""
 

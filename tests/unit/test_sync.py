@@ -125,6 +125,27 @@ def test_sync_remote_setting(tmp_path: Path) -> None:
             load_settings(cfg, {"MEMORYD_SYNC_REMOTE": bad})
 
 
+def test_a_token_in_the_remote_url_is_never_shown(
+    tmp_path: Path, clock: ManualClock, paths: Paths
+) -> None:
+    from memoryd.tools.admin import memory_inspect
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    url = f"https://alice:{token}@127.0.0.1:9/me/memory.git"
+    a = Machine(tmp_path / "a", url, clock)
+    a.settings = load_settings(tmp_path / "none.toml", {"MEMORYD_SYNC_REMOTE": url})
+    out = a.sync()
+    assert out.status == "failed"
+    shown = json.dumps(
+        [
+            out.detail,
+            snapshot(a.store, a.settings, a.paths),
+            memory_inspect(a.store, a.settings, a.paths).to_dict(),
+        ]
+    )
+    assert token not in shown and "127.0.0.1:9/me/memory.git" in shown
+
+
 def test_a_session_remembered_on_a_reaches_b(
     machines: tuple[Machine, Machine], remote: Path
 ) -> None:
