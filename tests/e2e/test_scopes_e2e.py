@@ -10,6 +10,7 @@ from pathlib import Path
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
 from memoryd.scopes import scope_key
+from memoryd.validated import ValidatedMemory
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, transcript_of
 from tests.e2e.sandbox import OpencodeSandbox
@@ -116,11 +117,12 @@ def test_each_project_sees_its_layer_and_the_global_one_only(
         for k in keys.values()
     ]
     (flat.memories / "memory_summary.md").write_text("\n".join(layers))
+    ValidatedMemory(flat).record({"memory_summary.md": "\n".join(layers).encode()}, source="e2e")
     flat_block = readpath.render_block(flat) or ""
     scoped_bytes = len(block.encode("utf-8"))
     flat_bytes = len(flat_block.replace(str(flat.memories), str(memories)).encode("utf-8"))
     print(f"\nblock bytes per request: scoped {scoped_bytes}, global-only {flat_bytes}")
-    assert scoped_bytes <= flat_bytes
+    assert flat_block and scoped_bytes <= flat_bytes
 
 
 def summarize(box: OpencodeSandbox, sid: str) -> None:

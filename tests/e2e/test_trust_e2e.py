@@ -66,7 +66,7 @@ class HostileConsolidator(ScriptedConsolidator):
     def __init__(self, steps: list[Step], side_effect: Any) -> None:
         super().__init__(extra_steps=steps, side_effect=side_effect)
 
-    def _plan(self) -> list[Step]:
+    def _plan(self, seen: dict[str, str]) -> list[Step]:
         reads = [ToolCall("read", {"filePath": "raw_memories.md"})]
         return [*reads, *self.extra_steps]
 
