@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from memoryd.scopes import scope_key
 from memoryd.write.confine import OPENCODE_LOADED
 from tests.e2e.consolidator import ScriptedConsolidator, Step, install
 from tests.e2e.mockllm import MockLLM, Text, ToolCall, last_user_text, tools_offered
@@ -128,6 +129,11 @@ def test_hostile_consolidator_changes_nothing_a_session_sees(
     block_file = home / "state" / "readpath" / "block.md"
     block_before = block_file.read_bytes()
     assert b"lockfile hash" in block_before
+    # the project folder's own block (global + its layer) is what its sessions see
+    project_block = (
+        home / "state" / "readpath" / "projects" / f"{scope_key(str(box.project_dir))}.md"
+    )
+    project_block_before = project_block.read_bytes()
 
     steps: list[Step] = [
         ToolCall("write", {"filePath": p, "content": "x"}) for p in PLANTED_BY_TOOLS
@@ -193,7 +199,8 @@ def test_hostile_consolidator_changes_nothing_a_session_sees(
     sid = box.driver.create_session("a question", directory=box.project_dir)["id"]
     box.driver.say(sid, "How do we key the CI cache?", directory=box.project_dir)
     sys_msgs = systems(mock_llm.requests[-1])
-    assert sys_msgs[1].encode() == block_before
+    assert sys_msgs[1].encode() == project_block_before
+    assert project_block.read_bytes() == project_block_before
     assert INJECTED not in json.dumps(mock_llm.requests[-1].body)
 
     # config above the memory folder is refused before any model call
