@@ -33,7 +33,7 @@ The tree::
     │   └── AlreadyRunning          another daemon holds this home's lock
     ├── BudgetWait                  work must wait (budget spent, circuit open): not a failure
     ├── ConsolidationError          a phase-2 run that must not become the new memory
-    │   ├── ProtectedFilesChanged   the consolidator touched files it may not (they were restored)
+    │   ├── ConfinementError        its folder is unsafe, or the consolidator went outside its files
     │   ├── InvalidMemory           the files it left do not validate
     │   └── OwnershipLost           another worker took the phase-2 lease
     ├── LeaseHeld                   a whole-memory operation refused while a consolidation runs
@@ -258,14 +258,18 @@ class ConsolidationError(MemorydError):
     """A consolidation whose result must not become the live memory."""
 
 
-class ProtectedFilesChanged(ConsolidationError):
-    def __init__(self, restored: list[str]) -> None:
-        self.restored = list(restored)
-        super().__init__(
-            "the consolidator changed files it may not touch (restored: "
-            + ", ".join(restored[:10])
-            + ")"
-        )
+class ConfinementError(ConsolidationError):
+    """The consolidation agent's folder or its surroundings break memoryd's confinement.
+
+    Raised before a run (opencode would load config planted above the memory folder) and after
+    one (the agent changed what it may not, or left entries outside memoryd's layout: undone).
+    """
+
+    def __init__(self, problem: str, entries: list[str]) -> None:
+        self.problem = problem
+        self.entries = list(entries)
+        shown = ", ".join(self.entries[:10]) + (" …" if len(self.entries) > 10 else "")
+        super().__init__(f"{problem}: {shown}" if shown else problem)
 
 
 class InvalidMemory(ConsolidationError):

@@ -17,6 +17,8 @@ LAST_PASS = "last_pass"
 LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
 DAEMON = "daemon"
 HOST_SEEN = "host"
+# Entries removed from the memory folder because memoryd's layout has no place for them.
+FOLDER_SWEPT = "memory_folder_swept"
 
 
 def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
@@ -88,6 +90,14 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
         )
     last_pass = store.get_state(LAST_PASS)
+    swept = store.get_state(FOLDER_SWEPT)
+    memory_folder: dict[str, Any] = {"removed": [], "when": None, "at": None}
+    if isinstance(swept, dict):
+        memory_folder = {
+            "removed": list(swept.get("removed") or []),
+            "when": swept.get("when"),
+            "at": iso_ms(swept.get("at")),
+        }
     return {
         "stage1": {
             "outputs": store.output_count(),
@@ -98,6 +108,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             ],
         },
         "phase2": phase2,
+        "memory_folder": memory_folder,
         "budget": Budget(store, settings, store.clock).state(),
         "daemon": store.get_state(DAEMON),
         "last_pass_error": store.get_state(LAST_PASS_ERROR),

@@ -88,6 +88,16 @@ def render(s: dict[str, Any]) -> str:
     if p2["last_error"] and p2["status"] != "done":
         p2_text += f"; last error: {p2['last_error']}"
     rows.append(("phase 2", p2_text))
+    mf = s.get("memory_folder") or {}
+    if mf.get("removed"):
+        shown = ", ".join(mf["removed"][:12]) + (" …" if len(mf["removed"]) > 12 else "")
+        rows.append(
+            (
+                "swept",
+                f"{len(mf['removed'])} entries removed from the memory folder {mf['when']} "
+                f"({mf['at']}): {shown}",
+            )
+        )
     rv = s.get("review") or {}
     if rv.get("pending"):
         rows.append(

@@ -507,6 +507,17 @@ class OpencodeClient:
         """``POST /instance/dispose``: re-read agents and plugins for one directory (pitfall 17)."""
         await self._request("POST", "/instance/dispose", params={"directory": directory})
 
+    async def worktree(self, directory: str) -> str:
+        """The worktree opencode uses for ``directory`` (``GET /path``): its git root, or ``/``.
+
+        File permission patterns are matched against paths relative to it.
+        """
+        info = await self._get_json("/path", _DICT, params={"directory": directory})
+        value = info.get("worktree")
+        if not isinstance(value, str) or not value:
+            raise HostProtocolError("GET /path", f"no worktree for {directory}")
+        return value
+
     async def session_status(self, *, directory: str | None = None) -> dict[str, dict[str, Any]]:
         """``GET /session/status``: busy/retry sessions by id; idle sessions are absent."""
         params: dict[str, str | int] | None = (

@@ -204,14 +204,29 @@ def ok(out: subprocess.CompletedProcess[str]) -> str:
     return out.stdout
 
 
+@pytest.fixture(scope="module")
+def homes(
+    boxes: tuple[OpencodeSandbox, OpencodeSandbox], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """One memoryd home per machine, kept across both transports: the second run then reuses
+    the opencode instances booted for their folders (the slowest part of this test)."""
+    root = tmp_path_factory.mktemp("homes")
+    for box, name in zip(boxes, ("home-a", "home-b"), strict=True):
+        ok(memoryd(run_env(box, MEMORYD_HOME=str(root / name)), "install", "opencode"))
+    return root / "home-a", root / "home-b"
+
+
 @pytest.mark.parametrize("transport", ["git-daemon", "path"])
 def test_one_memory_across_two_machines(
     transport: str,
     boxes: tuple[OpencodeSandbox, OpencodeSandbox],
+    homes: tuple[Path, Path],
     git_daemon: GitDaemon,
     mock_llm: MockLLM,
     tmp_path: Path,
 ) -> None:
+    """Both transports run the whole story; the second one switches the same two homes to a
+    new remote, so it also shows a machine moving remotes (its folder is published again)."""
     box_a, box_b = boxes
     if transport == "git-daemon":
         remote, bare = git_daemon.url("memory.git"), git_daemon.base / "memory.git"
@@ -221,21 +236,20 @@ def test_one_memory_across_two_machines(
     tag = transport.replace("-", "")
     cons = SyncConsolidator()
     install(mock_llm, cons)
-    env_a = run_env(box_a, MEMORYD_HOME=str(tmp_path / "home-a"), MEMORYD_SYNC_REMOTE=remote)
-    env_b = run_env(box_b, MEMORYD_HOME=str(tmp_path / "home-b"), MEMORYD_SYNC_REMOTE=remote)
-    for env in (env_a, env_b):
-        ok(memoryd(env, "install", "opencode"))
+    env_a = run_env(box_a, MEMORYD_HOME=str(homes[0]), MEMORYD_SYNC_REMOTE=remote)
+    env_b = run_env(box_b, MEMORYD_HOME=str(homes[1]), MEMORYD_SYNC_REMOTE=remote)
     if transport == "path":
         assert "created a bare repository" in ok(memoryd(env_a, "sync", "--init"))
 
     # A remembers a session and publishes it; B pulls it and consolidates it into its block
     fact = f"The {tag} billing service pins PostgreSQL 16 and pgbouncer in transaction mode."
     sid = session(box_a, f"db {tag}", fact)
-    assert "phase 2: consolidated" in ok(memoryd(env_a, "run", "--once"))
+    force = "--force-consolidation"  # the other transport's run may have started the cooldown
+    assert "phase 2: consolidated" in ok(memoryd(env_a, "run", "--once", force))
     assert "pushed" in ok(memoryd(env_a, "sync"))
     assert "other machines' memory changed" in ok(memoryd(env_b, "sync"))
     cons.diffs.clear()
-    assert "phase 2: consolidated" in ok(memoryd(env_b, "run", "--once"))
+    assert "phase 2: consolidated" in ok(memoryd(env_b, "run", "--once", force))
     assert any("A extensions/sync/resources/" in d and fact in d for d in cons.diffs), cons.diffs
     assert fact in block(env_b)
     snap_a, snap_b = status(env_a)["sync"], status(env_b)["sync"]
