@@ -41,6 +41,7 @@ from memoryd.tuning import (
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
+URGENT_KEY = "phase2_urgent_input"  # kv: input version of the last urgent enqueue
 
 
 ClaimStatus = Literal[
@@ -107,6 +108,26 @@ def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = 
         """,
         (GLOBAL, GLOBAL_KEY, DEFAULT_RETRIES, watermark),
     )
+    if urgent:
+        # Remembered past the run that is (or will be) finishing: a run that claimed before this
+        # input must not start the cooldown, or the forget would wait hours (review accept and
+        # reject finish a run claimed long before).
+        conn.execute(
+            """INSERT INTO kv (key, value, updated_at)
+               SELECT ?, CAST(input_watermark AS TEXT), ? FROM jobs WHERE kind = ? AND job_key = ?
+               ON CONFLICT (key) DO UPDATE SET value = excluded.value,
+               updated_at = excluded.updated_at""",
+            (URGENT_KEY, watermark, GLOBAL, GLOBAL_KEY),
+        )
+
+
+def _urgent_input(conn: sqlite3.Connection) -> int:
+    """The input version of the last urgent enqueue (0 when none)."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (URGENT_KEY,)).fetchone()
+    try:
+        return int(row[0]) if row else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 class JobsMixin:
@@ -431,6 +452,8 @@ class JobsMixin:
             current = job["input_watermark"] or 0
             seen = current if claimed_input is None else claimed_input
             status = "pending" if current > seen else "done"
+            # Something was forgotten after this run claimed: no cooldown, run again soon.
+            cooling = consolidated and _urgent_input(c) <= seen
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
@@ -442,7 +465,7 @@ class JobsMixin:
                     now,
                     DEFAULT_RETRIES,
                     seen,
-                    int(consolidated),
+                    int(cooling),
                     now + PHASE2_COOLDOWN_MS,
                     GLOBAL,
                     GLOBAL_KEY,
@@ -471,14 +494,17 @@ class JobsMixin:
             ).rowcount
             return n == 1
 
-    def release_phase2(self, token: str, note: str = "released at shutdown") -> bool:
+    def release_phase2(
+        self, token: str, note: str | None = "released at shutdown", *, status: str = "pending"
+    ) -> bool:
+        """Give the lease back without finishing; ``status`` restores what a no-op claim found."""
         with write_tx(self._conn) as c:
             return (
                 c.execute(
-                    """UPDATE jobs SET status = 'pending', lease_until = NULL, ownership_token = NULL,
+                    """UPDATE jobs SET status = ?, lease_until = NULL, ownership_token = NULL,
                        retry_at = NULL, last_error = ? WHERE kind = ? AND job_key = ?
                        AND status = 'running' AND ownership_token = ?""",
-                    (_cut(note), GLOBAL, GLOBAL_KEY, token),
+                    (status, _cut(note) if note else None, GLOBAL, GLOBAL_KEY, token),
                 ).rowcount
                 == 1
             )
@@ -492,6 +518,7 @@ class JobsMixin:
         with write_tx(self._conn) as c:
             c.execute("DELETE FROM stage1_outputs")
             c.execute("DELETE FROM jobs")
+            c.execute("DELETE FROM kv WHERE key = ?", (URGENT_KEY,))
             c.execute(
                 """INSERT INTO jobs (kind, job_key, status, finished_at, retry_remaining, input_watermark,
                    last_success_watermark, cooldown_until) VALUES (?, ?, 'done', ?, ?, 0, 0, ?)""",

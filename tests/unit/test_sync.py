@@ -531,3 +531,32 @@ def test_blob_sizes_are_read_from_the_header_before_inflating(
             packed.close()
     finally:
         src.close()
+
+
+def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
+    machines: tuple[Machine, Machine], remote: Path, tmp_path: Path
+) -> None:
+    from memoryd.sync.layout import tombstones_bytes
+
+    a, b = machines
+    a.remember("ses_a", "a fact from a")
+    b.remember("ses_b", "b's own fact")
+    a.sync()
+    b.sync()
+    assert f"resources/{a.id}/sessions/{session_key('ses_a')}.md" in b.inputs()
+    pub = build_publication(a.store, a.paths.memories)
+    evil = tmp_path / "evil.git"
+
+    def push_third(files: dict[str, bytes]) -> None:
+        exchange(evil, str(remote), type(pub)("evil-00000001", files, 0, 0, len(files)))
+
+    push_third({"tombstones.json": tombstones_bytes({"ses_a": T0, "ses_b": T0})})
+    out = b.sync()
+    assert out.honoured == ["ses_b"]
+    assert not any(session_key("ses_a") in k for k in b.inputs())
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
+    push_third({"notes/x.md": b"tombstones gone\n"})  # the writer takes its tombstones back
+    b.sync()
+    assert not any(session_key("ses_a") in k for k in b.inputs())  # still forgotten
+    assert b.store.output("ses_b") is None
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
