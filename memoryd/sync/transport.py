@@ -37,8 +37,8 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import PushRaceLost, SyncError
-from memoryd.redact import redact
 from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
+from memoryd.sync.urls import mask_remote, mask_text
 from memoryd.tuning import SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,8 @@ def _copy(tree: Tree) -> Tree:
 
 
 def display_remote(remote: str) -> str:
-    """The remote as it may be shown or logged (credentials in a URL are masked)."""
-    return redact(remote)
+    """The remote as it may be shown, logged or stored (no user-info; see :mod:`.urls`)."""
+    return mask_remote(remote)
 
 
 def local_remote_path(remote: str) -> Path | None:
@@ -131,7 +131,7 @@ def _errors(remote: str) -> Callable[[BaseException], SyncError]:
             detail = f"remote unreachable ({detail})"
         elif isinstance(exc, NotGitRepository):
             detail = f"not a git repository ({detail})"
-        return SyncError(display_remote(remote), redact(detail)[:500])
+        return SyncError(display_remote(remote), mask_text(detail, remote)[:500])
 
     return wrap
 

@@ -19,11 +19,11 @@ from memoryd import tokens
 from memoryd.control import reset_memory
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.paths import Paths
-from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
+from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
@@ -176,7 +176,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
             obj = "********"
         elif key == "sync_remote" and isinstance(obj, str):
-            obj = redact(obj)  # an https URL may carry a token
+            obj = mask_remote(obj)  # an https URL may carry a token as its user name
         effective[key] = {"value": obj, "source": sources.get(key, "default")}
     return InspectReport(
         selection=selection,

@@ -146,6 +146,50 @@ def test_a_token_in_the_remote_url_is_never_shown(
     assert token not in shown and "127.0.0.1:9/me/memory.git" in shown
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://alice:s3cret-Pa55@h.example/me/m.git", "https://***@h.example/me/m.git"),
+        ("https://{tok}@h.example/me/m.git", "https://***@h.example/me/m.git"),
+        ("https://{tok}:x-oauth-basic@h.example:8443/m.git", "https://***@h.example:8443/m.git"),
+        ("ssh://git@h.example/me/m.git", "ssh://git@h.example/me/m.git"),
+        ("ssh://git:hunter2@h.example/me/m.git", "ssh://***@h.example/me/m.git"),
+        ("ssh://alice@h.example/me/m.git", "ssh://***@h.example/me/m.git"),
+        ("git@h.example:me/m.git", "git@h.example:me/m.git"),
+        ("{tok}@h.example:me/m.git", "***@h.example:me/m.git"),
+        ("git://h.example/m.git", "git://h.example/m.git"),
+        ("/srv/memory.git", "/srv/memory.git"),
+    ],
+)
+def test_remote_user_info_is_never_shown(url: str, shown: str) -> None:
+    tok = "ghp" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"  # no ghp_ prefix: patterns miss it
+    url = url.format(tok=tok)
+    assert transport.display_remote(url) == shown
+    err = transport._errors(url)(OSError(f"HTTP 401 for {url}"))
+    assert tok not in str(err) and "s3cret" not in str(err) and "hunter2" not in str(err)
+
+
+def test_a_token_as_the_user_name_is_not_stored(tmp_path: Path, clock: ManualClock) -> None:
+    from memoryd.tools.admin import memory_inspect
+
+    token = "tok" + "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+    url = f"https://{token}@127.0.0.1:9/me/memory.git"
+    a = Machine(tmp_path / "a", url, clock)
+    a.settings = load_settings(tmp_path / "none.toml", {"MEMORYD_SYNC_REMOTE": url})
+    out = a.sync()
+    assert out.status == "failed"
+    stored = json.dumps(engine.sync_state(a.store))
+    shown = json.dumps(
+        [
+            out.detail,
+            snapshot(a.store, a.settings, a.paths),
+            memory_inspect(a.store, a.settings, a.paths).to_dict(),
+        ]
+    )
+    assert token not in stored and token not in shown
+    assert "https://***@127.0.0.1:9/me/memory.git" in stored
+
+
 def test_a_session_remembered_on_a_reaches_b(
     machines: tuple[Machine, Machine], remote: Path
 ) -> None:
