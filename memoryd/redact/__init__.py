@@ -1,0 +1,95 @@
+"""Strip secrets from text before a model reads it or it lands on disk.
+
+Coding transcripts are full of credentials: ``.env`` files the agent printed, ``curl`` lines with
+``Authorization`` headers, JSON config dumped by a tool, ``.netrc`` and kubeconfig files. Every
+transcript entry and every stored field goes through :func:`redact`; :func:`find_secrets` lets a
+caller refuse text instead (notes), and the consolidator's output is scrubbed with the same rules.
+
+Three layers, applied in this order:
+
+1. :mod:`~memoryd.redact.tokens`: secrets recognisable by shape (provider tokens such as
+   ``ghp_``/``glpat-``/``xoxb-``/``sk-ant-``, JWTs, private-key blocks, URL userinfo). They become a
+   labelled marker such as ``[REDACTED:github-token]``; URL passwords become ``[REDACTED]``.
+2. :mod:`~memoryd.redact.commands`: values that only their command or file reveals
+   (``curl -u``, ``mysql -p``, ``.netrc``, ``.pgpass``...).
+3. :mod:`~memoryd.redact.assign`: a key naming a secret (``DB_PASSWORD``, ``"client_secret"``,
+   ``x-api-key``, ``Authorization``, ``--token``) followed by ``:``, ``=`` or a space; the value
+   becomes ``[REDACTED]`` and JSON/YAML stay parseable. :mod:`~memoryd.redact.values` decides
+   which keys count and which values are plainly not secrets.
+
+Markers are never matched again, so ``redact(redact(x)) == redact(x)``. Every scan is linear in the
+input; rules whose hint substrings are absent from the text are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+
+from memoryd.redact import commands, tokens
+from memoryd.redact.assign import KEYWORD_RE, scan_assignments
+from memoryd.redact.tokens import REDACTED, Rule
+from memoryd.redact.values import MIN_SECRET_LEN
+
+__all__ = ["MIN_SECRET_LEN", "REDACTED", "contains_secret", "find_secrets", "redact"]
+
+_KEEP_PREFIX = rf"\g<1>{REDACTED}"
+
+# Header schemes that carry a credential inline; they run first so a Bearer token that also has a
+# provider shape is redacted once, under the header's name.
+_HEADER_RULES = (
+    Rule(
+        "bearer",
+        partial(
+            re.compile(
+                r"([Bb](?<![A-Za-z0-9_][Bb])(?i:earer)[ \t]+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*",
+                re.ASCII,
+            ).subn,
+            _KEEP_PREFIX,
+        ),
+        ("bearer",),
+    ),
+    Rule(
+        "basic-auth",
+        partial(
+            re.compile(
+                r"([Aa](?<![A-Za-z0-9_][Aa])(?i:uthorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+)"
+                r"[A-Za-z0-9+/]{8,}={0,2}",
+                re.ASCII,
+            ).subn,
+            _KEEP_PREFIX,
+        ),
+        ("authorization",),
+    ),
+)
+_RULES: tuple[Rule, ...] = (*_HEADER_RULES, *tokens.RULES, *commands.RULES)
+
+
+def _redact(text: str) -> tuple[str, list[str]]:
+    families: dict[str, None] = {}
+    folded = text.lower()
+    for rule in _RULES:
+        if rule.hints and not any(h in folded for h in rule.hints):
+            continue
+        text, count = rule.apply(text)
+        if count:
+            families[rule.name] = None
+    if KEYWORD_RE.search(text):
+        text, changed = scan_assignments(text)
+        if changed:
+            families["secret-assignment"] = None
+    return text, list(families)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with every secret we recognise replaced by a marker."""
+    return _redact(text)[0]
+
+
+def find_secrets(text: str) -> list[str]:
+    """Names of the rule families that would redact something in ``text``, in rule order; ``[]`` if clean."""
+    return _redact(text)[1]
+
+
+def contains_secret(text: str) -> bool:
+    return bool(_redact(text)[1])
