@@ -34,7 +34,7 @@ _MAX_PLAIN_LEN = 4096
 # The leading character class lets the regex engine skip ahead quickly; the lookbehinds then pick
 # the branch for that letter.
 KEYWORD_RE = re.compile(
-    r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w)|(?<=s)(?:ecret|ig(?:nature)?)"
+    r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w|sk)|(?<=s)(?:ecret|ig(?:nature)?)"
     r"|(?<=t)oken|(?<=k)ey|(?<=a)uth(?:ori[sz]ation)?|(?<=c)(?:redentials?|reds|ookie))"
     r"(?![a-z0-9])"
 )
@@ -173,16 +173,13 @@ class _QuoteParity:
 
 @lru_cache(maxsize=64)
 def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pattern[str]:
-    ends = [
-        r"\r",
-        r"\n",
-        r"\\[nr]",
-        {"shell": _SHELL_ENDS, "query": _QUERY_ENDS}.get(style, r"[ \t]#"),
-    ]
+    ends = [r"\r", r"\n", r"\\[nr]"]
+    if style != "header":
+        ends.append({"shell": _SHELL_ENDS, "query": _QUERY_ENDS}.get(style, r"[ \t]#"))
     if flow:
         ends.append(r"[,}\])]")
     if inside:
-        ends.append(r"\\[nrt\"']|\"")
+        ends.append(r"(?<!\\)\"" if style == "header" else r"\\[nrt\"']|\"")
     if enclosing:
         ends.append(re.escape(enclosing))
     return re.compile("|".join(ends))
@@ -249,6 +246,8 @@ class _AssignmentScanner:
         key_start, key_end = _key_start(text, hit.start()), m.end("rest")
         if key_start < 0 or (key_end < len(text) and text[key_end] in _KEY_CHARS):
             return None
+        if key_start > 0 and text[key_start - 1] in "$*@":
+            return None  # a variable, pointer or glob: $PWD:/app, *v1.Secret
         key = text[key_start:key_end]
         kind = secret_key_kind(key)
         if kind is None:
@@ -307,7 +306,9 @@ class _AssignmentScanner:
         if text[vs] in "{[" and not text.startswith("{{", vs) and vs >= self.unclosed_until:
             end = _match_bracket(text, vs, max(len(a.quote_token) - 1, 0))
             if end is not None:
-                return None if end - vs <= 2 else (vs, end, replacement)
+                if end - vs <= 2 or not any(q in text[vs:end] for q in "\"'"):
+                    return None  # empty, or a schema such as { type: String, required: true }
+                return vs, end, replacement
             self.unclosed_until = min(len(text), vs + _MAX_STRUCT_LEN)
 
         if (
@@ -336,6 +337,8 @@ class _AssignmentScanner:
             else ""
         )
         style = "query" if query else "shell" if shell else "line"
+        if a.kind == "authorization" and not query:
+            style, flow = "header", False  # Digest and AWS4 parameters hold commas and spaces
         end = self._plain_end(_plain_end_re(style, flow, inside, enclosing), vs)
         after = text[end : end + 1]
         value = text[vs:end].rstrip()
@@ -381,7 +384,9 @@ class _AssignmentScanner:
         if kind == "cookie":
             return _cookie_edit(value, start, end)
         if kind == "authorization" and (scheme := _AUTH_SCHEME_RE.match(value)) is not None:
-            creds = value[scheme.end() :]
+            creds = value[scheme.end() :].rstrip()
+            if any(c.isspace() for c in creds) and "=" not in creds:
+                return None  # prose: "authorization: required for write endpoints"
             if MARKER_RE.match(creds) or keep(
                 creds, "password", plain=plain, bare_names=bare_names, literal_words=literal_words
             ):

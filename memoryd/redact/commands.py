@@ -24,7 +24,7 @@ from collections.abc import Callable
 from memoryd.redact.tokens import REDACTED, Rule
 
 _VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"`;|&<>()]+)"
-_SEGMENT_END_RE = re.compile(r"[\n;|]|&&")
+_SEGMENT_END_RE = re.compile(r"[\n;|]|&&|\\n")
 _REFERENCE_RE = re.compile(r"[\"']?(?:\$\{?[A-Za-z_]\w*\}?|\{\{[^}]*\}\}|<[^<>]*>|\*+|x{3,})[\"']?")
 _PORTISH_RE = re.compile(r"[\"']?[\d.:/\-]+(?:tcp|udp)?[\"']?")
 _MARKER_START = "[REDACTED"
@@ -59,11 +59,18 @@ def _replace_s(m: re.Match[str], group: str = "s") -> str:
 
 
 def _contextual(
-    pattern: str, context: str | None, *, flags: int = 0, ports_ok: bool = False
+    pattern: str,
+    context: str | None,
+    *,
+    flags: int = 0,
+    ports_ok: bool = False,
+    unless: str | None = None,
 ) -> Callable[[str], tuple[str, int]]:
-    """Redact group ``s`` of ``pattern`` where ``context`` occurs earlier in the same command."""
+    """Redact group ``s`` of ``pattern`` where ``context`` occurs earlier in the same command
+    (and ``unless`` does not)."""
     regex = re.compile(pattern, flags)
     ctx = re.compile(context) if context else None
+    not_ctx = re.compile(unless) if unless else None
 
     def apply(text: str) -> tuple[str, int]:
         count = 0
@@ -72,9 +79,11 @@ def _contextual(
             nonlocal count
             if not _is_secret_value(m.group("s"), ports_ok=ports_ok):
                 return m.group()
-            if ctx is not None:
+            if ctx is not None or not_ctx is not None:
                 start, _ = _segment(text, m.start())
-                if ctx.search(text, start, m.start() + 1) is None:
+                if ctx is not None and ctx.search(text, start, m.start() + 1) is None:
+                    return m.group()
+                if not_ctx is not None and not_ctx.search(text, start, m.start() + 1):
                     return m.group()
             count += 1
             return _replace_s(m)
@@ -84,50 +93,66 @@ def _contextual(
     return apply
 
 
-_HTTP_CLIENT = r"(?:^|[\s(`\"'])(?:curl|wget|http|https|xh|httpie|lftp)(?=\s)"
+# A command name starts a word; after a JSON-escaped newline (``\\n``) too.
+_CMD = r"(?:(?<![\w\-])|(?<=\\[nt]))"
+_HTTP_CLIENT = rf"{_CMD}(?:curl|wget|http|https|xh|httpie|lftp)(?=\s)"
 _LOGIN_USER = r"(?<!\S)(?:-u|-U|-D|-l|--user|--username)(?:[ \t]+|=)[^\s\-]"
 _LOGIN_COMMAND = (
-    r"\b(?:sshpass|redis-cli|ldap(?:search|add|modify|delete|passwd|whoami)"
+    rf"{_CMD}(?:sshpass|redis-cli|ldap(?:search|add|modify|delete|passwd|whoami)"
     r"|(?:docker|podman|buildah|skopeo|helm|oras|crane|az|oc|cf|argocd|nerdctl|regctl)"
     r"(?:[ \t]+registry)?[ \t]+login)\b"
 )
 
-# user:password after a user flag, attached or spaced, quoted or not
-_USERPASS = (
-    r"-(?<![\w-]-)(?:u|U|-user|-proxy-user|a|-auth)(?:[ \t]+|=|(?=[^\s\-]))"
-    r"(?P<q>['\"]?)[^\s:'\"]*:(?P<s>[^\s'\"]+)(?P=q)"
+# user:password after a user flag, attached or spaced, quoted or not (``-sSfu u:p`` too)
+_USERPASS_RE = re.compile(
+    r"-(?<![\w-]-)(?:[A-Za-z]{0,6}[uUa]|-user|-proxy-user|-auth)(?:[ \t]+|=|(?=[^\s\-]))"
+    r"(?P<q>['\"]?)(?P<user>[^\s:'\"]*):(?P<s>[^\s'\"]+)(?P=q)"
 )
+_HTTP_CLIENT_RE = re.compile(_HTTP_CLIENT)
 _ATTACHED = r"-(?<=[ \t]-)p(?P<s>[^\s'\"`;|&<>()-][^\s'\"`;|&<>()]*|'[^'\n]*'|\"[^\"\n]*\")"
 _SPACED_P = rf"-(?<=[ \t]-)[pw][ \t]+{_VALUE}"
 
 
 def _userpass(text: str) -> tuple[str, int]:
-    regex = _USERPASS_RE
     count = 0
 
     def repl(m: re.Match[str]) -> str:
         nonlocal count
-        user_pass = m.group()[m.start("q") - m.start() + len(m.group("q")) :].split(":", 1)
-        user, password = user_pass[0], m.group("s")
+        user, password = m.group("user"), m.group("s")
         if not _is_secret_value(password) or (user.isdigit() and password.isdigit()):
             return m.group()
-        flag = m.group().split(None, 1)[0].split("=", 1)[0]
-        if flag in ("-u", "-U", "-a", "--user") or flag.startswith(("-u", "-U", "-a")):
+        if not m.group().startswith(("--auth", "--proxy-user")):
             start, _ = _segment(text, m.start())
             if _HTTP_CLIENT_RE.search(text, start, m.start() + 1) is None:
-                return m.group()
+                return m.group()  # docker run -u app:staff, chown-style pairs
         count += 1
         return _replace_s(m)
 
-    return regex.sub(repl, text), count
+    return _USERPASS_RE.sub(repl, text), count
 
 
-_USERPASS_RE = re.compile(_USERPASS)
-_HTTP_CLIENT_RE = re.compile(_HTTP_CLIENT)
+# Values and line ends that also hold where the text is a JSON string: ``\n`` and a closing quote
+# end a line there.
+_WORD = r"(?:[^\s\\\"]|\\(?![nrt\"\\]))+"
+_EOL = r"(?=[ \t]*(?:\r?$|\\[nr]|\"))"
+_BOL = r"(?:^|(?<=\\n)|(?<=\"))"
+_LINE_BREAK_RE = re.compile(r"\n|\\n|(?<!\\)\"")
 
-# .netrc: a password (or account) token in a file that names a machine or a login
-_NETRC_RE = re.compile(r"p(?<![\w\-]p)ass(?:word|wd)[ \t]+(?P<s>[^\s]+)")
-_NETRC_CONTEXT_RE = re.compile(r"(?<![\w\-])(?:machine|default|login)[ \t\n]")
+
+def _line_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int, int]:
+    """The line around ``start:end``, looking at most ``reach`` characters either side."""
+    lo = max(0, start - reach)
+    head = lo
+    for m in _LINE_BREAK_RE.finditer(text, lo, start):
+        head = m.end()
+    stop = _LINE_BREAK_RE.search(text, end, min(len(text), end + reach))
+    return head, stop.start() if stop is not None else min(len(text), end + reach)
+
+
+# .netrc: a password token in a file that names a machine or a login
+_NETRC_RE = re.compile(rf"p(?<![\w\-]p)ass(?:word|wd)[ \t]+(?P<s>{_WORD})")
+_NETRC_CONTEXT_RE = re.compile(rf"{_CMD}(?:machine|default|login)(?:[ \t\n]|\\n)")
+_NETRC_NEXT_RE = re.compile(r"[ \t]+(?:machine|default|login|account|macdef)\b")
 
 
 def _netrc(text: str) -> tuple[str, int]:
@@ -135,31 +160,28 @@ def _netrc(text: str) -> tuple[str, int]:
 
     def repl(m: re.Match[str]) -> str:
         nonlocal count
-        value = m.group("s")
-        if not _is_secret_value(value, ports_ok=True):
+        if not _is_secret_value(m.group("s"), ports_ok=True):
             return m.group()
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        before = text[max(0, line_start - 300) : m.start()]
-        if _NETRC_CONTEXT_RE.search(before) is None:
+        if _NETRC_CONTEXT_RE.search(text, max(0, m.start() - 300), m.start()) is None:
             return m.group()
-        line_end = text.find("\n", m.end())
-        after = text[m.end() : len(text) if line_end < 0 else line_end]
-        if after.strip() and not re.match(
-            r"[ \t]+(?:machine|default|login|account|macdef)\b", after
-        ):
-            return m.group()  # prose: "password reset for the login page"
+        _, line_end = _line_bounds(text, m.start(), m.end())
+        after = text[m.end() : line_end]
+        if after.strip() and not _NETRC_NEXT_RE.match(after):
+            return m.group()  # prose: "the password field in .netrc"
         count += 1
         return _replace_s(m)
 
     return _NETRC_RE.sub(repl, text), count
 
 
-# .pgpass: hostname:port:database:username:password (a colon or backslash escaped inside)
+# .pgpass: hostname:port:database:username:password (``\:`` and ``\\`` escaped inside)
 _PGPASS_RE = re.compile(
-    r":(?P<port>\*|\d{1,5}):(?:\*|[^\s:]+):(?:\*|[^\s:]+):(?P<s>(?:\\.|[^\s\\])+?)[ \t]*\r?$",
+    r":(?P<port>\*|\d{1,5}):(?:\*|[^\s:\"]+):(?:\*|[^\s:\"]+):"
+    rf"(?P<s>(?:\\[:\\]|[^\s\\\"])+){_EOL}",
     re.MULTILINE,
 )
 _PGPASS_HOST_RE = re.compile(r"\*|[A-Za-z0-9][\w.\-]*")
+_MAC_RE = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*")
 
 
 def _pgpass(text: str) -> tuple[str, int]:
@@ -167,15 +189,13 @@ def _pgpass(text: str) -> tuple[str, int]:
 
     def repl(m: re.Match[str]) -> str:
         nonlocal count
-        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_start, _ = _line_bounds(text, m.start(), m.start(), 200)
         host, value = text[line_start : m.start()], m.group("s")
         if not _PGPASS_HOST_RE.fullmatch(host):
             return m.group()
         if host != "*" and not any(c.isalpha() for c in host) and host.count(".") != 3:
             return m.group()  # 12:30:00:... is a time, not a host
-        if re.fullmatch(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*", value) or not _is_secret_value(
-            value, ports_ok=True
-        ):
+        if _MAC_RE.fullmatch(value) or not _is_secret_value(value, ports_ok=True):
             return m.group()
         count += 1
         return _replace_s(m)
@@ -184,13 +204,18 @@ def _pgpass(text: str) -> tuple[str, int]:
 
 
 _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...] = (
-    ("cli-password", ("-u", "-a", "--auth", "--proxy-user"), _userpass),
+    ("cli-password", ("curl", "wget", "http", "xh", "lftp", "--auth", "--proxy-user"), _userpass),
     (
         "cli-password",
         ("mysql", "mariadb", "sshpass", "7z"),
-        _contextual(_ATTACHED, r"\b(?:mysql\w*|mariadb[\w\-]*|sshpass|7za?)\b", ports_ok=True),
+        _contextual(_ATTACHED, rf"{_CMD}(?:mysql\w*|mariadb[\w\-]*|sshpass|7za?)\b", ports_ok=True),
     ),
-    ("cli-password", ("-p", "-w"), _contextual(_SPACED_P, _LOGIN_USER)),
+    # mysql's spaced -p prompts for the password and the next word is a database
+    (
+        "cli-password",
+        ("-p", "-w"),
+        _contextual(_SPACED_P, _LOGIN_USER, unless=rf"{_CMD}(?:mysql|mariadb)"),
+    ),
     (
         "cli-password",
         ("sshpass", "login", "redis-cli", "ldap"),
@@ -207,10 +232,18 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
     (
         "cli-password",
         ("ssh-keygen",),
-        _contextual(rf"-(?<=[ \t]-)[NP][ \t]+{_VALUE}", r"\bssh-keygen\b"),
+        _contextual(rf"-(?<=[ \t]-)[NP][ \t]+{_VALUE}", rf"{_CMD}ssh-keygen\b"),
     ),
-    ("cli-password", ("zip",), _contextual(rf"-(?<=[ \t]-)P[ \t]+{_VALUE}", r"\b(?:un)?zip\b")),
-    ("cli-password", ("openssl",), _contextual(rf"-(?<=[ \t]-)k[ \t]+{_VALUE}", r"\bopenssl\b")),
+    (
+        "cli-password",
+        ("zip",),
+        _contextual(rf"-(?<=[ \t]-)P[ \t]+{_VALUE}", rf"{_CMD}(?:un)?zip\b"),
+    ),
+    (
+        "cli-password",
+        ("openssl",),
+        _contextual(rf"-(?<=[ \t]-)k[ \t]+{_VALUE}", rf"{_CMD}openssl\b"),
+    ),
     (
         "cli-password",
         ("%",),
@@ -222,7 +255,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
         "cli-password",
         ("htpasswd",),
         _contextual(
-            r"\bhtpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\S+)*(?:[ \t]+[^\s\-]\S*){1,2}[ \t]+"
+            rf"{_CMD}htpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\S+)*(?:[ \t]+[^\s\-]\S*){{1,2}}[ \t]+"
             + _VALUE,
             None,
         ),
@@ -233,8 +266,8 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
         "config-password",
         ("requirepass", "masterauth", "masterpass", "rpcpassword", "auth_pass"),
         _contextual(
-            r"(?m)^[ \t]*(?:requirepass|masterauth|masterpass|rpcpassword|auth_pass)[ \t]+"
-            r"(?P<s>\S+)[ \t]*\r?$",
+            rf"(?m){_BOL}[ \t]*(?:requirepass|masterauth|masterpass|rpcpassword|auth_pass)[ \t]+"
+            rf"(?P<s>{_WORD}){_EOL}",
             None,
             ports_ok=True,
         ),

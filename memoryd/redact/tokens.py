@@ -104,7 +104,8 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         ("discord",),
         r"\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}\b",
     ),
-    ("telegram-bot-token", (":aa",), r"\b\d{6,12}:AA[A-Za-z0-9_\-]{30,}"),
+    ("telegram-bot-token", (":aa",), r"(?<!\d)\d{6,12}:AA[A-Za-z0-9_\-]{30,}"),
+    ("terraform-token", ("atlasv1",), r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[\w=\-]{60,}"),
     ("stripe-key", (), rf"{_p('sk_')}(?:live|test|prod)_{_AN}{{10,}}"),
     ("stripe-key", (), rf"{_p('rk_')}(?:live|test|prod)_{_AN}{{10,}}"),
     ("stripe-key", (), rf"{_p('whsec_')}[A-Za-z0-9+/=]{{20,}}"),
@@ -204,7 +205,7 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
 _PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END_RE = re.compile(r"-----END[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY_RE = re.compile(r"[A-Za-z0-9+/=\s\\:,\-]*")
-_PUTTY_RE = re.compile(r"(Private-Lines:[ \t]*\d+)(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\\n))+")
+_PUTTY_RE = re.compile(r"(Private-Lines:[ \t]*\d+)(\r?\n|\\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\\n))+")
 
 
 def _redact_pem(text: str) -> tuple[str, int]:
@@ -233,7 +234,7 @@ def _redact_pem(text: str) -> tuple[str, int]:
 
 def _redact_putty(text: str) -> tuple[str, int]:
     """PuTTY ``.ppk`` files: the base64 lines under ``Private-Lines: N``."""
-    return _PUTTY_RE.subn(lambda m: f"{m.group(1)} {marker('private-key')}\n", text)
+    return _PUTTY_RE.subn(lambda m: f"{m.group(1)} {marker('private-key')}{m.group(2)}", text)
 
 
 # --- URL userinfo ---------------------------------------------------------------------------------
@@ -242,7 +243,7 @@ _URL_PASSWORD_RE = re.compile(
     r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@?#\"'`<>\\\[\]{}]*:)"
     r"(?!\[REDACTED|(?:\$\{[^}\s@]*\}|\$[A-Za-z_]\w*|\{\{[^}]*\}\}|<[^>\s@]*>|pass|password|passwd"
     r"|pwd|secret|x+|\*+|\.+)@)"
-    r"([^\s/@?#\"'`<>\\]+)@",
+    r"([^\s/@\"'`<>\\]+)@",
     re.ASCII,
 )
 # ``https://<token>@host``: a user part that is a random string is a credential on its own
@@ -283,6 +284,9 @@ def _redact_oracle(text: str) -> tuple[str, int]:
     )
 
 
+_SEPARATOR_RE = re.compile(r"[\-_./:]")
+
+
 def looks_random(value: str) -> bool:
     """A machine-made secret: long, no spaces, letters and digits mixed, high entropy.
 
@@ -298,6 +302,11 @@ def looks_random(value: str) -> bool:
     letters = sum(c.isalpha() for c in v)
     if digits == 0 or letters == 0:
         return False
+    words = sum(
+        1 for part in _SEPARATOR_RE.split(v) if len(part) >= 3 and part.isalpha() and part.islower()
+    )
+    if words >= 2:
+        return False  # node-modules-<hash>, build-cache-v2-...: a name with a hash in it
     return entropy(v) >= (3.0 if re.fullmatch(r"[0-9a-fA-F\-]+", v) else 3.5)
 
 

@@ -61,7 +61,7 @@ def secret_key_kind(key: str) -> str | None:
         return "cookie"
     if last == "key":
         return "key" if len(segs) >= 2 and segs[-2] in _KEY_QUALIFIERS else "weak"
-    if last in ("pw", "pwd") or last.endswith("pwd"):
+    if last in ("pw", "pwd", "psk") or last.endswith("pwd"):
         return "pwd" if last.endswith("pwd") else "password"
     if last.endswith("token"):
         return "token"
@@ -127,6 +127,8 @@ _NOT_SECRET_LITERALS = frozenset(
 
 
 def is_reference(value: str) -> bool:
+    if "${" in value or "{{" in value or "#{" in value:
+        return True  # a template: the secret is interpolated, not written
     if _CODE_LOOKUP_RE.match(value) or re.fullmatch(r"<[^<>]*>|\*[\w-]+", value):
         return True
     rest = _REFERENCE_RE.sub("", _MARKER_RE.sub("", value)).strip(" \t\"'`+")
