@@ -827,7 +827,7 @@ def _ham() -> list[str]:
         f'"id": "{u()}",',
         f"  integrity sha512-{sri(64)}",
         f'      "integrity": "sha512-{sri(64)}",',
-        f'      "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",',
+        '      "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",',
         f'    {{file = "requests-2.32.3-py3-none-any.whl", hash = "sha256:{hx(64)}"}},',
         f'    {{file = "idna-3.7.tar.gz", hash = "sha256:{hx(64)}"}},',
         f"requests==2.32.3 --hash=sha256:{hx(64)}",
