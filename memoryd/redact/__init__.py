@@ -42,7 +42,7 @@ _HEADER_RULES = (
         "bearer",
         partial(
             re.compile(
-                r"([Bb](?<![A-Za-z0-9_][Bb])(?i:earer)[ \t]+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*",
+                r"(earer(?<=[Bb]earer)(?<![A-Za-z0-9_].earer)[ \t]+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*",
                 re.ASCII,
             ).subn,
             _KEEP_PREFIX,
@@ -53,7 +53,8 @@ _HEADER_RULES = (
         "basic-auth",
         partial(
             re.compile(
-                r"([Aa](?<![A-Za-z0-9_][Aa])(?i:uthorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic)[ \t]+)"
+                r"(uthorization(?<=[Aa]uthorization)(?<![A-Za-z0-9_].uthorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
+                r"(?i:basic)[ \t]+)"
                 r"[A-Za-z0-9+/]{8,}={0,2}",
                 re.ASCII,
             ).subn,

@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from memoryd.redact.tokens import REDACTED, Rule
+from memoryd.redact.tokens import REDACTED, Rule, looks_random
+from memoryd.redact.values import keep, secret_key_kind
 
 _VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"`;|&<>()]+)"
 _SEGMENT_END_RE = re.compile(r"[\n;|]|&&|\\n")
@@ -150,7 +151,7 @@ def _line_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int
 
 
 # .netrc: a password token in a file that names a machine or a login
-_NETRC_RE = re.compile(rf"p(?<![\w\-]p)ass(?:word|wd)[ \t]+(?P<s>{_WORD})")
+_NETRC_RE = re.compile(rf"assw(?<=passw)(?<![\w\-]passw)(?:ord|d)[ \t]+(?P<s>{_WORD})")
 _NETRC_CONTEXT_RE = re.compile(rf"{_CMD}(?:machine|default|login)(?:[ \t\n]|\\n)")
 _NETRC_NEXT_RE = re.compile(r"[ \t]+(?:machine|default|login|account|macdef)\b")
 
@@ -201,6 +202,100 @@ def _pgpass(text: str) -> tuple[str, int]:
         return _replace_s(m)
 
     return _PGPASS_RE.sub(repl, text), count
+
+
+# XML: <password>x</password>, <entry key="db.password">x</entry>, <add key="Password" value="x"/>
+_XML_ELEMENT_RE = re.compile(
+    r"<(?P<tag>[A-Za-z_][\w.:\-]{0,64})(?P<attrs>\s[^<>\n]{0,200})?>(?P<s>[^<>\n]{1,512})</(?P=tag)>"
+)
+_XML_NAME_ATTR_RE = re.compile(r"\b(?:key|name)\s*=\s*\\?[\"']([^\"'\\]{1,64})\\?[\"']")
+_XML_PAIR_RE = re.compile(
+    r"\b(?:key|name)\s*=\s*\\?\"(?P<k>[^\"\\]{1,64})\\?\"\s+value\s*=\s*\\?\""
+    r"(?P<s>[^\"\\\n]{1,512})\\?\""
+)
+
+
+def _xml_kind(tag: str, attrs: str | None) -> str | None:
+    kind = secret_key_kind(tag.rsplit(":", 1)[-1])
+    if kind is None and attrs and (named := _XML_NAME_ATTR_RE.search(attrs)) is not None:
+        kind = secret_key_kind(named.group(1))
+    return kind
+
+
+def _xml(text: str) -> tuple[str, int]:
+    count = 0
+
+    def element(m: re.Match[str]) -> str:
+        nonlocal count
+        kind = _xml_kind(m.group("tag"), m.group("attrs"))
+        if kind is None or kind == "cookie" or keep(m.group("s"), kind):
+            return m.group()
+        count += 1
+        return _replace_s(m)
+
+    def pair(m: re.Match[str]) -> str:
+        nonlocal count
+        kind = secret_key_kind(m.group("k"))
+        if kind is None or kind == "cookie" or keep(m.group("s"), kind):
+            return m.group()
+        count += 1
+        return _replace_s(m)
+
+    text = _XML_ELEMENT_RE.sub(element, text)
+    if "value=" in text:
+        text = _XML_PAIR_RE.sub(pair, text)
+    return text, count
+
+
+# Chat and prose: "password Tr0ub4dor&3", "the token is 9f8e7d6c5b4a39281706".
+# Each keyword is found by its literal tail (fast); the lookbehinds check its first letter and that
+# it starts a word.
+_PROSE_SECRET_RES = tuple(
+    re.compile(
+        rf"{tail}(?<=(?i:{first}){tail})(?<![\w\-].{tail})(?:[ \t]+(?:is|was))?[ \t]+"
+        r"(?P<s>[^\s\"'`]{8,128})"
+    )
+    for first, tail in (
+        ("p", "assword"),
+        ("p", "asswd"),
+        ("p", "assphrase"),
+        ("s", "ecret"),
+        ("t", "oken"),
+        ("a", "pi key"),
+        ("a", "pi_key"),
+        ("a", "pikey"),
+    )
+)
+_NOT_A_PASSWORD_RE = re.compile(
+    r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|.*(?:://|[/=${}()<>\[\]]).*|.*\.\w{1,4}"
+)
+
+
+def _looks_like_password(value: str) -> bool:
+    v = value.rstrip(".,;:!?)")
+    if len(v) < 8 or _NOT_A_PASSWORD_RE.fullmatch(v) or v.startswith(_MARKER_START):
+        return False
+    if not any(c.isdigit() for c in v) or not any(c.isalpha() for c in v):
+        return False
+    mixed = v.lower() != v and v.upper() != v
+    return mixed or not v.isalnum() or looks_random(v)
+
+
+def _prose(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        value = m.group("s")
+        if not _looks_like_password(value):
+            return m.group()
+        count += 1
+        v = value.rstrip(".,;:!?)")
+        return m.group()[: m.start("s") - m.start()] + REDACTED + value[len(v) :]
+
+    for regex in _PROSE_SECRET_RES:
+        text = regex.sub(repl, text)
+    return text, count
 
 
 _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...] = (
@@ -255,19 +350,21 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
         "cli-password",
         ("htpasswd",),
         _contextual(
-            rf"{_CMD}htpasswd[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\S+)*(?:[ \t]+[^\s\-]\S*){{1,2}}[ \t]+"
-            + _VALUE,
+            r"htpasswd(?:(?<![\w\-]htpasswd)|(?<=\\[nt]htpasswd))[ \t]+"
+            r"-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-\S+)*(?:[ \t]+[^\s\-]\S*){1,2}[ \t]+" + _VALUE,
             None,
         ),
     ),
     ("netrc", ("password", "passwd"), _netrc),
+    ("xml-secret", ("</", "value="), _xml),
+    ("prose-secret", (), _prose),
     ("pgpass", (), _pgpass),
     (
         "config-password",
         ("requirepass", "masterauth", "masterpass", "rpcpassword", "auth_pass"),
         _contextual(
             rf"(?m){_BOL}[ \t]*(?:requirepass|masterauth|masterpass|rpcpassword|auth_pass)[ \t]+"
-            rf"(?P<s>{_WORD}){_EOL}",
+            rf"(?P<s>\\?\"[^\"\\\n]*\\?\"|'[^'\n]*'|{_WORD}){_EOL}",
             None,
             ports_ok=True,
         ),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 REDACTED = "[REDACTED]"
@@ -70,10 +71,11 @@ _HEX = r"[0-9a-f]"
 # replace; otherwise the whole match goes. Anthropic precedes OpenAI since both start ``sk-``.
 _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("anthropic-key", (), rf"{_p('sk-ant-')}{_W}{{20,}}"),
+    ("xai-key", (), rf"{_p('xai-')}{_AN}{{40,}}"),
     (
         "openai-key",
         (),
-        rf"{_p('sk-')}(?:(?:proj|svcacct|admin|None)-{_W}{{20,}}|[A-Za-z0-9]{{20,}}{_W}*)",
+        rf"{_p('sk-')}(?:(?:proj|svcacct|admin|None|or-v\d)-{_W}{{20,}}|[A-Za-z0-9]{{20,}}{_W}*)",
     ),
     *(
         ("aws-key", (), rf"{_p(p)}[A-Z0-9]{{{16 - len(p) + 4}}}(?![A-Za-z0-9])")
@@ -88,7 +90,7 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "gitlab-token",
         (),
-        rf"{_p('gl')}(?:pat|dt|ft|rt|ptt|cbt|imt|soat|oas|agent|ffct|wt)-{_W}{{20,}}",
+        rf"{_p('gl')}(?:pat|dt|ft|rt|ptt|cbt|imt|soat|oas|agent|ffct|wt)-{_W}{{20,}}(?:\.{_W}+)*",
     ),
     ("gitlab-token", (), rf"{_p('GR1348941')}{_W}{{20,}}"),
     ("slack-token", (), rf"{_p('xox')}[abposer]-[A-Za-z0-9\-]{{10,}}"),
@@ -104,8 +106,9 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         ("discord",),
         r"\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}\b",
     ),
-    ("telegram-bot-token", (":aa",), r"(?<!\d)\d{6,12}:AA[A-Za-z0-9_\-]{30,}"),
-    ("terraform-token", ("atlasv1",), r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[\w=\-]{60,}"),
+    # These three are found by a literal in their middle; _BEFORE gives what must precede it.
+    ("telegram-bot-token", (), r":AA(?<=\d:AA)[A-Za-z0-9_\-]{30,}"),
+    ("terraform-token", (), r"\.atlasv1\.[\w=\-]{60,}"),
     ("stripe-key", (), rf"{_p('sk_')}(?:live|test|prod)_{_AN}{{10,}}"),
     ("stripe-key", (), rf"{_p('rk_')}(?:live|test|prod)_{_AN}{{10,}}"),
     ("stripe-key", (), rf"{_p('whsec_')}[A-Za-z0-9+/=]{{20,}}"),
@@ -120,7 +123,7 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("google-oauth", (), rf"{_p('GOCSPX-')}{_W}{{20,}}"),
     ("google-oauth", (), rf"{_p('ya29.')}{_W}{{20,}}"),
     ("google-oauth", (), rf"{_p('1//0', 'A-Za-z0-9/')}{_W}{{30,}}"),
-    ("azure-ad-secret", ("q~",), r"(?<![\w~.])[\w~.]{3}\dQ~[\w~.\-]{30,36}(?![\w~.\-])"),
+    ("azure-ad-secret", (), r"Q~(?<=\dQ~)[\w~.\-]{30,36}(?![\w~.\-])"),
     ("digitalocean-token", (), rf"{_p('do')}[opr]_v1_{_HEX}{{64}}(?![A-Za-z0-9])"),
     ("heroku-key", (), rf"{_p('HRKU-')}{_W}{{30,}}"),
     ("shopify-token", (), rf"{_p('shp')}(?:at|ca|pa|ss)_[0-9a-fA-F]{{32}}(?![A-Za-z0-9])"),
@@ -174,10 +177,22 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 
+_BEFORE = {
+    "telegram-bot-token": r"(?<!\d)\d{6,12}",
+    "terraform-token": r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}",
+    "azure-ad-secret": r"(?<![\w~.])[\w~.]{3}\d",
+}
+
+
 def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
     regex = re.compile(pattern, re.ASCII)
     mark = marker(name)
     partial_group = "s" in regex.groupindex
+    before = _BEFORE.get(name)
+    if before is not None:
+        return Rule(
+            name, partial(_apply_extended, regex, re.compile(rf"(?:{before})\Z"), mark), hints
+        )
 
     def apply(text: str) -> tuple[str, int]:
         count = 0
@@ -198,6 +213,23 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
         return regex.sub(repl, text), count
 
     return Rule(name, apply, hints)
+
+
+def _apply_extended(
+    regex: re.Pattern[str], before: re.Pattern[str], mark: str, text: str
+) -> tuple[str, int]:
+    """A token found by a literal in its middle: ``before`` must match right up to the match."""
+    out: list[str] = []
+    copied = 0
+    for m in regex.finditer(text):
+        head = before.search(text, max(copied, m.start() - 64), m.start())
+        if head is None or is_placeholder(m.group()):
+            continue
+        out += [text[copied : head.start()], mark]
+        copied = m.end()
+    if not out:
+        return text, 0
+    return "".join(out) + text[copied:], len(out) // 2
 
 
 # --- private keys ---------------------------------------------------------------------------------
@@ -239,20 +271,23 @@ def _redact_putty(text: str) -> tuple[str, int]:
 
 # --- URL userinfo ---------------------------------------------------------------------------------
 
+# Anchored on the literal "://" (fast); the scheme is checked behind it. A password may hold
+# "@" ("p@ss"): the userinfo ends at the last "@" before the host.
 _URL_PASSWORD_RE = re.compile(
-    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@?#\"'`<>\\\[\]{}]*:)"
+    r"(://(?<=[A-Za-z0-9]://)[^\s:/@?#\"'`<>\\\[\]{}]*:)"
     r"(?!\[REDACTED|(?:\$\{[^}\s@]*\}|\$[A-Za-z_]\w*|\{\{[^}]*\}\}|<[^>\s@]*>|pass|password|passwd"
     r"|pwd|secret|x+|\*+|\.+)@)"
-    r"([^\s/@\"'`<>\\]+)@",
+    r"([^\s/\"'`<>\\]+)@(?=[^\s@/\"'`<>\\]*(?:[/?#\s\"'`<>\\]|$))",
     re.ASCII,
 )
 # ``https://<token>@host``: a user part that is a random string is a credential on its own
-_URL_USER_TOKEN_RE = re.compile(
-    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]{0,30}://)([A-Za-z0-9_\-]{20,})@", re.ASCII
-)
-_ORACLE_RE = re.compile(
-    r"(?i)((?:\bjdbc:oracle:[a-z]+:|\b(?:sqlplus|rman|expdp|impdp)[ \t]+(?:-\w+[ \t]+)*)"
-    r"[\w$#.\"]+/)([^@\s/\"']+)@"
+_URL_USER_TOKEN_RE = re.compile(r"(://(?<=[A-Za-z0-9]://))([A-Za-z0-9_\-]{20,})@", re.ASCII)
+_ORACLE_RES = tuple(
+    re.compile(rf"({re.escape(lit)}(?<![\w\-]{re.escape(lit)}){tail}[\w$#.\"]+/)([^@\s/\"']+)@")
+    for lit, tail in (
+        ("jdbc:oracle:", r"[a-z]+:"),
+        *((cmd, r"[ \t]+(?:-\w+[ \t]+)*") for cmd in ("sqlplus", "rman", "expdp", "impdp")),
+    )
 )
 
 
@@ -279,9 +314,13 @@ def _redact_url_credentials(text: str) -> tuple[str, int]:
 
 def _redact_oracle(text: str) -> tuple[str, int]:
     """``sqlplus scott/tiger@db`` and ``jdbc:oracle:thin:scott/tiger@host``."""
-    return _ORACLE_RE.subn(
-        lambda m: m.group() if m.group(2).startswith("[") else f"{m.group(1)}{REDACTED}@", text
-    )
+    total = 0
+    for regex in _ORACLE_RES:
+        text, n = regex.subn(
+            lambda m: m.group() if m.group(2).startswith("[") else f"{m.group(1)}{REDACTED}@", text
+        )
+        total += n
+    return text, total
 
 
 _SEPARATOR_RE = re.compile(r"[\-_./:]")

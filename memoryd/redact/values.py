@@ -164,7 +164,7 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     parts = re.split(r"\??\.", chain)
     if parts[0] in _CODE_OBJECTS:
         return True
-    if literal_words == "yaml" and re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)+", chain):
+    if literal_words == "yaml" and re.fullmatch(r"[a-z]{2,}(?:[A-Z][a-z]{2,})+\d{0,2}", chain):
         return True
     if literal_words:
         return False
