@@ -59,6 +59,11 @@ _COOKIE_PAIR_RE = re.compile(r"(?:(?<=^)|(?<=[;,\s]))([!#$%&'*+.^`|~\w\-]+)=([^;
 _COOKIE_ATTRIBUTES = frozenset(
     {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
 )
+_STRING_PREFIX_RE = re.compile(r"[rRbBuUfF]{1,2}(?=[\"'])")
+_REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
+_TUPLE_TARGET_RE = re.compile(
+    r"(?:^|[\n(\[])[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
+)
 _SHELL_ENDS = r"[\s;&|<>()`\"']"
 _QUERY_ENDS = r"[\s&#\"'<>)\]\\]"
 
@@ -185,6 +190,16 @@ def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pa
     return re.compile("|".join(ends))
 
 
+def _names_the_key(value: str, key: str) -> bool:
+    """``client_secret="my-client-secret"``, ``token: api_token``: a label that repeats the key."""
+    v = value.strip().strip("\"'").lower()
+    if not re.fullmatch(r"[a-z][a-z_\-. ]*", v):
+        return False
+    squash = re.sub(r"[_\-. ]", "", v)
+    name = re.sub(r"[_\-.]", "", key.lower())
+    return squash.endswith(name) and len(squash) - len(name) <= 8
+
+
 def _cookie_edit(value: str, start: int, end: int) -> tuple[int, int, str] | None:
     """``Cookie: a=b; sid=...``: every cookie value long enough to be a session goes, names stay."""
 
@@ -205,6 +220,7 @@ class _Assignment(NamedTuple):
     op: str  # ":", "=", ":=", "=>", or " " for a command-line flag such as --password x
     op_spaced: bool
     value_start: int
+    key: str
 
 
 class _AssignmentScanner:
@@ -248,6 +264,8 @@ class _AssignmentScanner:
             return None
         if key_start > 0 and text[key_start - 1] in "$*@":
             return None  # a variable, pointer or glob: $PWD:/app, *v1.Secret
+        if op == "=" and _TUPLE_TARGET_RE.search(text, max(0, key_start - 64), key_start):
+            return None  # url, username, password = target
         key = text[key_start:key_end]
         kind = secret_key_kind(key)
         if kind is None:
@@ -266,7 +284,7 @@ class _AssignmentScanner:
                 return None
             op = " "
         spaced = bool(m.group("ws") or m.group("ws2"))
-        return _Assignment(kind, key_start, token, op, spaced, m.end()), key_end
+        return _Assignment(kind, key_start, token, op, spaced, m.end(), key), key_end
 
     def _value_edit(self, a: _Assignment) -> tuple[int, int, str] | None:
         """The span of the value to replace and its replacement, or None to keep it."""
@@ -282,7 +300,8 @@ class _AssignmentScanner:
         token_start = a.key_start - len(a.quote_token)
         inside = self.parity.at(token_start)
 
-        quote = _QUOTE_OPEN_RE.match(text, vs)
+        prefix = _STRING_PREFIX_RE.match(text, vs)
+        quote = _QUOTE_OPEN_RE.match(text, prefix.end() if prefix else vs)
         if quote is not None:
             if inside and quote.group() == '"':
                 return None  # this quote closes the string the assignment sits in
@@ -291,7 +310,15 @@ class _AssignmentScanner:
             if end is None and q == "'" and level == 0:
                 end = _find_close(text, quote.end(), q, level, escapes=False)
             if end is not None:
-                return self._finish(a.kind, quote.end(), end, REDACTED, plain=False)
+                inner = text[quote.end() : end]
+                if text[end + level + 1 : end + level + 2] in (".", "["):
+                    return None  # an expression on a literal: ":".join(...), "%s"[0]
+                kinds = prefix.group().lower() if prefix else ""
+                if ("f" in kinds and "{" in inner) or (
+                    "r" in kinds and _REGEX_HINT_RE.search(inner)
+                ):
+                    return None  # an f-string template or a regular expression
+                return self._finish(a, quote.end(), end, REDACTED, plain=False)
 
         query = a.op == "=" and text[a.key_start - 1 : a.key_start] in ("?", "&")
         shell = a.op == " " or (a.op == "=" and not a.op_spaced)
@@ -346,7 +373,7 @@ class _AssignmentScanner:
         if len(value) > _MAX_PLAIN_LEN:
             return vs, end, replacement
         bare_names = style != "shell" or flow or value.endswith(",")
-        if style == "shell" and not flow:
+        if style == "shell" and not flow and not value.endswith(","):
             literal_words = "shell"
         elif a.op == ":" and not a.quote_token and not flow and not value.endswith(","):
             literal_words = "yaml"
@@ -359,7 +386,7 @@ class _AssignmentScanner:
         if a.op == " " and value.isalpha() and value.islower():
             return None  # "the --token flag"
         return self._finish(
-            a.kind,
+            a,
             vs,
             end,
             replacement,
@@ -370,7 +397,7 @@ class _AssignmentScanner:
 
     def _finish(
         self,
-        kind: str,
+        a: _Assignment,
         start: int,
         end: int,
         replacement: str,
@@ -380,7 +407,15 @@ class _AssignmentScanner:
         literal_words: str = "",
     ) -> tuple[int, int, str] | None:
         """The edit for a value spanning ``start:end``, or None when :func:`keep` keeps it."""
+        kind = a.kind
         value = self.text[start:end]
+        if value.replace("-", "_").lower() == a.key.lstrip("-").replace("-", "_").lower():
+            return None  # LAST_PASS = "last_pass": a name, not a secret
+        if a.key.lower().lstrip("-") == "pass" and (
+            any(c.isspace() for c in value.strip())
+            or re.search(r"[ \t]:[ \t]*\Z", self.text[a.key_start : a.value_start])
+        ):
+            return None  # "coalescing pass: adjacent intervals merge": the word, not a password
         if kind == "cookie":
             return _cookie_edit(value, start, end)
         if kind == "authorization" and (scheme := _AUTH_SCHEME_RE.match(value)) is not None:
@@ -393,6 +428,8 @@ class _AssignmentScanner:
                 return None
             return start + scheme.end(), end, REDACTED
         if keep(value, kind, plain=plain, bare_names=bare_names, literal_words=literal_words):
+            return None
+        if _names_the_key(value, a.key):
             return None
         return start, end, replacement
 

@@ -324,6 +324,7 @@ def _redact_oracle(text: str) -> tuple[str, int]:
 
 
 _SEPARATOR_RE = re.compile(r"[\-_./:]")
+_TOKEN_CHARS_RE = re.compile(r"[A-Za-z0-9+/=_\-.~%:!@#$^&*]+")
 
 
 def looks_random(value: str) -> bool:
@@ -333,7 +334,7 @@ def looks_random(value: str) -> bool:
     alphanumerics pass. Used for keys whose name only suggests a secret (``*_key``, ``auth``).
     """
     v = value.strip()
-    if len(v) < 16 or len(v) > 4096 or any(c.isspace() for c in v):
+    if len(v) < 16 or len(v) > 4096 or not _TOKEN_CHARS_RE.fullmatch(v):
         return False
     if re.fullmatch(r"[A-Za-z_.\-/:]+|[\w.\-]*/[\w.\-/]*", v):
         return False  # words, identifiers, paths

@@ -99,8 +99,11 @@ _CODE_LOOKUP_RE = re.compile(
 )
 _CODE_LEAD_RE = re.compile(
     r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)*)"
-    r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)|[ \t]+(?:or|and|if|else|\|\||&&|\?\?|\?|\+)[ \t])"
+    r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)"
+    r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)[ \t])"
 )
+_SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)[ \t]")
+_HUMPS_RE = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
 _CODE_OBJECTS = frozenset(
     {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx"}
     | {"context", "args", "opts", "options", "req", "request", "params", "props", "secrets"}
@@ -117,6 +120,7 @@ _PATH_RE = re.compile(r"(?:~|\.{1,2})?/[\w.\-/~]*|[A-Za-z]:\\.*")
 _PLACEHOLDER_RE = re.compile(
     r"(?i)<[^<>]*>|\[[^\[\]]*\]|(?:your|insert|enter|replace|put)[-_ ][\w\- ]*|your\w*"
     r"|[\w\- ]*[-_ ](?:here|goes[-_ ]here|placeholder)|x{3,}|(?:replace|change)[-_]?me"
+    r"|(?:mock|fake|dummy|test|example|sample|placeholder|not[-_]?a[-_]?real)[-_ ][a-z\-_ ]*"
     r"|todo|tbd|fixme|\*+|\.{3,}|…"
 )
 _NOT_SECRET_LITERALS = frozenset(
@@ -158,14 +162,21 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     m = _CODE_LEAD_RE.match(value)
     if m is None:
         return False
-    if m.group("tail") in ("(", "["):
-        return True
+    tail = m.group("tail")
+    if tail in ("(", "[") or _SYMBOL_OPERATOR_RE.fullmatch(tail):
+        return True  # a call, an index, an operator or a comprehension: str | int, a / "b"
     chain = m.group("chain")
     parts = re.split(r"\??\.", chain)
     if parts[0] in _CODE_OBJECTS:
         return True
-    if literal_words == "yaml" and re.fullmatch(r"[a-z]{2,}(?:[A-Z][a-z]{2,})+\d{0,2}", chain):
-        return True
+    if (
+        literal_words == "yaml"
+        and _HUMPS_RE.fullmatch(chain)
+        and (chain[0].islower() or secret_key_kind(chain) is not None)
+    ):
+        return True  # userPassword, ProgressToken: a property or a type, not a passphrase
+    if not literal_words and re.fullmatch(r"[A-Z][a-z]+(?:[A-Z][a-z]+)?", chain):
+        return True  # token = Error, secret = SecretStr: a class in code (3+ words: a passphrase)
     if literal_words:
         return False
     if secret_key_kind(parts[-1]) is not None and secret_key_kind(parts[-1]) != "weak":
@@ -209,7 +220,9 @@ def keep(
         v = v.rstrip(",;").rstrip()
     if len(v) < MIN_SECRET_LEN or v.lower() in _NOT_SECRET_LITERALS:
         return True
-    if not v.strip("*•.x") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
+    if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
+        return True
+    if re.fullmatch(r"__\w+__", v):
         return True
     if kind == "token" and _NUMBER_RE.fullmatch(v):
         return True
