@@ -42,8 +42,13 @@ def entropy(value: str) -> float:
 
 
 def is_placeholder(body: str) -> bool:
-    """``xxxxxxxx``, ``00000000``, ``****``: too few distinct characters to be a real secret."""
-    return len(set(body.lower())) < 5
+    """``sk-xxxxxxxxxxxx``, ``ghp_************``, ``00000000``: a filler where a token would go."""
+    return _FILLER_RE.fullmatch(body) is not None
+
+
+_FILLER_RE = re.compile(
+    r"[xX*.0_\-]+|(?:your|my)?[-_]?(?:api[-_]?)?(?:key|token|secret)[-_]?here", re.I
+)
 
 
 # --- provider tokens ------------------------------------------------------------------------------
