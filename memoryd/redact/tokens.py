@@ -345,8 +345,13 @@ def looks_random(value: str) -> bool:
         return False  # words, identifiers, paths
     digits = sum(c.isdigit() for c in v)
     letters = sum(c.isalpha() for c in v)
-    if digits == 0 or letters == 0:
+    if letters == 0:
         return False
+    if digits == 0:
+        # base64 without a digit still switches case all the time; camelCase names do not
+        upper = sum(c.isupper() for c in v) / letters
+        if len(v) < 20 or not 0.25 <= upper <= 0.8:
+            return False
     words = sum(
         1 for part in _SEPARATOR_RE.split(v) if len(part) >= 3 and part.isalpha() and part.islower()
     )

@@ -103,6 +103,7 @@ _CODE_LEAD_RE = re.compile(
     r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)[ \t])"
 )
 _SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)[ \t]")
+_NAMING_WORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
 _HUMPS_RE = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
 _CODE_OBJECTS = frozenset(
     {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx"}
@@ -169,11 +170,7 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     parts = re.split(r"\??\.", chain)
     if parts[0] in _CODE_OBJECTS:
         return True
-    if (
-        literal_words == "yaml"
-        and _HUMPS_RE.fullmatch(chain)
-        and (chain[0].islower() or secret_key_kind(chain) is not None)
-    ):
+    if literal_words == "yaml" and _HUMPS_RE.fullmatch(chain) and _NAMING_WORD_RE.search(chain):
         return True  # userPassword, ProgressToken: a property or a type, not a passphrase
     if not literal_words and re.fullmatch(r"[A-Z][a-z]+(?:[A-Z][a-z]+)?", chain):
         return True  # token = Error, secret = SecretStr: a class in code (3+ words: a passphrase)
@@ -227,7 +224,8 @@ def keep(
     if kind == "token" and _NUMBER_RE.fullmatch(v):
         return True
     if kind in ("pwd", "key", "weak") and _PATH_RE.fullmatch(v):
-        return True
+        if not any(looks_random(part) for part in v.split("/")):
+            return True  # a path, not base64 that happens to start with "/"
     if is_reference(v):
         return True
     return kind == "weak" and not looks_random(v.strip("\"'"))

@@ -75,7 +75,9 @@ def _words(n: int) -> str:
     return "".join(_rng.choice(words) for _ in range(n))
 
 
-def _secrets() -> list[Sample]:
+def make_secrets(seed: int = 20261201) -> list[Sample]:
+    """The secret samples, their random parts drawn from ``seed`` (other seeds: other values)."""
+    _rng.seed(seed)
     s: list[Sample] = []
 
     def add(fmt: str, template: str, secret: str, keep: str = "") -> None:
@@ -784,7 +786,7 @@ def _secrets() -> list[Sample]:
     return s
 
 
-SECRETS: list[Sample] = _secrets()
+SECRETS: list[Sample] = make_secrets()
 
 
 # --- ham ------------------------------------------------------------------------------------------
