@@ -223,9 +223,12 @@ def keep(
         return True
     if kind == "token" and _NUMBER_RE.fullmatch(v):
         return True
-    if kind in ("pwd", "key", "weak") and _PATH_RE.fullmatch(v):
-        if not any(looks_random(part) for part in v.split("/")):
-            return True  # a path, not base64 that happens to start with "/"
+    if (
+        kind in ("pwd", "key", "weak")
+        and _PATH_RE.fullmatch(v)
+        and not any(looks_random(part) for part in v.split("/"))
+    ):
+        return True  # a path, not base64 that happens to start with "/"
     if is_reference(v):
         return True
     return kind == "weak" and not looks_random(v.strip("\"'"))
