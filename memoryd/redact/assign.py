@@ -190,14 +190,20 @@ def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pa
     return re.compile("|".join(ends))
 
 
+_LABEL_WORDS = ("my", "your", "the", "some", "test", "fake", "dummy", "example", "sample", "mock")
+
+
 def _names_the_key(value: str, key: str) -> bool:
-    """``client_secret="my-client-secret"``, ``token: api_token``: a label that repeats the key."""
-    v = value.strip().strip("\"'").lower()
-    if not re.fullmatch(r"[a-z][a-z_\-. ]*", v):
+    """``client_secret="my-client-secret"``, ``X.AUTH = AUTH;``: a label that repeats the key."""
+    v = value.strip().strip("\"';,").lower()
+    if not re.fullmatch(r"[a-z][a-z0-9_\-. ]*", v):
         return False
     squash = re.sub(r"[_\-. ]", "", v)
     name = re.sub(r"[_\-.]", "", key.lower())
-    return squash.endswith(name) and len(squash) - len(name) <= 8
+    if squash.endswith(name):
+        label = squash[: -len(name)]
+        return label == "" or (len(label) <= 12 and label.startswith(_LABEL_WORDS))
+    return name.endswith(squash) and len(squash) >= 8
 
 
 def _cookie_edit(value: str, start: int, end: int) -> tuple[int, int, str] | None:
@@ -328,8 +334,8 @@ class _AssignmentScanner:
             wrap = "" if query or shell or inside else '"'
         replacement = f"{wrap}{REDACTED}{wrap}"
 
-        if text[vs] in "{[" and a.kind not in STRONG_KINDS:
-            return None  # ``auth: {...}``: only the keys inside can name a secret
+        if text[vs] in "{[" and (a.kind not in STRONG_KINDS or (a.op == "=" and a.op_spaced)):
+            return None  # ``auth: {...}``, ``const token = {...}``: the keys inside decide
         if text[vs] in "{[" and not text.startswith("{{", vs) and vs >= self.unclosed_until:
             end = _match_bracket(text, vs, max(len(a.quote_token) - 1, 0))
             if end is not None:

@@ -241,6 +241,7 @@ def _apply_extended(
 
 _PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END_RE = re.compile(r"-----END[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_FILLER_RE = re.compile(r"(?:\s|\\+[nr]|[xX.*…]|\.\.\.)*")
 _PEM_BODY_RE = re.compile(r"[A-Za-z0-9+/=\s\\:,\-]*")
 _PUTTY_RE = re.compile(r"(Private-Lines:[ \t]*\d+)(\r?\n|\\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\\n))+")
 
@@ -262,6 +263,10 @@ def _redact_pem(text: str) -> tuple[str, int]:
         else:
             body = _PEM_BODY_RE.match(text, begin.end())
             copied_to = body.end() if body is not None else begin.end()
+        if _PEM_FILLER_RE.fullmatch(
+            text, begin.end(), end.start() if end is not None else copied_to
+        ):
+            continue  # -----BEGIN PRIVATE KEY-----\nXXXX\n-----END...: a documentation filler
         out += [text[copied : begin.start()], marker("private-key")]
         copied = copied_to
     if not out:
@@ -352,9 +357,7 @@ def looks_random(value: str) -> bool:
         upper = sum(c.isupper() for c in v) / letters
         if len(v) < 20 or not 0.25 <= upper <= 0.8:
             return False
-    words = sum(
-        1 for part in _SEPARATOR_RE.split(v) if len(part) >= 3 and part.isalpha() and part.islower()
-    )
+    words = sum(1 for part in _SEPARATOR_RE.split(v) if len(part) >= 3 and part.isalpha())
     if words >= 2:
         return False  # node-modules-<hash>, build-cache-v2-...: a name with a hash in it
     return entropy(v) >= (3.0 if re.fullmatch(r"[0-9a-fA-F\-]+", v) else 3.5)

@@ -36,10 +36,12 @@ _KEY_QUALIFIERS = frozenset(
     | {"shared", "client", "consumer", "license", "hmac", "storage", "subscription", "app"}
     | {"service", "admin", "root", "session", "cookie", "jwt", "webhook", "decryption", "crypt"}
 )
-_PASS_WORDS = ("password", "passwd", "passphrase", "pass", "pword", "contrasena", "secret")
-_NOT_PASS = frozenset(
-    {"bypass", "compass", "encompass", "surpass", "overpass", "underpass", "trespass", "multipass"}
-    | {"onepass", "firstpass", "secondpass"}
+_PASS_WORDS = ("password", "passwd", "passphrase", "pword", "contrasena", "secret")
+# "pass" ends many words (bypass, minipass): only these spellings name a password
+_PASS_NAMES = frozenset(
+    {"pass", "dbpass", "rootpass", "adminpass", "userpass", "mypass", "smtppass", "mailpass"}
+    | {"ftppass", "sshpass", "storepass", "keypass", "srcstorepass", "deststorepass", "apppass"}
+    | {"keystorepass", "truststorepass", "vpnpass", "wifipass", "proxypass", "ldappass"}
 )
 _WEAK_LAST = frozenset({"auth", "credential", "credentials", "creds", "sig", "signature"})
 
@@ -65,9 +67,7 @@ def secret_key_kind(key: str) -> str | None:
         return "pwd" if last.endswith("pwd") else "password"
     if last.endswith("token"):
         return "token"
-    if last in _NOT_PASS:
-        return None
-    if any(last.endswith(w) for w in _PASS_WORDS):
+    if last in _PASS_NAMES or any(last.endswith(w) for w in _PASS_WORDS):
         return "password"
     if last.endswith(("apikey", "privatekey", "secretkey", "accesskey", "authkey")):
         return "key"
@@ -104,6 +104,8 @@ _CODE_LEAD_RE = re.compile(
 )
 _SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)[ \t]")
 _NAMING_WORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
+_FUNCTION_RE = re.compile(r"(?:async|function|lambda|def|fn|func)\b")
+_SEMVER_RANGE_RE = re.compile(r"[\^~]|[<>]=?|workspace:|npm:|file:|git\+|github:")
 _HUMPS_RE = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
 _CODE_OBJECTS = frozenset(
     {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx"}
@@ -158,7 +160,7 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     secret-sounding word (``hunter2.secret``, ``staging_token``) is a literal, not a variable; in
     YAML-looking ``key: value`` a camelCase name still reads as a JavaScript property value.
     """
-    if value.startswith("(") or _SQL_PLACEHOLDER_RE.match(value):
+    if value.startswith("(") or _SQL_PLACEHOLDER_RE.match(value) or _FUNCTION_RE.match(value):
         return True
     m = _CODE_LEAD_RE.match(value)
     if m is None:
@@ -219,6 +221,10 @@ def keep(
         return True
     if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
         return True
+    if re.fullmatch(r"[\^~>=<]{0,2}\d+(?:\.\d+){1,2}(?:[-+][\w.]+)?", v) and _SEMVER_RANGE_RE.match(
+        v
+    ):
+        return True  # "minipass": "^7.0.2": a version range
     if re.fullmatch(r"__\w+__", v):
         return True
     if kind == "token" and _NUMBER_RE.fullmatch(v):
