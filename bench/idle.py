@@ -61,7 +61,7 @@ ASYNCIO_SRC = (
 )
 # Context, not a baseline: the daemon's imports (and the tokenizer table a pass loads), then idle.
 IMPORTS_SRC = (
-    "import memoryd.cli, memoryd.daemon, memoryd.passes, memoryd.phase1, memoryd.phase2, memoryd.tokens, time\n"
+    "import memoryd.cli, memoryd.runtime.daemon, memoryd.write.passes, memoryd.write.phase1, memoryd.write.phase2, memoryd.tokens, time\n"
     "memoryd.tokens.encoding()\ntime.sleep({seconds})\n"
 )
 

@@ -53,17 +53,18 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-import memoryd.phase1 as phase1_mod
 import memoryd.prompts as prompts_mod
 import memoryd.tokens as tokens_mod
-import memoryd.transcript as transcript_mod
+import memoryd.write.phase1 as phase1_mod
+import memoryd.write.transcript as transcript_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.phase1 import EXTRACT_AGENT, EXTRACTION_CONCURRENCY, Phase1, Phase1Report
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.tuning import EXTRACTION_CONCURRENCY
+from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, Phase1Report
 from tests.fakehost import FakeOpencode
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests)
@@ -1212,7 +1213,9 @@ def main(argv: list[str] | None = None) -> int:
         help="real part: full passes (1 cold + warm repeats; default 3)",
     )
     ap.add_argument(
-        "--concurrency", type=int, help="override memoryd.phase1.EXTRACTION_CONCURRENCY (real part)"
+        "--concurrency",
+        type=int,
+        help="override memoryd.write.phase1.EXTRACTION_CONCURRENCY (real part)",
     )
     ap.add_argument(
         "--profile",

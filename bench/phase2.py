@@ -57,12 +57,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import memoryd.baseline as baseline_mod
+import memoryd.write.baseline as baseline_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
-from memoryd.baseline import Baseline
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
 from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
+from memoryd.write.baseline import Baseline
 
 NOW_MS = 1_800_000_000_000
 GIT = shutil.which("git")
@@ -380,7 +380,7 @@ class SizeResult:
     patch_split: tuple[float, float] = (
         0.0,
         0.0,
-    )  # seconds per diff in _file_patch: raw_memories.md, the rest
+    )  # seconds per diff in file_patch: raw_memories.md, the rest
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
@@ -561,8 +561,8 @@ def _timing_fsync(acc: Timing) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
-    """Accumulate the time memoryd.baseline spends rendering each file's patch (difflib), by path."""
-    real = baseline_mod._file_patch
+    """Accumulate the time memoryd.write.baseline spends rendering each file's patch (difflib), by path."""
+    real = baseline_mod.file_patch
 
     def file_patch(path: str, *args: Any) -> str:
         t0 = time.perf_counter()
@@ -571,11 +571,11 @@ def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
         finally:
             acc[path] += time.perf_counter() - t0
 
-    baseline_mod._file_patch = file_patch  # type: ignore[assignment]
+    baseline_mod.file_patch = file_patch  # type: ignore[assignment]
     try:
         yield
     finally:
-        baseline_mod._file_patch = real
+        baseline_mod.file_patch = real
 
 
 def _profile(label: str, fn: Callable[[], Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from memoryd.errors import MemorydError, PathError
+from memoryd.errors import LeaseHeld, PathError
 from memoryd.paths import Paths
 from memoryd.store import Store
 
@@ -35,9 +35,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
         and job["status"] == "running"
         and (job["lease_until"] or 0) > store.clock.now_ms()
     ):
-        raise MemorydError(
-            "a consolidation is running (it holds the phase-2 lease); try again when it ends"
-        )
+        raise LeaseHeld()
     store.reset_memory_data()
     _clear_folder(paths.memories)
     if paths.baseline_git.is_symlink():

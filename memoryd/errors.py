@@ -9,6 +9,7 @@ The tree::
     MemorydError
     ├── ConfigError                 bad config file, unknown key, out-of-range value
     ├── PathError                   a data folder that is a symlink, unwritable, or missing
+    │   └── NotRegularFile          a link, FIFO, device or folder where a file was expected
     ├── StoreError                  memory.db problems
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
@@ -23,7 +24,26 @@ The tree::
     │   └── HelperError             a helper prompt ran but did not give a usable result
     │       ├── ModelCallError      the host reported ``info.error`` for the prompt
     │       └── ExtractionInvalid   structured output missing or breaking the schema
-    └── InstallError                writing or removing files in the host's config
+    ├── PortTaken                   (internal) the port picked for a private server was taken
+    ├── InstallError                writing or removing files in the host's config
+    │   └── AgentMissing            opencode does not know memoryd's helper agent
+    ├── ServiceError                the systemd unit / launchd agent could not be written or removed
+    ├── StartupFailure              the daemon cannot start (config, store, lock); exit code 4
+    │   └── AlreadyRunning          another daemon holds this home's lock
+    ├── BudgetWait                  work must wait (budget spent, circuit open): not a failure
+    ├── ConsolidationError          a phase-2 run that must not become the new memory
+    │   ├── ProtectedFilesChanged   the consolidator touched files it may not (they were restored)
+    │   ├── InvalidMemory           the files it left do not validate
+    │   └── OwnershipLost           another worker took the phase-2 lease
+    ├── LeaseHeld                   a whole-memory operation refused while a consolidation runs
+    ├── BaselineError               the git baseline or the worktree cannot be read or written
+    ├── BaselineBroken              (internal) the baseline repository must be rebuilt
+    │   └── BaselineHeadMissing     (internal) it has no commit yet
+    ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    └── ToolError                   a memory tool declined; the message is for the model or user
+        ├── NotFound                no such path, note or session (also a LookupError)
+        ├── Refused                 understood and declined: a secret, a symlink, a lease
+        └── InvalidArgument         out of range, malformed, or outside the folder (a ValueError)
 """
 
 from __future__ import annotations
@@ -47,6 +67,10 @@ class PathError(MemorydError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class NotRegularFile(PathError):
+    """Reads refuse these rather than follow a link or block on a FIFO."""
 
 
 class StoreError(MemorydError):
@@ -153,3 +177,114 @@ class ExtractionInvalid(HelperError):
 
 class InstallError(MemorydError):
     pass
+
+
+class PortTaken(MemorydError):
+    """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
+
+    def __init__(self, error: HostUnreachable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class AgentMissing(InstallError):
+    def __init__(self, name: str, config_file: str, directory: str) -> None:
+        self.name = name
+        self.config_file = config_file
+        self.directory = directory
+        super().__init__(
+            f"opencode does not load the {name!r} agent from {config_file} for sessions in "
+            f"{directory} (is OPENCODE_DISABLE_PROJECT_CONFIG set?)"
+        )
+
+
+class ServiceError(MemorydError):
+    """The service file could not be rendered, written or removed."""
+
+
+class StartupFailure(MemorydError):
+    """The daemon cannot start; a restart by the service manager cannot fix it."""
+
+
+class AlreadyRunning(StartupFailure):
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+        super().__init__(
+            f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice"
+        )
+
+
+class BudgetWait(MemorydError):
+    """Work must wait (budget spent or circuit open); not a failure."""
+
+
+class ConsolidationError(MemorydError):
+    """A consolidation whose result must not become the live memory."""
+
+
+class ProtectedFilesChanged(ConsolidationError):
+    def __init__(self, restored: list[str]) -> None:
+        self.restored = list(restored)
+        super().__init__(
+            "the consolidator changed files it may not touch (restored: "
+            + ", ".join(restored[:10])
+            + ")"
+        )
+
+
+class InvalidMemory(ConsolidationError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("consolidation left invalid memory: " + "; ".join(problems))
+
+
+class OwnershipLost(ConsolidationError):
+    def __init__(self) -> None:
+        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
+
+
+class LeaseHeld(MemorydError):
+    def __init__(self) -> None:
+        super().__init__(
+            "a consolidation is running (it holds the phase-2 lease); try again when it ends"
+        )
+
+
+class BaselineError(MemorydError):
+    """The baseline repository or the worktree could not be read or written."""
+
+
+class BaselineBroken(MemorydError):
+    """Internal: the repository at git_dir is unusable and should be rebuilt."""
+
+
+class BaselineHeadMissing(BaselineBroken):
+    """Internal: the repository has no commit yet."""
+
+
+class SourceUnreadable(MemorydError):
+    """Internal: a project's memory could not be read completely; its copy must be left alone."""
+
+
+class ToolError(MemorydError):
+    """Root of every error a memory tool raises on purpose.
+
+    Each message is written for the model or the user reading it: it says what was wrong and,
+    where there is one, what to do instead.
+    """
+
+
+class NotFound(ToolError, LookupError):
+    """The path, note or session does not exist (hidden entries report this too)."""
+
+
+class Refused(ToolError):
+    """Understood and declined: a secret, a symlink, a missing confirmation, a lease."""
+
+    def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
+        self.reasons = list(reasons or [])
+        super().__init__(message)
+
+
+class InvalidArgument(ToolError, ValueError):
+    """A parameter is out of range, malformed, or points outside the memory folder."""

@@ -1,19 +1,30 @@
-"""Filesystem writes that are atomic and never follow links.
+"""All link-refusing file I/O: atomic writes, and reads that never follow a link or block.
 
 Every file memoryd writes (memory files, agent definitions, the rendered read-path block) goes
 through :func:`atomic_write`: a temp file created exclusively in the same folder, flushed, then
 renamed over the target. A reader sees the old bytes or the new bytes, never half of either, and
 a symlink planted at the target is replaced, not written through.
+
+Every file memoryd reads from a folder someone else can write (the memory folder, an imported
+agent's memory, its own state files) goes through :func:`read_regular`: opened with
+``O_NOFOLLOW | O_NONBLOCK``, so a planted link is refused and a FIFO cannot hang the daemon, and
+checked to be a regular file on the descriptor it reads (no check-then-open race).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from memoryd.errors import PathError
+from memoryd.errors import NotRegularFile, PathError
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
 
 
 def sha256(data: bytes) -> str:
@@ -47,25 +58,70 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
         raise PathError(path, f"write failed ({exc.strerror or exc})") from exc
 
 
-def read_regular(path: Path) -> bytes | None:
-    """Bytes of a regular file, ``None`` if absent; refuses links and non-files."""
+def read_regular_with_mode(
+    path: Path | str, *, limit: int | None = None, skip_irregular: bool = False
+) -> tuple[bytes, int] | None:
+    """Bytes and permission bits of a regular file; ``None`` when it (or a parent) is absent.
+
+    Raises :class:`NotRegularFile` for a symlink, FIFO, socket, device or folder (or returns
+    ``None`` for them with ``skip_irregular``), and :class:`PathError` for a file over ``limit``
+    bytes or one that cannot be read.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+        return _read_regular(path, limit)
+    except NotRegularFile:
+        if skip_irregular:
+            return None
+        raise
+
+
+def _read_regular(path: Path | str, limit: int | None) -> tuple[bytes, int] | None:
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        if path.is_symlink():
-            raise PathError(path, "is a symlink") from exc
+        if exc.errno in _LINK_ERRNOS:
+            raise NotRegularFile(path, "is a symlink") from exc
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket, or a folder opened for reading
+            raise NotRegularFile(path, "is not a regular file") from exc
         raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
     with os.fdopen(fd, "rb") as fh:
-        import stat
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(path, "is not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise PathError(path, f"is larger than {limit} bytes")
+        try:
+            data = fh.read() if limit is None else fh.read(limit + 1)
+        except OSError as exc:
+            raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
+    if limit is not None and len(data) > limit:
+        raise PathError(path, f"is larger than {limit} bytes")
+    return data, stat.S_IMODE(st.st_mode)
 
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise PathError(path, "is not a regular file")
-        return fh.read()
+
+def read_regular(path: Path | str, *, limit: int | None = None) -> bytes | None:
+    """Bytes of a regular file, ``None`` if absent; see :func:`read_regular_with_mode`."""
+    got = read_regular_with_mode(path, limit=limit)
+    return None if got is None else got[0]
 
 
-def read_json_object(path: Path, error: type[Exception]) -> dict:
+def lstat_or_none(path: Path | str) -> os.stat_result | None:
+    """``os.lstat`` (links are never followed), ``None`` when the path or a parent is absent."""
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def real_dir(path: Path | str) -> bool:
+    """True for an existing directory that is not a symlink."""
+    st = lstat_or_none(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def read_json_object(path: Path, error: type[Exception]) -> dict[str, Any]:
     """A small JSON state file memoryd owns (e.g. the install manifest); ``{}`` when absent.
 
     Anything unreadable raises ``error`` with a message that says how to recover, rather than

@@ -45,7 +45,8 @@ class MemoryTools:
 
     def call(self, name: str, fn: Callable[[], Any]) -> str:
         try:
-            return fn().to_text()
+            text: str = fn().to_text()
+            return text
         except MemorydError as exc:
             return f"{name} error: {exc}"
         except Exception as exc:  # never raise into the host
@@ -175,6 +176,5 @@ def build_server(app: App) -> MCPServer:
     return server
 
 
-def serve(app: App) -> int:
+def serve(app: App) -> None:
     build_server(app).run("stdio")
-    return 0

@@ -80,6 +80,11 @@ class Paths:
         """Where the shim records the live opencode server (URL, pid, auth) when it loads."""
         return self.state_dir / "opencode-server.json"
 
+    @property
+    def private_servers(self) -> Path:
+        """One record per ``opencode serve`` memoryd started, so a killed memoryd's are reaped."""
+        return self.state_dir / "private-servers"
+
     def named(self) -> dict[str, Path]:
         return {
             "config": self.config_file,

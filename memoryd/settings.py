@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -213,7 +214,7 @@ def _check_keys(data: dict[str, Any], source: str) -> None:
                     )
 
 
-def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         if name in _TABLES:

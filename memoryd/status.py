@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.budget import Budget
 from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.store.jobs import PHASE2_COOLDOWN_MS
+from memoryd.tuning import PHASE2_COOLDOWN_MS
+from memoryd.write.budget import Budget
 
 LAST_PASS = "last_pass"
 DAEMON = "daemon"
@@ -27,7 +27,8 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         out["total"] = out["input"] + out["output"] + out["reasoning"]
         return out
 
-    host_seen = store.get_state(HOST_SEEN) or {}
+    seen = store.get_state(HOST_SEEN)
+    host_seen: dict[str, Any] = seen if isinstance(seen, dict) else {}
     job = store.phase2_job()
     phase2: dict[str, Any] = {
         "status": "never_run",

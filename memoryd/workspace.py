@@ -27,7 +27,6 @@ snapshotted before and put back afterwards (:meth:`Workspace.restore_protected`)
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
@@ -41,9 +40,10 @@ from pathlib import Path, PurePosixPath
 
 from memoryd.clock import DAY, Clock, iso_ms
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, read_regular_with_mode
 from memoryd.paths import templates_dir
 from memoryd.store.outputs import Output
+from memoryd.tuning import RAW_MEMORY_MAX_CHARS, RESOURCE_RETENTION_DAYS, SLUG_MAX_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,6 @@ LAYOUT_DIRS: tuple[str, ...] = (
     AD_HOC_NOTES,
 )
 
-RAW_MEMORY_MAX_CHARS = 10_000
-SLUG_MAX_CHARS = 60
-RESOURCE_RETENTION_DAYS = 7
 
 _BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _HASH_CHARS = 4
@@ -219,36 +216,11 @@ def render_rollout_summary(output: Output) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _read_regular(path: Path) -> tuple[bytes, int] | None:
-    """Bytes and permission bits of a regular file; ``None`` if absent, a link, or not a regular file."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
-            return None
-        raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return fh.read(), stat.S_IMODE(st.st_mode)
-
-
 def _mkdir(path: Path, *, parents: bool = False) -> None:
     try:
         path.mkdir(parents=parents, exist_ok=parents)
     except OSError as exc:
         raise PathError(path, f"cannot create directory ({exc.strerror or exc})") from exc
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -288,7 +260,7 @@ class Workspace:
 
     def _check_root(self) -> bool:
         """True when the root exists; raises if it is a symlink or not a directory."""
-        st = _lstat(self.root)
+        st = lstat_or_none(self.root)
         if st is None:
             return False
         if stat.S_ISLNK(st.st_mode):
@@ -318,7 +290,7 @@ class Workspace:
         current = self.root
         for part in pure.parts[:-1]:
             current = current / part
-            st = _lstat(current)
+            st = lstat_or_none(current)
             if st is None and not make_parents:
                 return target
             if st is None:
@@ -334,7 +306,7 @@ class Workspace:
 
     def _write_if_changed(self, relpath: str, text: str) -> bool:
         data = text.encode("utf-8")
-        current = _read_regular(self._path(relpath))
+        current = read_regular_with_mode(self._path(relpath), skip_irregular=True)
         if current is not None and current[0] == data:
             return False
         self._write(relpath, data)
@@ -343,7 +315,7 @@ class Workspace:
     def _ensure_dir(self, relpath: str) -> bool:
         """Create ``relpath`` as a real directory; False if something else is in the way."""
         path = self._path(relpath, make_parents=True)
-        st = _lstat(path)
+        st = lstat_or_none(path)
         if st is None:
             _mkdir(path)
             return True
@@ -391,7 +363,7 @@ class Workspace:
 
     def _seed_ad_hoc(self) -> None:
         target = self._path(AD_HOC_INSTRUCTIONS, make_parents=True)
-        if _lstat(target) is not None:
+        if lstat_or_none(target) is not None:
             return  # kept as is, user edits included
         source = templates_dir() / "extensions" / "ad_hoc" / "instructions.md"
         try:
@@ -468,16 +440,16 @@ class Workspace:
         if not self._check_root():
             return []
         ext_root = self.root / EXTENSIONS_DIR
-        st = _lstat(ext_root)
+        st = lstat_or_none(ext_root)
         if st is None or not stat.S_ISDIR(st.st_mode):
             return []
         removed = []
         for ext in sorted(os.scandir(ext_root), key=lambda e: e.name):
             if not ext.is_dir(follow_symlinks=False):
                 continue
-            instr = _lstat(Path(ext.path) / "instructions.md")
+            instr = lstat_or_none(Path(ext.path) / "instructions.md")
             res_dir = Path(ext.path) / "resources"
-            res = _lstat(res_dir)
+            res = lstat_or_none(res_dir)
             if (
                 instr is None
                 or not stat.S_ISREG(instr.st_mode)
@@ -532,7 +504,11 @@ class Workspace:
             if stat.S_ISDIR(st.st_mode):
                 dirs.add(relpath)
                 continue
-            got = _read_regular(self.root / relpath) if stat.S_ISREG(st.st_mode) else None
+            got = (
+                read_regular_with_mode(self.root / relpath, skip_irregular=True)
+                if stat.S_ISREG(st.st_mode)
+                else None
+            )
             if got is None:
                 others.add(relpath)
             else:
@@ -570,12 +546,14 @@ class Workspace:
             except OSError:
                 pass  # still holds untracked (dot) entries; git ignores empty-of-tracked folders
         for relpath in sorted(snap.dirs):  # parents sort before their children
-            if _lstat(self.root / relpath) is None:
+            if lstat_or_none(self.root / relpath) is None:
                 self._ensure_dir(relpath)
                 touched.add(relpath)
         for relpath, state in sorted(snap.files.items()):
             try:
-                current = _read_regular(self._path(relpath, make_parents=True))
+                current = read_regular_with_mode(
+                    self._path(relpath, make_parents=True), skip_irregular=True
+                )
             except PathError:
                 current = None  # e.g. made unreadable: rewrite it
             if current == (state.data, state.mode):
@@ -603,15 +581,15 @@ class Workspace:
         if links:
             problems.append(f"symlinks are not allowed (removed: {', '.join(links)})")
         for name in (MEMORY_FILE, SUMMARY_FILE):
-            st = _lstat(self.root / name)
+            st = lstat_or_none(self.root / name)
             if st is None or not stat.S_ISREG(st.st_mode):
                 problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
-        got = _read_regular(self.root / SUMMARY_FILE)
+        got = read_regular_with_mode(self.root / SUMMARY_FILE, skip_irregular=True)
         if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
             problems.append(
                 f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
             )
-        st = _lstat(self.root / SKILLS_DIR)
+        st = lstat_or_none(self.root / SKILLS_DIR)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             problems.append(f"{SKILLS_DIR}/ is not a directory")
         return problems
@@ -623,7 +601,7 @@ class Workspace:
 
     def remove_diff_file(self) -> None:
         path = self._path(DIFF_FILE)
-        st = _lstat(path)
+        st = lstat_or_none(path)
         if st is not None and stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path)
         elif st is not None:
@@ -634,7 +612,7 @@ class Workspace:
 
         The text is returned even without the ``v1`` line; :meth:`validate` is the gate for that.
         """
-        got = _read_regular(self._path(SUMMARY_FILE))
+        got = read_regular_with_mode(self._path(SUMMARY_FILE), skip_irregular=True)
         if got is None:
             return None
         text = got[0].decode("utf-8", errors="replace")

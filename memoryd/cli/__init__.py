@@ -21,12 +21,36 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import tool as tool_cmd
+from memoryd.cli.exitcodes import (
+    EXIT_ERROR,
+    EXIT_HOST,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STARTUP_FAILURE,
+    EXIT_USAGE,
+)
 from memoryd.cli.logs import LOG_NAME
-from memoryd.errors import ConfigError, HostAuthError, HostUnreachable, MemorydError
-from memoryd.logconfig import configure
+from memoryd.errors import (
+    ConfigError,
+    HostAuthError,
+    HostUnreachable,
+    MemorydError,
+    StartupFailure,
+)
+from memoryd.runtime.logconfig import configure
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HOST = 0, 1, 2, 3
-GROUPS = (run_cmd, status_cmd, memory_cmd, setup_cmd, service_cmd, logs_cmd, mcp_cmd, paths_cmd)
+GROUPS = (
+    run_cmd,
+    status_cmd,
+    memory_cmd,
+    setup_cmd,
+    service_cmd,
+    logs_cmd,
+    mcp_cmd,
+    tool_cmd,
+    paths_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[App, argparse.Namespace], int] = args.handler
     try:
         return handler(app, args)
+    except StartupFailure as exc:
+        print(f"memoryd: startup failed: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
     except ConfigError as exc:
         print(f"memoryd: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -68,6 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("memoryd: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         app.close()

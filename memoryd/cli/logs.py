@@ -8,11 +8,12 @@ import time
 from collections import deque
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
 
 LOG_NAME = "memoryd.log"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("logs", help="show the daemon's log (follow with -f)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(
@@ -25,7 +26,7 @@ def cmd_logs(app: App, args: argparse.Namespace) -> int:
     path = app.paths.logs / LOG_NAME
     if not path.exists() and not args.follow:
         print(f"no log yet at {path} (the daemon writes it: `memoryd run`)", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     pos = 0
     if path.exists():
         with path.open("r", encoding="utf-8", errors="replace") as fh:
@@ -47,4 +48,4 @@ def cmd_logs(app: App, args: argparse.Namespace) -> int:
                 sys.stdout.write(fh.read())
                 pos = fh.tell()
             sys.stdout.flush()
-    return 0
+    return EXIT_OK

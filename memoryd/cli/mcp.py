@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     p.set_defaults(handler=cmd_mcp)
 
@@ -15,4 +16,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_mcp(app: App, args: argparse.Namespace) -> int:
     from memoryd.mcp_server import serve  # the SDK is only imported when serving
 
-    return serve(app)
+    serve(app)
+    return EXIT_OK

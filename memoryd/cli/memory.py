@@ -12,14 +12,15 @@ from typing import Any
 
 from memoryd import tools
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
 
 
 def _out(result: Any, as_json: bool) -> int:
     print(json.dumps(result.to_dict(), indent=2, sort_keys=True) if as_json else result.to_text())
-    return 0
+    return EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="print a file of the memory folder (a window of lines)")
     p.add_argument("path")
     p.add_argument("--line-offset", type=int)
@@ -162,7 +163,7 @@ def cmd_reset(app: App, args: argparse.Namespace) -> int:
             "memoryd reset deletes every extracted memory, MEMORY.md, the summary, skills and notes."
         )
         print("Run `memoryd reset --yes` to do it.")
-        return 1
+        return EXIT_ERROR
     index = tools.SearchIndex(
         tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store
     )
@@ -171,4 +172,4 @@ def cmd_reset(app: App, args: argparse.Namespace) -> int:
     finally:
         index.close()
     print("consolidation paused for 6 h so the folder is not rebuilt at once")
-    return 0
+    return EXIT_OK

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 
 NAMES = ("config", "db", "memories", "logs")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "path", help="print where memoryd keeps its config, database, memories or logs"
     )
@@ -19,4 +20,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_path(app: App, args: argparse.Namespace) -> int:
     print(app.paths.named()[args.name])
-    return 0
+    return EXIT_OK

@@ -7,15 +7,16 @@ import asyncio
 import logging
 
 from memoryd.app import App
-from memoryd.daemon import Daemon
-from memoryd.passes import run_pass
-from memoryd.phase1 import Phase1Report
-from memoryd.phase2 import Phase2Result
+from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.runtime.daemon import Daemon
+from memoryd.write.passes import run_pass
+from memoryd.write.phase1 import Phase1Report
+from memoryd.write.phase2 import Phase2Result, Phase2Status
 
 log = logging.getLogger(__name__)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="extract memories from finished sessions (one pass with --once)")
     p.add_argument("--once", action="store_true", help="run one pass and exit")
     p.add_argument(
@@ -34,18 +35,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def phase2_line(result: Phase2Result) -> str:
     text = {
-        "succeeded": f"consolidated {len(result.changes)} changed files into MEMORY.md and memory_summary.md",
-        "no_changes": "memory folder unchanged since the last consolidation (no model call)",
-        "no_inputs": "nothing to consolidate yet (no model call)",
-        "skipped_cooldown": "waiting for the cooldown after the last consolidation",
-        "skipped_running": "another consolidation holds the lease",
-        "skipped_backoff": "backing off after a failed consolidation",
-        "skipped_disabled": "generate_memories is off",
-        "skipped_budget": f"waiting: {result.detail}",
-        "skipped_host": f"opencode went away; will retry: {result.detail}",
-        "failed": f"failed: {result.detail}",
-        "heartbeat_lost": f"aborted: {result.detail}",
-    }.get(result.status, result.status)
+        Phase2Status.SUCCEEDED: f"consolidated {len(result.changes)} changed files into MEMORY.md and memory_summary.md",
+        Phase2Status.NO_CHANGES: "memory folder unchanged since the last consolidation (no model call)",
+        Phase2Status.NO_INPUTS: "nothing to consolidate yet (no model call)",
+        Phase2Status.SKIPPED_COOLDOWN: "waiting for the cooldown after the last consolidation",
+        Phase2Status.SKIPPED_RUNNING: "another consolidation holds the lease",
+        Phase2Status.SKIPPED_BACKOFF: "backing off after a failed consolidation",
+        Phase2Status.SKIPPED_DISABLED: "generate_memories is off",
+        Phase2Status.SKIPPED_BUDGET: f"waiting: {result.detail}",
+        Phase2Status.SKIPPED_HOST: f"opencode went away; will retry: {result.detail}",
+        Phase2Status.FAILED: f"failed: {result.detail}",
+        Phase2Status.HEARTBEAT_LOST: f"aborted: {result.detail}",
+    }[result.status]
     return "phase 2: " + text
 
 
@@ -76,5 +77,6 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
         for err in result.phase1.errors:
             print(f"  failed: {err}")
         print(phase2_line(result.phase2))
-        return 0
-    return asyncio.run(Daemon(app, interval_s=args.interval).serve())
+        return EXIT_OK
+    asyncio.run(Daemon(app, interval_s=args.interval).serve())
+    return EXIT_OK

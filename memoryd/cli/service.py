@@ -11,7 +11,9 @@ import argparse
 import shlex
 
 from memoryd.app import App
-from memoryd.service import UNIT, Report, Service, Status
+from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.runtime.service import Report, Service, Status
+from memoryd.runtime.servicefile import UNIT
 
 ACTION_TEXT = {
     "create": "created",
@@ -30,7 +32,7 @@ DRY_TEXT = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "service", help="run the memoryd daemon as a user service (systemd or launchd)"
     )
@@ -81,7 +83,7 @@ def cmd_uninstall(app: App, args: argparse.Namespace) -> int:
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     for line in status_lines(_service(app, args).status()):
         print(line)
-    return 0
+    return EXIT_OK
 
 
 def report_lines(report: Report) -> list[str]:

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK, EXIT_USAGE
 from memoryd.host.install import Installer
 from memoryd.host.mcp_config import snippet
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, help_text in (
         ("install", "write memoryd's agents into opencode's config (idempotent)"),
         ("uninstall", "remove exactly what `memoryd install` wrote"),
@@ -40,25 +41,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_install(app: App, args: argparse.Namespace) -> int:
     if args.print_host:
         print(snippet(args.print_host))
-        return 0
+        return EXIT_OK
     if args.host is None:
         print(
             "memoryd install: name a host (opencode) or use --print claude-code|codex",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     installer = Installer(app.paths, args.config_dir)
     steps = installer.install(force=args.force, dry_run=args.dry_run)
     prefix = "would " if args.dry_run else ""
     for step in steps:
         print(prefix + step.describe())
     if not args.dry_run and any(s.action in ("create", "update", "replace") for s in steps):
-        print("restart opencode (or let memoryd start its own server) so it loads the new agent")
-    return 0
+        print(
+            "restart opencode (or let memoryd start its own server) so it loads the memoryd plugin"
+        )
+    return EXIT_OK
 
 
 def cmd_uninstall(app: App, args: argparse.Namespace) -> int:
     installer = Installer(app.paths, args.config_dir)
     for step in installer.uninstall(force=args.force, dry_run=args.dry_run):
         print(("would " if args.dry_run else "") + step.describe())
-    return 0
+    return EXIT_OK

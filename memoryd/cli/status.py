@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 from memoryd.app import App
+from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.status import snapshot
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="show what memoryd holds and what it spent")
     p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
@@ -22,7 +23,7 @@ def cmd_status(app: App, args: argparse.Namespace) -> int:
         print(json.dumps(snap, indent=2, sort_keys=True))
     else:
         print(render(snap))
-    return 0
+    return EXIT_OK
 
 
 def _n(v: int | float) -> str:

@@ -17,17 +17,16 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from memoryd.errors import HostError, HostUnreachable, PathError
 from memoryd.fsutil import pid_alive, read_regular
 from memoryd.host.opencode import OpencodeClient
-from memoryd.host.server import PrivateServer
+from memoryd.host.server import PrivateServer, reap_orphaned_servers
 from memoryd.paths import Paths
 from memoryd.settings import Settings
+from memoryd.tuning import PRIVATE_SERVER_STOP_TIMEOUT_S
 
 log = logging.getLogger(__name__)
-STOP_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -40,7 +39,11 @@ class HostConnection:
 
 def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
     """The server the shim recorded, if its process is still alive: (url, username, password)."""
-    raw = read_regular_quiet(paths.server_state)
+    try:
+        raw = read_regular(paths.server_state)
+    except PathError as exc:  # a planted link or FIFO is ignored, not followed
+        log.warning("ignoring %s: %s", paths.server_state, exc.problem)
+        return None
     if raw is None:
         return None
     try:
@@ -59,14 +62,6 @@ def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
     )
 
 
-def read_regular_quiet(path: Path) -> bytes | None:
-    try:
-        return read_regular(path)
-    except PathError as exc:
-        log.warning("ignoring %s: %s", path, exc.problem)
-        return None
-
-
 async def _probe(url: str, username: str, password: str | None) -> bool:
     try:
         async with OpencodeClient(url, username=username, password=password, timeout=5.0) as client:
@@ -81,6 +76,9 @@ async def _probe(url: str, username: str, password: str | None) -> bool:
 async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConnection]:
     host = settings.host
     server: PrivateServer | None = None
+    # First stop any opencode a killed memoryd started: the shim inside it recorded it as "the
+    # live server", and it would otherwise be used (and kept alive) forever.
+    await asyncio.to_thread(reap_orphaned_servers, paths.private_servers)
     recorded = None if host.url else recorded_server(paths)
     if recorded is not None:
         password = recorded[2] or host.resolved_password()
@@ -97,7 +95,10 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
         paths.ensure_dir(paths.helper_dir)
         paths.ensure_dir(paths.logs)
         server = PrivateServer(
-            host.opencode_bin, cwd=paths.helper_dir, log_file=paths.logs / "opencode-serve.log"
+            host.opencode_bin,
+            cwd=paths.helper_dir,
+            log_file=paths.logs / "opencode-serve.log",
+            record_dir=paths.private_servers,
         )
         handle = await server.__aenter__()
         url, username, password = handle.url, handle.username, handle.password
@@ -118,4 +119,4 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
     finally:
         if server is not None:
             # bounded so a daemon shutdown stays within its budget (opencode stops in well under 1 s)
-            await asyncio.to_thread(server.stop, STOP_TIMEOUT_S)
+            await asyncio.to_thread(server.stop, PRIVATE_SERVER_STOP_TIMEOUT_S)

@@ -1,9 +1,17 @@
-"""Install memoryd's pieces into opencode's config folder, and take exactly them out again.
+"""Install memoryd's one piece into opencode's config folder, and take exactly it out again.
 
-opencode loads agent definitions from ``<config>/agent/*.md``. memoryd writes its files there
-and records each one's SHA-256 in a manifest in its own state folder. That record is what makes
-the installer safe to re-run and to undo: a file still matching its recorded hash is ours to
-update or remove; a file that changed since is the user's, and is left alone unless ``--force``.
+The global config gets only the shim (``plugin/memoryd.js``): it injects the memory block and
+offers the model memoryd's three memory tools, each call answered by a short-lived local
+``memoryd tool`` process. Nothing else goes into the user's config on purpose: helper agents
+there would be listed in every user request's ``task`` tool (they now live in memoryd's own
+folders, :mod:`memoryd.host.agents`), and an MCP server there would start one ``memoryd mcp``
+process per opencode instance, memoryd's own helper instances included. Earlier versions
+installed both; ``install`` removes them (when unchanged) and ``uninstall`` still does.
+
+memoryd records each file's SHA-256 in a manifest in its own state folder. That record is what
+makes the installer safe to re-run and to undo: a file still matching its recorded hash is ours
+to update or remove; a file that changed since is the user's, and is left alone unless
+``--force``.
 """
 
 from __future__ import annotations
@@ -17,12 +25,13 @@ from typing import Any, Literal
 from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
-from memoryd.host.mcp_config import McpStep, install_mcp, uninstall_mcp
+from memoryd.host.agents import HELPER_AGENT_PREFIX, remove_agent_configs
+from memoryd.host.mcp_config import McpStep, server_command, server_env, uninstall_mcp
 from memoryd.paths import Paths
+from memoryd.tools.host import SPECS
 
 HOST = "opencode"
 MCP_RECORD = "opencode-mcp"
-MARKER = f"# Installed by memoryd {__version__}. Edits are kept: memoryd will not overwrite a changed file without --force."
 
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
 
@@ -60,28 +69,12 @@ def default_config_dir(environ: dict[str, str] | None = None) -> Path:
     return Path(base) / "opencode"
 
 
-def _with_marker(markdown: str) -> str:
-    """Put the marker as a YAML comment inside the front matter, so opencode still parses it."""
-    if not markdown.startswith("---\n"):
-        raise InstallError("agent template must start with YAML front matter")
-    return "---\n" + MARKER + "\n" + markdown[4:]
-
-
-AGENTS = ("memoryd-extract", "memoryd-consolidate")
 SHIM = "plugin/memoryd.js"
-HELPER_AGENT_PREFIX = "memoryd-"
 
 
 def planned_files(paths: Paths) -> list[PlannedFile]:
-    """memoryd's agents (``templates/agents/``, each with the marker comment) and the read-path shim."""
+    """The shim, with memoryd's paths and the command that answers its tools filled in."""
     files = []
-    for name in AGENTS:
-        files.append(
-            PlannedFile(
-                f"agent/{name}.md",
-                _with_marker(prompts.render(f"agents/{name}.md")).encode("utf-8"),
-            )
-        )
     shim = prompts.render(
         "opencode/memoryd.js",
         block_file=json.dumps(str(paths.readpath_block)),
@@ -89,6 +82,9 @@ def planned_files(paths: Paths) -> list[PlannedFile]:
         server_file=json.dumps(str(paths.server_state)),
         helper_agent_prefix=json.dumps(HELPER_AGENT_PREFIX),
         memoryd_version=json.dumps(__version__),
+        tool_command=json.dumps([*server_command()[:-1], "tool"]),
+        tool_env=json.dumps(server_env()),
+        tool_specs=json.dumps(SPECS),
     )
     files.append(PlannedFile(SHIM, shim.encode("utf-8")))
     return files
@@ -104,7 +100,7 @@ class Installer:
             config_dir or (Path(recorded) if recorded else None) or default_config_dir()
         ).absolute()
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, Any]:
         return read_json_object(self.manifest_path, InstallError)
 
     def _recorded(self) -> dict[str, str]:
@@ -170,12 +166,17 @@ class Installer:
 
     def install(self, *, force: bool = False, dry_run: bool = False) -> list[Step | McpStep]:
         plan = self.plan_install(force=force)
-        mcp_step, mcp_record = install_mcp(
-            self.config_dir, self._mcp_record(), force=force, dry_run=dry_run
-        )
-        if dry_run:
-            return [*(s for s, _ in plan), mcp_step]
+        planned = {pf.relpath for _, pf in plan}
         recorded = self._recorded()
+        # what an earlier version installed and this one does not (helper agents, MCP entry)
+        stale, kept = self._remove_recorded(
+            {k: v for k, v in recorded.items() if k not in planned}, force=force, dry_run=dry_run
+        )
+        old_mcp = self._remove_mcp(force=force, dry_run=dry_run)
+        extra: list[Step | McpStep] = [*stale, *([old_mcp] if old_mcp else [])]
+        if dry_run:
+            return [*(s for s, _ in plan), *extra]
+        recorded = {k: v for k, v in recorded.items() if k in planned} | kept
         for step, pf in plan:
             if step.action in ("create", "update", "replace"):
                 try:
@@ -186,11 +187,22 @@ class Installer:
             if step.action != "keep-modified":
                 recorded[pf.relpath] = sha256(pf.content)
         self._save(recorded)
-        self._save_mcp(mcp_record)
-        return [*(s for s, _ in plan), mcp_step]
+        return [*(s for s, _ in plan), *extra]
 
     def uninstall(self, *, force: bool = False, dry_run: bool = False) -> list[Step | McpStep]:
-        recorded = self._recorded()
+        steps, remaining = self._remove_recorded(self._recorded(), force=force, dry_run=dry_run)
+        mcp_step = self._remove_mcp(force=force, dry_run=dry_run)
+        if mcp_step is not None:
+            steps.append(mcp_step)
+        if not dry_run:
+            self._save(remaining)
+            remove_agent_configs(self.paths)
+        return steps
+
+    def _remove_recorded(
+        self, recorded: dict[str, str], *, force: bool, dry_run: bool
+    ) -> tuple[list[Step | McpStep], dict[str, str]]:
+        """Remove recorded files still as memoryd wrote them; returns steps and what stays."""
         steps: list[Step | McpStep] = []
         remaining: dict[str, str] = {}
         order = {pf.relpath: i for i, pf in enumerate(planned_files(self.paths))}
@@ -209,6 +221,10 @@ class Installer:
             else:
                 steps.append(Step("keep-modified", target))
                 remaining[rel] = digest
+        return steps, remaining
+
+    def _remove_mcp(self, *, force: bool, dry_run: bool) -> McpStep | None:
+        """Take out the ``mcp.memoryd`` entry an earlier version registered, if still ours."""
         mcp_record = self._mcp_record()
         mcp_step = uninstall_mcp(
             self.config_dir,
@@ -216,13 +232,9 @@ class Installer:
             force=force,
             dry_run=dry_run,
         )
-        if mcp_step is not None:
-            steps.append(mcp_step)
-        if not dry_run:
-            self._save(remaining)
-            if mcp_step is not None and mcp_step.action != "keep-modified":
-                self._save_mcp({})
-        return steps
+        if not dry_run and mcp_step is not None and mcp_step.action != "keep-modified":
+            self._save_mcp({})
+        return mcp_step
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

@@ -1,10 +1,9 @@
-"""Registering ``memoryd mcp`` with opencode (``opencode.json``), and snippets for other hosts.
+"""``memoryd mcp`` configuration snippets for hosts, and removing the old opencode registration.
 
-opencode reads MCP servers from the ``mcp`` table of its config. memoryd adds exactly one key,
-``mcp.memoryd``, remembers what it wrote, and on uninstall removes that key only if it is still
-what memoryd wrote. A config with comments (``opencode.jsonc``, or JSON that does not parse) is
-never rewritten: memoryd prints the snippet to paste instead, because rewriting would drop the
-user's comments.
+opencode gets memoryd's tools from the shim instead (no process per instance); earlier versions
+registered ``mcp.memoryd`` in ``opencode.json`` and recorded what they wrote, so
+:func:`uninstall_mcp` removes that key only if it is still what memoryd wrote. A config that
+does not parse as plain JSON is never rewritten (that would drop the user's comments).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_regular, sha256
 
 KEY = "memoryd"
-SCHEMA = "https://opencode.ai/config.json"
 
 
 def server_command(python: str | None = None) -> list[str]:
@@ -77,20 +75,13 @@ def snippet(host: str, python: str | None = None, environ: dict[str, str] | None
 
 @dataclass
 class McpStep:
-    action: str  # create | add | update | unchanged | keep-modified | manual | remove | absent
+    action: str  # keep-modified | remove | absent
     path: Path
-    detail: str = ""
 
     def describe(self) -> str:
         text = {
-            "create": "create (MCP server memoryd)",
-            "add": "add mcp.memoryd",
-            "update": "update mcp.memoryd",
-            "unchanged": "unchanged (mcp.memoryd)",
             "keep-modified": "kept mcp.memoryd: changed since memoryd wrote it (use --force)",
-            "manual": "not edited (comments or unparsable JSON); add this yourself:\n"
-            + self.detail,
-            "remove": "remove mcp.memoryd",
+            "remove": "remove mcp.memoryd (memoryd's tools now come from its plugin)",
             "absent": "mcp.memoryd already gone",
         }[self.action]
         return f"{self.path}: {text}"
@@ -108,46 +99,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
-
-
-def install_mcp(
-    config_dir: Path, record: dict[str, Any], *, force: bool, dry_run: bool
-) -> tuple[McpStep, dict[str, Any]]:
-    """Add ``mcp.memoryd``; returns the step and the new manifest record."""
-    entry = opencode_entry()
-    path = config_dir / "opencode.json"
-    jsonc = config_dir / "opencode.jsonc"
-    if not path.exists() and jsonc.exists():
-        return McpStep("manual", jsonc, snippet("opencode")), record
-    if not path.exists():
-        if not dry_run:
-            config_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(
-                path, json.dumps({"$schema": SCHEMA, "mcp": {KEY: entry}}, indent=2) + "\n"
-            )
-        return McpStep("create", path), {
-            "sha": sha256(json.dumps(entry, sort_keys=True).encode()),
-            "created": True,
-        }
-    data = _read_json(path)
-    if data is None or not isinstance(data.get("mcp", {}), dict):
-        return McpStep("manual", path, snippet("opencode")), record
-    current = data.get("mcp", {}).get(KEY)
-    digest = sha256(json.dumps(entry, sort_keys=True).encode())
-    if current == entry:
-        return McpStep("unchanged", path), {**record, "sha": digest}
-    record = {k: v for k, v in record.items() if k != "config_dir"}
-    if (
-        current is not None
-        and record.get("sha") != sha256(json.dumps(current, sort_keys=True).encode())
-        and not force
-    ):
-        return McpStep("keep-modified", path), record
-    action = "add" if current is None else "update"
-    if not dry_run:
-        data.setdefault("mcp", {})[KEY] = entry
-        atomic_write(path, json.dumps(data, indent=2) + "\n")
-    return McpStep(action, path), {**record, "sha": digest}
 
 
 def uninstall_mcp(

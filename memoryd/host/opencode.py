@@ -36,6 +36,12 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.models import Message, PromptResult, Session
+from memoryd.tuning import (
+    HOST_ABORT_TIMEOUT_S,
+    HOST_CONFIRM_TIMEOUT_S,
+    HOST_DELETE_TIMEOUT_S,
+    HOST_HEALTH_TIMEOUT_S,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +51,6 @@ HELPER_TITLE_PREFIX = "memoryd-"
 HELPER_METADATA_KEY = "memoryd"
 
 NEXT_CURSOR_HEADER = "x-next-cursor"
-ABORT_TIMEOUT_S = 2.0
-DELETE_TIMEOUT_S = 10.0
-CONFIRM_TIMEOUT_S = 5.0
-HEALTH_TIMEOUT_S = 5.0
 _MAX_PAGES = 10_000
 _DETAIL_CHARS = 200
 
@@ -235,7 +237,7 @@ class OpencodeClient:
 
     # ---------------------------------------------------------------------------------- endpoints
 
-    async def health(self, *, timeout: float = HEALTH_TIMEOUT_S) -> str:
+    async def health(self, *, timeout: float = HOST_HEALTH_TIMEOUT_S) -> str:
         """``GET /global/health``; returns opencode's version string."""
         what = "GET /global/health"
         resp = await self._request("GET", "/global/health", timeout=timeout, what=what)
@@ -431,7 +433,7 @@ class OpencodeClient:
             raise _model_call_error(result.info.error)
         return result
 
-    async def abort(self, session_id: str, *, timeout: float = ABORT_TIMEOUT_S) -> None:
+    async def abort(self, session_id: str, *, timeout: float = HOST_ABORT_TIMEOUT_S) -> None:
         """``POST /session/{id}/abort``; best effort, never raises."""
         try:
             await self._request("POST", f"/session/{_sid(session_id)}/abort", timeout=timeout)
@@ -447,11 +449,11 @@ class OpencodeClient:
         """
         path = f"/session/{_sid(session_id)}"
         try:
-            await self._request("DELETE", path, timeout=DELETE_TIMEOUT_S)
+            await self._request("DELETE", path, timeout=HOST_DELETE_TIMEOUT_S)
         except HostNotFound:
             return True
         try:
-            await self._request("GET", path, timeout=CONFIRM_TIMEOUT_S)
+            await self._request("GET", path, timeout=HOST_CONFIRM_TIMEOUT_S)
         except HostNotFound:
             return True
         except HostError as exc:

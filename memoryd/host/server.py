@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from memoryd.errors import HostUnreachable
+from memoryd.errors import HostUnreachable, PortTaken
+from memoryd.owner import Owner, current_owner, owner_gone, process_start
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,7 @@ class PrivateServer:
         password: str | None = None,
         print_logs: bool = True,
         log_level: str = "WARN",
+        record_dir: Path | None = None,
     ) -> None:
         self.opencode_bin = opencode_bin
         self.cwd = Path(cwd)
@@ -199,6 +201,8 @@ class PrivateServer:
         self.password = password
         self.print_logs = print_logs
         self.log_level = log_level
+        self.record_dir = record_dir
+        self._record: Path | None = None
         self.handle: ServerHandle | None = None
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -218,7 +222,7 @@ class PrivateServer:
             port = self.port if self.port is not None else free_port()
             try:
                 return self._spawn(binary, port, password)
-            except _PortTaken as exc:
+            except PortTaken as exc:
                 last_error = exc.error
                 log.info(
                     "opencode could not bind port %d (attempt %d), retrying", port, attempt + 1
@@ -248,6 +252,7 @@ class PrivateServer:
         except OSError as exc:
             raise HostUnreachable(where, f"cannot start {binary}: {exc.strerror or exc}") from exc
         self._proc = proc
+        self._record = _record_server(self.record_dir, proc.pid)
         self._output = _Output(proc, self.log_file)
         atexit.register(self.stop)
         log.debug("started opencode serve pid=%d on port %d", proc.pid, port)
@@ -264,7 +269,7 @@ class PrivateServer:
                         f"before listening; last output:\n{tail}",
                     )
                     if "ServeError" in tail or "EADDRINUSE" in tail:
-                        raise _PortTaken(err)
+                        raise PortTaken(err)
                     raise err
                 if time.monotonic() >= deadline:
                     raise HostUnreachable(
@@ -319,6 +324,9 @@ class PrivateServer:
             if self._output is not None:
                 self._output.close()
                 self._output = None
+            if self._record is not None:
+                self._record.unlink(missing_ok=True)
+                self._record = None
             log.debug("stopped opencode serve pid=%d (exit %s)", proc.pid, proc.returncode)
 
     @property
@@ -342,10 +350,52 @@ class PrivateServer:
         await asyncio.to_thread(self.stop)
 
 
-class _PortTaken(Exception):
-    def __init__(self, error: HostUnreachable) -> None:
-        super().__init__(str(error))
-        self.error = error
+def _record_server(record_dir: Path | None, pid: int) -> Path | None:
+    """Note the server we just started and who started it (a SIGKILLed memoryd cannot stop it)."""
+    if record_dir is None:
+        return None
+    data = {"pid": pid, "start": process_start(pid), "owner": current_owner().encode()}
+    path = record_dir / f"{pid}.json"
+    try:
+        record_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("could not record private opencode server pid=%d: %s", pid, exc)
+        return None
+    return path
+
+
+def reap_orphaned_servers(record_dir: Path) -> int:
+    """Kill ``opencode serve`` processes started by a memoryd that is provably gone.
+
+    Only a process that is still the one recorded (same pid and start time) is signalled, so a
+    recycled pid is never hit. Returns how many were killed.
+    """
+    killed = 0
+    try:
+        records = sorted(record_dir.glob("*.json"))
+    except OSError:
+        return 0
+    for path in records:
+        try:
+            data = json.loads(path.read_text())
+            pid, start = int(data["pid"]), str(data["start"])
+            owner = Owner.decode(data["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if not owner_gone(owner):
+            continue  # a live memoryd's server
+        if start and process_start(pid) == start:
+            tree = _descendants(pid)
+            _signal_group(pid, signal.SIGKILL)  # the server leads its own group
+            _signal_tree(tree, signal.SIGKILL)
+            killed += 1
+            log.info("stopped opencode serve pid=%d left by a memoryd that was killed", pid)
+        path.unlink(missing_ok=True)
+    return killed
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:

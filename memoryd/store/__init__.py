@@ -14,11 +14,12 @@ from memoryd.clock import Clock, SystemClock
 from memoryd.store.db import connect
 from memoryd.store.jobs import GLOBAL, STAGE1, Claim, JobsMixin
 from memoryd.store.outputs import CallUsage, MemoryMode, Output, OutputsMixin
+from memoryd.store.owners import OwnersMixin
 
 __all__ = ["GLOBAL", "STAGE1", "CallUsage", "Claim", "MemoryMode", "Output", "Store"]
 
 
-class Store(JobsMixin, OutputsMixin):
+class Store(JobsMixin, OutputsMixin, OwnersMixin):
     def __init__(self, path: Path | str, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self.path = path

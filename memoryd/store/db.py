@@ -14,9 +14,9 @@ from pathlib import Path
 
 from memoryd.errors import PathError, StoreCorrupt, StoreError
 from memoryd.store.migrations import migrate
+from memoryd.tuning import BUSY_TIMEOUT_MS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-BUSY_TIMEOUT_MS = 5_000
 
 
 def _check_file(path: Path) -> None:

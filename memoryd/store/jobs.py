@@ -10,6 +10,9 @@ Semantics follow Codex's memory store:
 * The cap on running stage-1 jobs is counted inside the claim transaction, so it holds across
   processes that share the file.
 * Releasing on shutdown returns the job to ``pending`` without burning a retry.
+* Every claim records its owning process (:mod:`memoryd.owner`); a live lease whose owner is
+  provably gone (killed on this machine) is taken over at once, without burning a retry, and does
+  not count against the running cap.
 
 All times are epoch milliseconds (see :mod:`memoryd.clock`).
 """
@@ -19,23 +22,26 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from memoryd.clock import HOUR, Clock
+from memoryd.clock import Clock
+from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.redact import redact
 from memoryd.store.db import write_tx
+from memoryd.tuning import (
+    DEFAULT_RETRIES,
+    MAX_ERROR_CHARS,
+    PHASE2_COOLDOWN_MS,
+    PHASE2_LEASE_MS,
+    PHASE2_RETRY_DELAY_MS,
+    STAGE1_LEASE_MS,
+    STAGE1_RETRY_DELAY_MS,
+)
 
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
 
-DEFAULT_RETRIES = 3
-STAGE1_LEASE_MS = 1 * HOUR
-STAGE1_RETRY_DELAY_MS = 1 * HOUR
-PHASE2_LEASE_MS = 1 * HOUR
-PHASE2_RETRY_DELAY_MS = 1 * HOUR
-PHASE2_COOLDOWN_MS = 6 * HOUR
-MAX_ERROR_CHARS = 4_000
 
 ClaimStatus = Literal[
     "claimed",
@@ -58,6 +64,16 @@ class Claim:
     @property
     def claimed(self) -> bool:
         return self.status == "claimed"
+
+
+def _held(row: sqlite3.Row | None, now: int) -> bool:
+    """A running job whose lease is live and whose owner is not provably gone."""
+    return (
+        row is not None
+        and row["status"] == "running"
+        and (row["lease_until"] or 0) > now
+        and not owner_gone(Owner.decode(row["owner"]))
+    )
 
 
 def _cut(error: str) -> str:
@@ -100,9 +116,16 @@ class JobsMixin:
     # -- stage 1 --------------------------------------------------------------------------
 
     def claim_stage1(
-        self, session_id: str, watermark: int, *, max_running: int, worker_id: str
+        self,
+        session_id: str,
+        watermark: int,
+        *,
+        max_running: int,
+        worker_id: str,
+        owner: Owner | None = None,
     ) -> Claim:
         now = self._clock.now_ms()
+        me = (owner or current_owner()).encode()
         with write_tx(self._conn) as c:
             out = c.execute(
                 "SELECT source_updated_at FROM stage1_outputs WHERE session_id = ?", (session_id,)
@@ -116,18 +139,24 @@ class JobsMixin:
                 and (row["last_success_watermark"] or 0) >= watermark
             ):
                 return Claim("skipped_up_to_date", session_id)
-            if row and row["status"] == "running" and (row["lease_until"] or 0) > now:
+            if _held(row, now):
                 return Claim("skipped_running", session_id)
+            # A crashed owner's claim is taken over as it stood: its backoff and retries unchanged.
+            orphan = row is not None and row["status"] == "running"
             advanced = row is not None and watermark > (row["input_watermark"] or 0)
-            if row and not advanced:
+            if row and not advanced and not orphan:
                 if row["retry_at"] is not None and row["retry_at"] > now:
                     return Claim("skipped_backoff", session_id)
                 if row["retry_remaining"] <= 0:
                     return Claim("skipped_exhausted", session_id)
-            running = c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?",
-                (STAGE1, now),
-            ).fetchone()[0]
+            running = sum(
+                1
+                for r in c.execute(
+                    "SELECT * FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?",
+                    (STAGE1, now),
+                )
+                if _held(r, now)
+            )
             if running >= max_running:
                 return Claim("skipped_cap", session_id)
             token = uuid.uuid4().hex
@@ -136,10 +165,10 @@ class JobsMixin:
                 """
                 INSERT INTO jobs (kind, job_key, status, worker_id, ownership_token, started_at, finished_at,
                                   lease_until, retry_at, retry_remaining, last_error, input_watermark,
-                                  last_success_watermark)
-                VALUES (?, ?, 'running', ?, ?, ?, NULL, ?, NULL, ?, NULL, ?, NULL)
+                                  last_success_watermark, owner)
+                VALUES (?, ?, 'running', ?, ?, ?, NULL, ?, NULL, ?, NULL, ?, NULL, ?)
                 ON CONFLICT (kind, job_key) DO UPDATE SET
-                    status = 'running', worker_id = excluded.worker_id,
+                    status = 'running', worker_id = excluded.worker_id, owner = excluded.owner,
                     ownership_token = excluded.ownership_token, started_at = excluded.started_at,
                     finished_at = NULL, lease_until = excluded.lease_until, retry_at = NULL,
                     retry_remaining = excluded.retry_remaining, last_error = NULL,
@@ -154,15 +183,17 @@ class JobsMixin:
                     now + STAGE1_LEASE_MS,
                     retries,
                     watermark,
+                    me,
                 ),
             )
             return Claim("claimed", session_id, token, watermark)
 
     def _owned(self, c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
-        return c.execute(
+        row: sqlite3.Row | None = c.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running' AND ownership_token = ?",
             (kind, key, token),
         ).fetchone()
+        return row
 
     def _finish_stage1(
         self, c: sqlite3.Connection, session_id: str, watermark: int, now: int
@@ -260,9 +291,10 @@ class JobsMixin:
             return True
 
     def stage1_job(self, session_id: str) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id)
         ).fetchone()
+        return row
 
     def stage1_counts(self) -> dict[str, int]:
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
@@ -272,7 +304,7 @@ class JobsMixin:
             counts[status] = n
         return counts
 
-    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, object]]:
+    def stage1_last_errors(self, limit: int = 5) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             """SELECT job_key, status, last_error, finished_at, retry_at, retry_remaining FROM jobs
                WHERE kind = ? AND last_error IS NOT NULL ORDER BY finished_at DESC LIMIT ?""",
@@ -299,11 +331,14 @@ class JobsMixin:
             )
 
     def phase2_job(self) -> sqlite3.Row | None:
-        return self._conn.execute(
+        row: sqlite3.Row | None = self._conn.execute(
             "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
         ).fetchone()
+        return row
 
-    def claim_phase2(self, *, worker_id: str, ignore_cooldown: bool = False) -> Claim:
+    def claim_phase2(
+        self, *, worker_id: str, ignore_cooldown: bool = False, owner: Owner | None = None
+    ) -> Claim:
         """Take the machine-wide consolidation lease.
 
         Checked in order: a live lease (never bypassed), a failure backoff, the cooldown that
@@ -313,6 +348,7 @@ class JobsMixin:
         """
         now = self._clock.now_ms()
         token = uuid.uuid4().hex
+        me = (owner or current_owner()).encode()
         with write_tx(self._conn) as c:
             row = c.execute(
                 "SELECT * FROM jobs WHERE kind = ? AND job_key = ?", (GLOBAL, GLOBAL_KEY)
@@ -320,8 +356,8 @@ class JobsMixin:
             if row is None:
                 c.execute(
                     """INSERT INTO jobs (kind, job_key, status, worker_id, ownership_token, started_at,
-                       lease_until, retry_remaining, input_watermark, last_success_watermark)
-                       VALUES (?, ?, 'running', ?, ?, ?, ?, ?, 0, 0)""",
+                       lease_until, retry_remaining, input_watermark, last_success_watermark, owner)
+                       VALUES (?, ?, 'running', ?, ?, ?, ?, ?, 0, 0, ?)""",
                     (
                         GLOBAL,
                         GLOBAL_KEY,
@@ -330,10 +366,11 @@ class JobsMixin:
                         now,
                         now + PHASE2_LEASE_MS,
                         DEFAULT_RETRIES,
+                        me,
                     ),
                 )
                 return Claim("claimed", GLOBAL_KEY, token, 0)
-            if row["status"] == "running" and (row["lease_until"] or 0) > now:
+            if _held(row, now):
                 return Claim("skipped_running", GLOBAL_KEY)
             if row["retry_at"] is not None and row["retry_at"] > now:
                 return Claim("skipped_backoff", GLOBAL_KEY)
@@ -341,9 +378,9 @@ class JobsMixin:
                 return Claim("skipped_cooldown", GLOBAL_KEY)
             c.execute(
                 """UPDATE jobs SET status = 'running', worker_id = ?, ownership_token = ?, started_at = ?,
-                   lease_until = ?, retry_at = NULL, last_error = NULL, finished_at = NULL
+                   lease_until = ?, retry_at = NULL, last_error = NULL, finished_at = NULL, owner = ?
                    WHERE kind = ? AND job_key = ?""",
-                (worker_id, token, now, now + PHASE2_LEASE_MS, GLOBAL, GLOBAL_KEY),
+                (worker_id, token, now, now + PHASE2_LEASE_MS, me, GLOBAL, GLOBAL_KEY),
             )
             return Claim("claimed", GLOBAL_KEY, token, row["input_watermark"])
 
@@ -370,6 +407,13 @@ class JobsMixin:
     ) -> bool:
         """Finish a run; ``consumed`` (session id, source_updated_at) pairs become the selection snapshot.
 
+        ``input_watermark`` is an input *version* (every enqueue raises it), not a session time:
+        stage-1 jobs finish in any order, so the largest consumed ``source_updated_at``
+        (``watermark``, kept for callers' logs) can sit below it after a run that used everything.
+        What this run consumed is the version it saw at claim time (``claimed_input``; the current
+        one when not given), and that is what ``last_success_watermark`` records, so "pending
+        input" means exactly "enqueued after the last good run claimed".
+
         Only a run that called the model starts the cooldown: a clean no-op costs nothing, so it
         should not delay the first real consolidation (the anchor's install-time defect).
         """
@@ -379,11 +423,9 @@ class JobsMixin:
             if job is None:
                 return False
             # Input enqueued while this run worked is not in what it consumed: stay pending for it.
-            status = (
-                "pending"
-                if claimed_input is not None and (job["input_watermark"] or 0) > claimed_input
-                else "done"
-            )
+            current = job["input_watermark"] or 0
+            seen = current if claimed_input is None else claimed_input
+            status = "pending" if current > seen else "done"
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
@@ -394,7 +436,7 @@ class JobsMixin:
                     status,
                     now,
                     DEFAULT_RETRIES,
-                    watermark,
+                    seen,
                     int(consolidated),
                     now + PHASE2_COOLDOWN_MS,
                     GLOBAL,

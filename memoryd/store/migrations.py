@@ -143,6 +143,23 @@ def m004_citation_seen(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
+    """Claims name their owning process; helper sessions are recorded before they are prompted."""
+    _run(
+        conn,
+        """
+        ALTER TABLE jobs ADD COLUMN owner TEXT;
+        CREATE TABLE helper_sessions (
+            session_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

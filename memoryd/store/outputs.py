@@ -101,12 +101,14 @@ class OutputsMixin:
         return [Output.from_row(r) for r in rows]
 
     def consumed_count(self) -> int:
-        return self._conn.execute(
+        count: int = self._conn.execute(
             "SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 1"
         ).fetchone()[0]
+        return count
 
     def output_count(self) -> int:
-        return self._conn.execute("SELECT COUNT(*) FROM stage1_outputs").fetchone()[0]
+        count: int = self._conn.execute("SELECT COUNT(*) FROM stage1_outputs").fetchone()[0]
+        return count
 
     def extracted_watermarks(self) -> dict[str, int]:
         """For each session, the newest ``time.updated`` already extracted (with or without output)."""
@@ -221,9 +223,10 @@ class OutputsMixin:
                 "INSERT OR IGNORE INTO session_meta (session_id, memory_mode, updated_at) VALUES (?, ?, ?)",
                 (session_id, mode, self._clock.now_ms()),
             )
-            return c.execute(
+            mode_now: MemoryMode = c.execute(
                 "SELECT memory_mode FROM session_meta WHERE session_id = ?", (session_id,)
             ).fetchone()[0]
+            return mode_now
 
     def stamp_modes_if_absent(self, session_ids: list[str], mode: MemoryMode) -> None:
         """Batch form of :meth:`stamp_mode_if_absent` for discovery (one transaction)."""

@@ -22,6 +22,7 @@ Path safety for all of them lives in :mod:`memoryd.tools.guard`.
 
 from __future__ import annotations
 
+from memoryd.errors import InvalidArgument, NotFound, Refused, ToolError
 from memoryd.tools.admin import (
     InspectReport,
     ModeResult,
@@ -30,7 +31,6 @@ from memoryd.tools.admin import (
     memory_mode,
     memory_reset,
 )
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused, ToolError
 from memoryd.tools.files import ListEntry, ListResult, ReadResult, memory_list, memory_read
 from memoryd.tools.index import RefreshStats, SearchIndex, default_index_path
 from memoryd.tools.notes import ForgetResult, NoteResult, memory_add_note, memory_forget

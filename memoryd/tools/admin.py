@@ -17,21 +17,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import tokens
 from memoryd.control import reset_memory
+from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
 from memoryd.tools.common import Result, iso
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.tuning import INSPECT_MAX_ENTRIES
 from memoryd.workspace import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
-
-INSPECT_MAX_ENTRIES = 5000
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         else:
             text = decode(data)
             chars, count = len(text), tokens.count(text)
-    modes = dict(Counter(store.memory_modes().values()))
+    modes: dict[str, int] = dict(Counter(store.memory_modes().values()))
     selection = [
         {
             "session_id": o.session_id,
@@ -212,7 +211,7 @@ def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
     previous = store.memory_mode(session_id)
-    store.set_mode(session_id, mode)  # type: ignore[arg-type]
+    store.set_mode(session_id, mode)
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
 
 

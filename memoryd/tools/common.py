@@ -12,7 +12,7 @@ import re
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from memoryd.tools.errors import InvalidArgument
+from memoryd.errors import InvalidArgument
 
 STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S"
 STAMP_LEN = 19
@@ -25,7 +25,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         assert dataclasses.is_dataclass(self)
-        return dataclasses.asdict(self)  # type: ignore[arg-type]
+        return dataclasses.asdict(self)
 
     def to_text(self) -> str:  # pragma: no cover - every result overrides it
         raise NotImplementedError

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from memoryd.errors import InvalidArgument
 from memoryd.tools.common import Result, check_int
-from memoryd.tools.errors import InvalidArgument
 from memoryd.tools.guard import entries, open_path, split_path
+from memoryd.tuning import LIST_MAX_RESULTS, READ_MAX_BYTES
 
-READ_MAX_BYTES = 256 * 1024
-LIST_MAX_RESULTS = 2000
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
 

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.tuning import TOOL_FILE_MAX_BYTES, TOOL_MAX_DEPTH
 from memoryd.workspace import DIFF_FILE
-
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_DEPTH = 64
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -199,9 +197,9 @@ def open_path(root: Path, relpath: str | None) -> Iterator[Opened]:
 
 
 def read_fd(fd: int, st: os.stat_result, shown: str) -> bytes:
-    if st.st_size > MAX_FILE_BYTES:
+    if st.st_size > TOOL_FILE_MAX_BYTES:
         raise Refused(
-            f"{shown}: is {st.st_size} bytes; memory tools read files up to {MAX_FILE_BYTES} bytes"
+            f"{shown}: is {st.st_size} bytes; memory tools read files up to {TOOL_FILE_MAX_BYTES} bytes"
         )
     chunks: list[bytes] = []
     total = 0
@@ -210,8 +208,8 @@ def read_fd(fd: int, st: os.stat_result, shown: str) -> bytes:
         if not block:
             break
         total += len(block)
-        if total > MAX_FILE_BYTES:
-            raise Refused(f"{shown}: grew past {MAX_FILE_BYTES} bytes while being read")
+        if total > TOOL_FILE_MAX_BYTES:
+            raise Refused(f"{shown}: grew past {TOOL_FILE_MAX_BYTES} bytes while being read")
         chunks.append(block)
     return b"".join(chunks)
 
@@ -268,7 +266,7 @@ def _walk(dir_fd: int, prefix: str, depth: int, *, files_only: bool) -> Iterator
         elif stat.S_ISDIR(st.st_mode):
             if not files_only:
                 yield WalkEntry(rel, st, dir_fd, name)
-            if depth >= MAX_DEPTH:
+            if depth >= TOOL_MAX_DEPTH:
                 continue
             try:
                 sub, _ = _open_checked(dir_fd, name, st, rel)

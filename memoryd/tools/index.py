@@ -45,12 +45,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
 
+from memoryd.errors import InvalidArgument, Refused
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
-from memoryd.tools.errors import InvalidArgument, Refused
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_path, open_root, read_file, split_path, walk_files
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
+from memoryd.tuning import INDEX_BUSY_TIMEOUT_S
 from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,6 @@ SOFT_CHUNK_CHARS = 600
 HARD_CHUNK_CHARS = 1500
 HEAD_WEIGHT = 2.5
 MAX_TERMS = 64
-BUSY_TIMEOUT_S = 30.0
 _HEADING_RE = re.compile(r" {0,3}#{1,6}[ \t]+\S")
 _FENCE_RE = re.compile(r" {0,3}(```|~~~)")
 _TERM_RE = re.compile(r"\w+")
@@ -236,11 +236,14 @@ class SearchIndex:
             )
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
-            str(self.db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            str(self.db_path),
+            timeout=INDEX_BUSY_TIMEOUT_S,
+            isolation_level=None,
+            check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(INDEX_BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA secure_delete = ON")
@@ -536,7 +539,7 @@ class SearchIndex:
         lo, hi = window
         if lo is None and hi is None:
             return "", []
-        sql, args = " AND d.name_stamp IS NOT NULL", []
+        sql, args = " AND d.name_stamp IS NOT NULL", list[object]()
         if lo is not None:
             sql += " AND d.name_stamp >= ?"
             args.append(lo)

@@ -24,17 +24,15 @@ from pathlib import Path
 from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
+from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
-from memoryd.tools.errors import InvalidArgument, NotFound, Refused
 from memoryd.tools.guard import ensure_dirs, open_path, remove_file, split_path
+from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
 from memoryd.workspace import AD_HOC_NOTES
 
-NOTE_MAX_CHARS = 4000
-TITLE_MAX_CHARS = 120
 SESSION_ID_MAX_CHARS = 200
-SLUG_MAX_CHARS = 60
 MAX_SUFFIX = 20
 NOTES_PARTS: tuple[str, ...] = tuple(AD_HOC_NOTES.split("/"))
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
@@ -104,9 +102,9 @@ def _check_note(
     if title is not None:
         if not isinstance(title, str):
             raise InvalidArgument("title must be a string")
-        if len(title) > TITLE_MAX_CHARS:
+        if len(title) > NOTE_TITLE_MAX_CHARS:
             raise InvalidArgument(
-                f"title has {len(title)} characters; the limit is {TITLE_MAX_CHARS}"
+                f"title has {len(title)} characters; the limit is {NOTE_TITLE_MAX_CHARS}"
             )
         clean_title = _one_line(title) or None
     sid = None

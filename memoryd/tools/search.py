@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from memoryd.errors import InvalidArgument, ToolError
 from memoryd.tools.common import (
     Result,
     check_int,
@@ -31,21 +32,22 @@ from memoryd.tools.common import (
     stamp_ms,
     time_window,
 )
-from memoryd.tools.errors import InvalidArgument, ToolError
 from memoryd.tools.files import decode, split_lines
 from memoryd.tools.guard import read_file, split_path, walk_files
+from memoryd.tuning import (
+    SEARCH_MAX_CONTEXT_LINES,
+    SEARCH_MAX_LINE_CHARS,
+    SEARCH_MAX_QUERIES,
+    SEARCH_MAX_QUERY_CHARS,
+    SEARCH_MAX_RESULTS,
+    SEARCH_MAX_WINDOW_LINES,
+)
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
 
 MatchMode = Literal["any", "all_on_same_line", "all_within_lines"]
 MATCH_MODES: tuple[str, ...] = ("any", "all_on_same_line", "all_within_lines")
-SEARCH_MAX_RESULTS = 200
-MAX_QUERIES = 32
-MAX_QUERY_CHARS = 1000
-MAX_CONTEXT_LINES = 50
-MAX_WINDOW_LINES = 1000
-MAX_LINE_CHARS = 2000
 _HEADER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_ -]{0,40}: ")
 
 
@@ -149,11 +151,11 @@ def check_queries(queries: Sequence[str] | str | None) -> list[str]:
     for q in queries:
         if not isinstance(q, str) or not q.strip():
             raise InvalidArgument(f"every query must be a non-empty string, got {q!r}")
-        if len(q) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"a query may have at most {MAX_QUERY_CHARS} characters")
+        if len(q) > SEARCH_MAX_QUERY_CHARS:
+            raise InvalidArgument(f"a query may have at most {SEARCH_MAX_QUERY_CHARS} characters")
         out.append(q)
-    if len(out) > MAX_QUERIES:
-        raise InvalidArgument(f"at most {MAX_QUERIES} queries at once")
+    if len(out) > SEARCH_MAX_QUERIES:
+        raise InvalidArgument(f"at most {SEARCH_MAX_QUERIES} queries at once")
     return out
 
 
@@ -199,7 +201,7 @@ def _file_matches(
 
 def _clip(line: str) -> str:
     line = line.rstrip("\r\n")
-    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
+    return line if len(line) <= SEARCH_MAX_LINE_CHARS else line[:SEARCH_MAX_LINE_CHARS] + " […]"
 
 
 def _content(lines: list[str], start: int, end: int, context: int) -> tuple[int, str]:
@@ -371,8 +373,8 @@ def memory_search(
     if match_mode == "all_within_lines":
         if line_count is None:
             raise InvalidArgument("match_mode all_within_lines needs line_count")
-        span = check_int("line_count", line_count, low=1, high=MAX_WINDOW_LINES)
-    ctx = check_int("context_lines", context_lines, low=0, high=MAX_CONTEXT_LINES, default=0)
+        span = check_int("line_count", line_count, low=1, high=SEARCH_MAX_WINDOW_LINES)
+    ctx = check_int("context_lines", context_lines, low=0, high=SEARCH_MAX_CONTEXT_LINES, default=0)
     limit = check_int(
         "max_results", max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
     )
@@ -380,7 +382,9 @@ def memory_search(
     window = time_window(since, until)
     timed = window != (None, None)
     if not split_path(path) and not root.exists() and not root.is_symlink():
-        empty = "timeline" if not qs else "ranked" if ranked else "plain"
+        empty: Literal["plain", "ranked", "timeline"] = (
+            "timeline" if not qs else "ranked" if ranked else "plain"
+        )
         return SearchResult(
             matches=[], total=0, cursor=start, next_cursor=None, truncated=False, mode=empty
         )

@@ -1,7 +1,10 @@
 // memoryd's opencode shim. memoryd writes this file; the daemon does all the work out of process.
 // Per model request: one stat of the rendered memory block (re-read only when it changed), pushed
 // as the 2nd system message. Per reply that cites memory: strip the citation block and append
-// one JSON line to the spool. At load: record this server's address. Node builtins only.
+// one JSON line to the spool. At load: record this server's address. Tools: memoryd's three
+// memory tools, each call answered by one short-lived `memoryd tool` process (nothing stays up
+// per instance). Node builtins only.
+import { execFile } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -10,12 +13,16 @@ const SPOOL_FILE = {{ spool_file }};
 const SERVER_FILE = {{ server_file }};
 const HELPER_AGENT_PREFIX = {{ helper_agent_prefix }};
 const MEMORYD_VERSION = {{ memoryd_version }};
+const TOOL_COMMAND = {{ tool_command }}; // argv that answers one tool call: + name, args JSON
+const TOOL_ENV = {{ tool_env }};
+const TOOLS = {{ tool_specs }}; // name -> { description, args: JSON schema per argument }
+const TOOL_TIMEOUT_MS = 60000;
 
 // opencode's hidden title call reuses the user's session id; its system prompt gives it away.
 const TITLE_PROMPT = "You are a title generator.";
 const MAX_HELPERS = 1000;
 
-// ---- <memory-citation> parsing: a line-for-line port of memoryd/citations.py ----------------
+// ---- <memory-citation> parsing: a line-for-line port of memoryd/read/citations.py ----------------
 // Python's re.I also matches dotless i, dotted capital I and long s, so tags are spelled out.
 const ci = (w) => w.replace(/[a-z]/g, (c) =>
   c === "i" ? "[iI\\u0131\\u0130]" : c === "s" ? "[sS\\u017f]" : `[${c}${c.toUpperCase()}]`);
@@ -85,6 +92,27 @@ function stripCitations(text) {
   return pyStrip(text.replace(BLOCK, "").replace(UNCLOSED, "").replace(/\n{3,}/g, "\n\n"), false);
 }
 
+// ---- the memory tools ------------------------------------------------------------------------
+function runTool(name, args, ctx) {
+  return new Promise((resolve, reject) => {
+    const argv = [...TOOL_COMMAND.slice(1), name, JSON.stringify(args ?? {})];
+    if (typeof ctx?.sessionID === "string") argv.push("--session", ctx.sessionID);
+    const child = execFile(TOOL_COMMAND[0], argv,
+      { env: { ...process.env, ...TOOL_ENV }, timeout: TOOL_TIMEOUT_MS, maxBuffer: 8 << 20, windowsHide: true },
+      (err, stdout, stderr) => {
+        ctx?.abort?.removeEventListener?.("abort", stop);
+        if (!err) return resolve(String(stdout));
+        const why = String(stderr ?? "").trim().replace(/^memoryd: /, "");
+        reject(new Error(why || `${TOOL_COMMAND[0]} (memoryd tool ${name}) failed: ${err.message}`));
+      });
+    const stop = () => child.kill();
+    ctx?.abort?.addEventListener?.("abort", stop, { once: true });
+  });
+}
+
+const memoryTools = () => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
+  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx) }]));
+
 // ---- the plugin ------------------------------------------------------------------------------
 export const MemorydShim = async (ctx) => {
   const helpers = new Set(); // sessions whose last turn ran a memoryd- agent, oldest first
@@ -103,6 +131,7 @@ export const MemorydShim = async (ctx) => {
   } catch {}
 
   return {
+    tool: memoryTools(),
     config: async (cfg) => {
       try { // a user-defined title prompt replaces the built-in one
         const p = cfg?.agent?.title?.prompt;

@@ -47,6 +47,7 @@ def _module_mock_llm() -> Iterator[MockLLM]:
 @pytest.fixture
 def mock_llm(_module_mock_llm: MockLLM) -> MockLLM:
     _module_mock_llm.set_extraction_reply(None)
+    _module_mock_llm.delay_s = 0.0
     _module_mock_llm.clear()
     return _module_mock_llm
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import shlex
 import threading
@@ -514,6 +515,9 @@ class MockLLM:
         port: int = 0,
     ) -> None:
         self.default_responder: Responder = make_default_responder(extraction_reply)
+        # Slow mode: every completion waits this long (a uniform draw when a (low, high) pair),
+        # so a harness can catch memoryd mid-step.
+        self.delay_s: float | tuple[float, float] = 0.0
         self.responder: Responder = responder or self.default_responder
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -677,6 +681,11 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
                 return
             if isinstance(reply, Text) and reply.delay_s:
                 time.sleep(reply.delay_s)
+            slow = mock.delay_s
+            if isinstance(slow, tuple):
+                slow = random.uniform(*slow)
+            if slow:
+                time.sleep(slow)
             if req.get("stream"):
                 body = "".join(
                     f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in sse_chunks(req, reply)

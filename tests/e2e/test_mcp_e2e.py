@@ -1,7 +1,12 @@
-"""Issue 6 acceptance: the model calls memory_search through opencode's MCP integration."""
+"""Issue 6 acceptance: the model calls memory_search through opencode's MCP integration.
+
+``memoryd install opencode`` no longer registers the MCP server (the shim offers the tools), but
+the server stays for other hosts; here it is registered by hand from ``install --print``.
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -15,7 +20,10 @@ TOOL = "memoryd_memory_search"
 def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box, MEMORYD_DISABLE_ON_EXTERNAL_CONTEXT="true")
-    assert memoryd(env, "install", "opencode").returncode == 0
+    printed = memoryd(env, "install", "--print", "opencode")
+    assert printed.returncode == 0, printed.stderr
+    box.config["mcp"] = json.loads(printed.stdout)["mcp"]
+    box.write_config()
     added = memoryd(
         env,
         "note",

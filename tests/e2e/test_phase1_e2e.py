@@ -101,7 +101,8 @@ def test_phase1_against_real_opencode(sandbox: OpencodeSandbox, mock_llm: MockLL
 
     inst = memoryd(env, "install", "opencode", "--config-dir", str(sandbox.config_dir))
     assert inst.returncode == 0, inst.stderr
-    assert (sandbox.config_dir / "agent" / "memoryd-extract.md").is_file()
+    assert (sandbox.config_dir / "plugin" / "memoryd.js").is_file()
+    assert not (sandbox.config_dir / "agent" / "memoryd-extract.md").exists()
 
     mock_llm.clear()
     first = memoryd(env, "run", "--once")

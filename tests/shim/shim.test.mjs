@@ -33,7 +33,20 @@ async function load(t, opts = {}) {
     server_file: path.join(dir, "state", "opencode-server.json"),
     helper_agent_prefix: "memoryd-",
     memoryd_version: "9.9.9-test",
+    // a stand-in for `python -m memoryd tool`: echoes what it was given, fails on request
+    tool_command: [process.execPath, path.join(dir, "tool.mjs")],
+    tool_env: { MEMORYD_HOME: path.join(dir, "home") },
+    tool_specs: opts.specs ?? {
+      memory_search: { description: "Search memory.", args: { query: { type: "string" } } },
+      memory_note: { description: "Save a note.", args: { note: { type: "string" } } },
+    },
   };
+  fs.writeFileSync(path.join(dir, "tool.mjs"), `
+const [name, args, ...rest] = process.argv.slice(2);
+if (name === "fail") { process.stderr.write("memoryd: nothing found for that\\n"); process.exit(1); }
+if (name === "hang") setTimeout(() => {}, 60000);
+else process.stdout.write(JSON.stringify({ name, args: JSON.parse(args), rest, home: process.env.MEMORYD_HOME }));
+`);
   const file = path.join(dir, "memoryd.mjs");
   fs.writeFileSync(file, render(TEMPLATE, values));
   const mod = await import(pathToFileURL(file).href);
@@ -199,7 +212,7 @@ test("hooks never throw, whatever they are given", async (t) => {
     [{ sessionID: "s", agent: {} }, { message: { agent: 7 } }], [{ sessionID: "s" }, { text: "<memory-citation>" }],
     [{ sessionID: "s" }, { text: "<memory-citation><session_ids>ses_abcdefg</session_ids></memory-citation>" }],
   ];
-  for (const name of Object.keys(hooks)) {
+  for (const name of Object.keys(hooks).filter((k) => typeof hooks[k] === "function")) {
     for (const [input, output] of nasty) {
       const run = () => hooks[name](input, output);
       await assert.doesNotReject(async () => run(), `${name}(${JSON.stringify(input)})`);
@@ -222,7 +235,7 @@ test("an unwritable spool does not throw and the text is still stripped", async 
   assert.equal(output.text, "Hi.");
 });
 
-test("text.complete agrees with memoryd.citations on every golden case", async (t) => {
+test("text.complete agrees with memoryd.read.citations on every golden case", async (t) => {
   const { values, hooks } = await load(t);
   const spooled = () => (fs.existsSync(values.spool_file) ? fs.readFileSync(values.spool_file, "utf8") : "");
   assert.ok(GOLDEN.length >= 8);
@@ -300,4 +313,38 @@ test("citations quoted inside memoryd's helper sessions are stripped but never s
   await hooks["experimental.text.complete"]({ sessionID: "ses_helper", messageID: "m", partID: "p" }, output);
   assert.equal(output.text, "Quote.");
   assert.equal(fs.existsSync(values.spool_file), false);
+});
+
+test("tools: each spec becomes an opencode plugin tool with plain JSON-schema arguments", async (t) => {
+  const { hooks, values } = await load(t);
+  assert.deepEqual(Object.keys(hooks.tool), ["memory_search", "memory_note"]);
+  for (const [name, spec] of Object.entries(values.tool_specs)) {
+    assert.equal(hooks.tool[name].description, spec.description);
+    assert.deepEqual(hooks.tool[name].args, spec.args);
+    assert.equal(typeof hooks.tool[name].execute, "function");
+  }
+});
+
+test("tools: a call runs the memoryd command once with the arguments, session and home", async (t) => {
+  const { hooks, dir } = await load(t);
+  const out = await hooks.tool.memory_search.execute({ query: "ruff \"lint\" $HOME" }, { sessionID: "ses_abc123" });
+  assert.deepEqual(JSON.parse(out), {
+    name: "memory_search", args: { query: 'ruff "lint" $HOME' },
+    rest: ["--session", "ses_abc123"], home: path.join(dir, "home"),
+  });
+});
+
+test("tools: a failed call rejects with memoryd's own message", async (t) => {
+  const { hooks } = await load(t, { specs: { fail: { description: "x", args: {} } } });
+  await assert.rejects(hooks.tool.fail.execute({}, { sessionID: "s" }), { message: "nothing found for that" });
+});
+
+test("tools: an aborted call kills the memoryd process", async (t) => {
+  const { hooks } = await load(t, { specs: { hang: { description: "x", args: {} } } });
+  const abort = new AbortController();
+  const started = Date.now();
+  const call = hooks.tool.hang.execute({}, { sessionID: "s", abort: abort.signal });
+  setTimeout(() => abort.abort(), 200);
+  await assert.rejects(call);
+  assert.ok(Date.now() - started < 10000);
 });

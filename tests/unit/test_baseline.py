@@ -11,15 +11,14 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from memoryd.baseline import (
+from memoryd.errors import BaselineError, MemorydError
+from memoryd.write.baseline import (
     DIFF_FILE_NAME,
     Baseline,
-    BaselineError,
     Change,
     WorkspaceDiff,
     default_exclude,
 )
-from memoryd.errors import MemorydError
 
 GIT = shutil.which("git")
 
@@ -724,7 +723,7 @@ def test_failed_commit_keeps_the_old_baseline(
     def boom(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("memoryd.baseline.write_pack", boom)
+    monkeypatch.setattr("memoryd.write.baseline.write_pack", boom)
     with pytest.raises(BaselineError, match="No space left"):
         bl.reset()
 

@@ -1,7 +1,7 @@
 """Shared golden cases for the citation contract: Python is the reference, the JS shim must agree.
 
 ``tests/golden/citations.json`` holds ``{name, text, stripped, session_ids, entries}`` per case.
-The expected fields come from :mod:`memoryd.citations`; ``tests/shim/shim.test.mjs`` runs the same
+The expected fields come from :mod:`memoryd.read.citations`; ``tests/shim/shim.test.mjs`` runs the same
 cases through the opencode shim's ``experimental.text.complete`` hook. After a deliberate change to
 the Python parser, rewrite the expected fields from the texts with::
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.citations import parse_citations, strip_citations
+from memoryd.read.citations import parse_citations, strip_citations
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "citations.json"
 CASES: list[dict[str, Any]] = json.loads(GOLDEN.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.citations import parse_citations, strip_citations
+from memoryd.read.citations import parse_citations, strip_citations
 
 BLOCK = """<memory-citation>
 <citation_entries>

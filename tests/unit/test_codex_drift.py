@@ -161,7 +161,7 @@ def pinned(tmp_path: Path, upstream: Upstream) -> Map:
         dir=tmp_path / "memoryd",
         ref=upstream.git("rev-parse", "HEAD"),
         mappings=[
-            ("memoryd/phase1.py", [PHASE1]),
+            ("memoryd/write/phase1.py", [PHASE1]),
             ("memoryd/workspace.py", [STORAGE, PHASE1]),
             ("memoryd/redact.py", [SANITIZER]),
         ],
@@ -217,7 +217,7 @@ def test_changed_mapped_file_reports_commits_and_diffstat(
     assert res.returncode == 1, res.stdout + res.stderr
     out = res.stdout
     assert "Changed upstream (mapped files)" in out
-    assert f"{PHASE1}  (ported by memoryd/phase1.py, memoryd/workspace.py)" in out
+    assert f"{PHASE1}  (ported by memoryd/write/phase1.py, memoryd/workspace.py)" in out
     assert "Drop security risk scores from stage-1 input (#38363)" in out
     assert re.search(r"phase1\.rs \| 1 \+\n", out), out
     assert "1 file changed, 1 insertion(+)" in out
@@ -363,7 +363,9 @@ def test_unknown_codex_head(home: Path, upstream: Upstream, pinned: Map) -> None
 
 
 def test_theirs_path_absent_at_ref(home: Path, upstream: Upstream, pinned: Map) -> None:
-    pinned.mappings.append(("memoryd/citations.py", ["codex-rs/memories/read/src/citations.rs"]))
+    pinned.mappings.append(
+        ("memoryd/read/citations.py", ["codex-rs/memories/read/src/citations.rs"])
+    )
     res = run(home, upstream.path, map_path=pinned.write())
     assert_setup_error(
         res, "theirs path codex-rs/memories/read/src/citations.rs does not exist at codex_ref"
@@ -450,7 +452,7 @@ def test_quoted_scalars_and_one_line_notes_are_accepted(
         "watch_paths:\n"
         '  - "codex-rs/memories/"\n'
         "mappings:\n"
-        "  - ours: memoryd/phase1.py\n"
+        "  - ours: memoryd/write/phase1.py\n"
         f"    theirs: {PHASE1}\n"
         "    note: one line is enough\n"
         "  - ours: 'memoryd/redact.py'\n"
@@ -468,7 +470,7 @@ def test_quoted_scalars_and_one_line_notes_are_accepted(
     listed = run(home, "--list-map", map_path=path).stdout.splitlines()
     assert listed == [
         "watch\tcodex-rs/memories/",
-        f"map\tmemoryd/phase1.py\t{PHASE1}",
+        f"map\tmemoryd/write/phase1.py\t{PHASE1}",
         f"map\tmemoryd/redact.py\t{SANITIZER}",
     ]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import codex_exchange
-from memoryd.codex_exchange import (
+from memoryd.extensions import codex as codex_exchange
+from memoryd.extensions.codex import (
     FROM_CODEX,
     FROM_OPENCODE,
     codex_home_dir,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -10,10 +11,10 @@ from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.errors import MemorydError
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
 from memoryd.prompts import SKELETON_MARKERS
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
 from tests.fakehost import FakeOpencode, good_reply
 
 pytestmark = pytest.mark.anyio
@@ -302,8 +303,11 @@ async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
 
 async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
     host.agents = ["build"]
-    with pytest.raises(MemorydError, match="memoryd install opencode"):
+    with pytest.raises(MemorydError, match=r"does not load the 'memoryd-extract' agent from .*"):
         await make(store, host, paths, clock).run_pass()
+    # memoryd wrote the definition into its own helper folder, and made opencode re-read it
+    config = json.loads((paths.helper_dir / "opencode.json").read_text())
+    assert config["agent"]["memoryd-extract"]["permission"]["*"] == "deny"
     assert "POST /instance/dispose" in host.calls
     assert store.stage1_counts()["running"] == 0
 
@@ -424,7 +428,7 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(
 async def test_cancel_releases_claims_still_waiting_for_a_slot(
     store, host, paths, clock, monkeypatch
 ) -> None:
-    import memoryd.phase1 as phase1
+    import memoryd.write.phase1 as phase1
 
     monkeypatch.setattr(phase1, "EXTRACTION_CONCURRENCY", 1)
     host.prompt_delay = 30

@@ -23,7 +23,7 @@ SAMPLES: dict[str, dict[str, str]] = {
     "agents/memoryd-consolidate.md": {},
     # Placeholder-free; seeded into the memory folder's extensions/ad_hoc/ by memoryd.
     "extensions/ad_hoc/instructions.md": {},
-    # Placeholder-free; written by memoryd.claude_import / memoryd.codex_exchange.
+    # Placeholder-free; written by memoryd.extensions.claude_code / memoryd.extensions.codex.
     "extensions/external_agent_import/instructions.md": {},
     "extensions/codex_import/instructions.md": {},
     "extensions/codex_export/instructions.md": {},

@@ -9,8 +9,8 @@ from typing import Self
 
 import pytest
 
-from memoryd import sdnotify
-from memoryd.sdnotify import notify
+from memoryd.runtime import sdnotify
+from memoryd.runtime.sdnotify import notify
 
 
 @pytest.fixture

@@ -13,21 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import service as service_mod
 from memoryd.app import App
 from memoryd.cli import service as service_cli
+from memoryd.cli.exitcodes import NO_RESTART_STATUS
+from memoryd.errors import ServiceError
 from memoryd.paths import Paths
-from memoryd.service import (
+from memoryd.runtime import service as service_mod
+from memoryd.runtime.service import RunResult, Service, run_command
+from memoryd.runtime.servicefile import (
     LABEL,
-    NO_RESTART_STATUS,
     UNIT,
-    RunResult,
-    Service,
-    ServiceError,
     detect_platform,
     interpreter,
     render,
-    run_command,
     service_path,
 )
 
@@ -258,8 +256,7 @@ def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_polic
 
 
 def test_no_restart_for_exit_codes_a_restart_cannot_fix(env: dict[str, str]) -> None:
-    from memoryd.cli import EXIT_USAGE
-    from memoryd.daemon import EXIT_STARTUP_FAILURE
+    from memoryd.cli.exitcodes import EXIT_STARTUP_FAILURE, EXIT_USAGE
 
     assert set(NO_RESTART_STATUS) == {EXIT_USAGE, EXIT_STARTUP_FAILURE}
     _, parsed = validate_unit(render("systemd", python=PY, environ=env)[1].decode())

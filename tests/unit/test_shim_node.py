@@ -7,15 +7,26 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memoryd import prompts
+from memoryd.tools.host import SPECS
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM = "opencode/memoryd.js"
-PLACEHOLDERS = {"block_file", "spool_file", "server_file", "helper_agent_prefix", "memoryd_version"}
+PLACEHOLDERS = {
+    "block_file",
+    "spool_file",
+    "server_file",
+    "helper_agent_prefix",
+    "memoryd_version",
+    "tool_command",
+    "tool_env",
+    "tool_specs",
+}
 
 
 def _node() -> str:
@@ -64,7 +75,13 @@ def test_memoryd_renders_a_loadable_shim(tmp_path: Path) -> None:
         "helper_agent_prefix": "memoryd-",
         "memoryd_version": "0.1.0",
     }
-    text = prompts.render(SHIM, **{k: json.dumps(str(v)) for k, v in values.items()})
+    text = prompts.render(
+        SHIM,
+        **{k: json.dumps(str(v)) for k, v in values.items()},
+        tool_command=json.dumps([sys.executable, "-m", "memoryd", "tool"]),
+        tool_env=json.dumps({"MEMORYD_HOME": str(tmp_path / "home")}),
+        tool_specs=json.dumps(SPECS),
+    )
     shim = tmp_path / "memoryd.mjs"
     shim.write_text(text, encoding="utf-8")
     (state / "readpath").mkdir(parents=True)
@@ -75,7 +92,8 @@ const mod = await import(require('node:url').pathToFileURL(shimPath).href);
 const hooks = await mod.MemorydShim({ serverUrl: new URL('http://127.0.0.1:4096') });
 const out = { system: ['provider prompt'] };
 await hooks['experimental.chat.system.transform']({ sessionID: 'ses_x' }, out);
-console.log(JSON.stringify({ exports: Object.keys(mod), hooks: Object.keys(hooks).sort(), system: out.system }));
+const read = await hooks.tool.memory_read.execute({ path: 'MEMORY.md', line: 1 }, { sessionID: 'ses_x' }).catch((e) => 'ERR ' + e.message);
+console.log(JSON.stringify({ exports: Object.keys(mod), hooks: Object.keys(hooks).sort(), system: out.system, tools: Object.keys(hooks.tool), read }));
 """.replace("require('node:url')", "(await import('node:url'))")
     proc = subprocess.run(
         [node, "--input-type=module", "-e", script, str(shim)],
@@ -91,7 +109,11 @@ console.log(JSON.stringify({ exports: Object.keys(mod), hooks: Object.keys(hooks
         "config",
         "experimental.chat.system.transform",
         "experimental.text.complete",
+        "tool",
     ]
+    # the three memory tools, answered by a real `memoryd tool` process in that home
+    assert got["tools"] == ["memory_search", "memory_read", "memory_note"]
+    assert got["read"].startswith("ERR ") and "MEMORY.md" in got["read"], got["read"]
     assert got["system"] == ["provider prompt", "## memory block\n"]
     info = json.loads(values["server_file"].read_text(encoding="utf-8"))
     assert info["url"] == "http://127.0.0.1:4096/" and info["version"] == "0.1.0"

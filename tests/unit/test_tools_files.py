@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.tools import InvalidArgument, NotFound, Refused, guard, memory_list, memory_read
-from memoryd.tools.files import READ_MAX_BYTES
+from memoryd.tuning import READ_MAX_BYTES
 from memoryd.workspace import DIFF_FILE
 
 

@@ -4,7 +4,7 @@ import json
 
 from memoryd import tokens
 from memoryd.host.models import Message
-from memoryd.transcript import build_transcript, external_tools, is_instruction_fragment
+from memoryd.write.transcript import build_transcript, external_tools, is_instruction_fragment
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
@@ -179,7 +179,7 @@ def test_fragment_filter() -> None:
 
 
 def test_secret_straddling_the_tool_output_cut_is_still_redacted() -> None:
-    from memoryd.transcript import TOOL_OUTPUT_CHARS
+    from memoryd.write.transcript import TOOL_OUTPUT_CHARS
 
     # place the secret exactly where the head/tail cut would fall
     pad = "x" * (TOOL_OUTPUT_CHARS // 2 - 10)

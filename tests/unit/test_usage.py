@@ -8,8 +8,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from memoryd.read.usage import ingest_spool
 from memoryd.store import Store
-from memoryd.usage import ingest_spool
 
 
 def add(store: Store, sid: str) -> None:

@@ -42,24 +42,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.clock import HOUR, Clock
-from memoryd.errors import MemorydError, PathError
-from memoryd.extensions import (
+from memoryd.errors import MemorydError, PathError, SourceUnreadable
+from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
-    MAX_SOURCE_BYTES,
     RESOURCES,
     current_bytes,
     ensure_dirs,
-    lstat_or_none,
     read_source,
     real_chain,
-    real_dir,
     redacted,
     remove_entry,
     sync_instructions,
 )
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
 from memoryd.settings import Settings
+from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +84,6 @@ class ImportResult:
     skipped: dict[str, str] = field(
         default_factory=dict
     )  # project key (or "*", or "key/file") -> why
-
-
-class _Unreadable(Exception):
-    """A project's memory could not be read completely; its copy must be left alone."""
 
 
 def claude_home_dir(settings: Settings, environ: dict[str, str] | None = None) -> Path:
@@ -139,14 +133,16 @@ def _memory_files(key: str, memory_dir: Path, skipped: dict[str, str]) -> dict[s
     files: dict[str, bytes] = {}
     try:
         for relpath, entry in _walk_markdown(memory_dir):
-            if entry.stat(follow_symlinks=False).st_size > MAX_SOURCE_BYTES:
-                skipped[f"{key}/{relpath}"] = f"larger than {MAX_SOURCE_BYTES} bytes; not imported"
+            if entry.stat(follow_symlinks=False).st_size > EXTENSION_SOURCE_MAX_BYTES:
+                skipped[f"{key}/{relpath}"] = (
+                    f"larger than {EXTENSION_SOURCE_MAX_BYTES} bytes; not imported"
+                )
                 continue
             data = read_source(memory_dir / relpath)
             if data is not None:
                 files[relpath] = data
     except (OSError, PathError) as exc:
-        raise _Unreadable(str(exc)) from exc
+        raise SourceUnreadable(str(exc)) from exc
     return files
 
 
@@ -324,7 +320,7 @@ def _sync_project(
         return False
     try:
         files = _memory_files(key, memory_dir, result.skipped)
-    except _Unreadable as exc:
+    except SourceUnreadable as exc:
         result.skipped[key] = f"memory not readable ({exc}); copy left as is"
         return True
     if not files:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from memoryd.clock import HOUR, MINUTE, ManualClock
-from memoryd.events import session_event
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
-from memoryd.phase1 import Phase1
-from memoryd.phase2 import Phase2
+from memoryd.runtime.events import session_event
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
+from memoryd.write.phase1 import Phase1
+from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +121,52 @@ def test_event_classification() -> None:
     )
     assert session_event({"type": "message.updated", "properties": {}}) is None
     assert session_event({"type": "session.idle", "properties": "garbage"}) is None
+
+
+async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, paths) -> None:
+    """Issue 11: an idle event that lands while a pass runs is coalesced into one pass right after
+    it, not dropped until the next timed pass (an hour here)."""
+    import asyncio
+
+    from memoryd.app import App
+    from memoryd.read.usage import IngestResult
+    from memoryd.runtime import daemon as daemon_mod
+    from memoryd.write.passes import PassResult
+    from memoryd.write.phase1 import Phase1Report
+    from memoryd.write.phase2 import Phase2Result
+
+    monkeypatch.setenv("MEMORYD_MIN_ROLLOUT_IDLE_HOURS", "0")
+    started: list[float] = []
+    release = asyncio.Event()
+
+    async def fake_pass(app: App, **kw) -> PassResult:
+        started.append(asyncio.get_running_loop().time())
+        if len(started) == 1:
+            await release.wait()
+        return PassResult(Phase1Report(), Phase2Result("no_changes"), IngestResult())
+
+    monkeypatch.setattr(daemon_mod, "run_pass", fake_pass)
+    monkeypatch.setattr(daemon_mod, "tick", lambda app: IngestResult())
+    d = daemon_mod.Daemon(App(paths), interval_s=3600)
+    serving = asyncio.create_task(d.serve())
+    try:
+        for _ in range(100):
+            if started:
+                break
+            await asyncio.sleep(0.05)
+        assert len(started) == 1
+        for _ in range(3):  # several events during the pass coalesce into one pass
+            await d._on_event("idle", "ses_late")
+        await asyncio.sleep(2.5)  # past the debounce: the request falls due mid-pass
+        assert len(started) == 1
+        release.set()
+        for _ in range(100):
+            if len(started) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(started) == 2, "the request made during the pass was dropped"
+        await asyncio.sleep(1.0)
+        assert len(started) == 2  # coalesced: one more pass, not one per event
+    finally:
+        d.handle_exit(15)
+        await asyncio.wait_for(serving, 10)

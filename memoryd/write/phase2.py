@@ -17,55 +17,69 @@ outputs were consumed.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd import prompts
-from memoryd.baseline import Baseline, WorkspaceDiff
-from memoryd.budget import BudgetWait
-from memoryd.claude_import import sync_claude_import
-from memoryd.codex_exchange import export_codex, import_codex
 from memoryd.errors import (
-    HostAuthError,
     HostError,
-    HostUnreachable,
-    MemorydError,
+    InvalidMemory,
     ModelCallError,
+    OwnershipLost,
     PathError,
+    ProtectedFilesChanged,
 )
+from memoryd.extensions.claude_code import sync_claude_import
+from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.helpers import UNGOVERNED_TOOLS, PhaseBase, ensure_agent, helper_session, session_usage
-from memoryd.readpath import summary_token_budget
+from memoryd.host.agents import CONSOLIDATE_AGENT
+from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.write.baseline import Baseline, WorkspaceDiff
+from memoryd.write.helpers import (
+    UNGOVERNED_TOOLS,
+    PhaseBase,
+    Verdict,
+    ensure_agent,
+    helper_session,
+    session_usage,
+)
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATE_AGENT = "memoryd-consolidate"
-HEARTBEAT_SECONDS = 90.0
-EXTENSION_RETENTION_DAYS = 7
+
+class Phase2Status(enum.StrEnum):
+    """How a phase-2 run ended (a string enum: it is also what ``status --json`` prints)."""
+
+    SUCCEEDED = "succeeded"
+    NO_CHANGES = "no_changes"  # the folder matches the baseline: no model call
+    NO_INPUTS = "no_inputs"  # nothing selected, no notes, no earlier memory: no model call
+    SKIPPED_COOLDOWN = "skipped_cooldown"
+    SKIPPED_RUNNING = "skipped_running"
+    SKIPPED_BACKOFF = "skipped_backoff"
+    SKIPPED_DISABLED = "skipped_disabled"
+    SKIPPED_BUDGET = "skipped_budget"
+    SKIPPED_HOST = "skipped_host"
+    FAILED = "failed"
+    HEARTBEAT_LOST = "heartbeat_lost"
 
 
 @dataclass
 class Phase2Result:
-    status: str
+    status: Phase2Status
     detail: str = ""
     consumed: int = 0
     changes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.status in ("succeeded", "no_changes", "no_inputs") or self.status.startswith(
-            "skipped"
-        )
-
-
-class OwnershipLost(MemorydError):
-    def __init__(self) -> None:
-        super().__init__("lost the phase-2 lease to another worker; consolidation aborted")
+        return self.status not in (Phase2Status.FAILED, Phase2Status.HEARTBEAT_LOST)
 
 
 def extensions_block(root: Path) -> str:
@@ -131,10 +145,10 @@ class Phase2(PhaseBase):
 
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
-            return Phase2Result("skipped_disabled")
+            return Phase2Result(Phase2Status.SKIPPED_DISABLED)
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
-            return Phase2Result(claim.status)
+            return Phase2Result(Phase2Status(claim.status))
         assert claim.token is not None
         token = claim.token
         self._claimed_input = claim.watermark
@@ -144,29 +158,19 @@ class Phase2(PhaseBase):
             self.store.release_phase2(token)
             raise
         except OwnershipLost as exc:
-            return Phase2Result("heartbeat_lost", str(exc))
-        except BudgetWait as exc:
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_budget", str(exc))
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away mid-run; the baseline is untouched, so simply try again next pass
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_host", str(exc))
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self.store.mark_phase2_failed(token, str(exc))
-                return Phase2Result("failed", str(exc))
-            self.budget.trip(self.settings.consolidation_model)
-            self.store.release_phase2(token, f"waiting: {exc}")
-            return Phase2Result("skipped_budget", str(exc))
-        except MemorydError as exc:
-            self.store.mark_phase2_failed(token, str(exc))
-            log.warning("phase 2 failed: %s", exc)
-            return Phase2Result("failed", str(exc))
-        except Exception as exc:  # a bug must fail the run, not leave the lease hanging
-            log.exception("unexpected error in phase 2")
-            self.store.mark_phase2_failed(token, f"internal error: {exc!r}")
-            return Phase2Result("failed", f"internal error: {exc!r}")
+            return Phase2Result(Phase2Status.HEARTBEAT_LOST, str(exc))
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.consolidation_model)
+            if failure.released:  # the baseline is untouched: simply try again next pass
+                self.store.release_phase2(token, f"waiting: {failure.reason}")
+                status = {
+                    Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
+                    Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
+                }[failure.verdict]
+                return Phase2Result(status, failure.reason)
+            self.store.mark_phase2_failed(token, failure.reason)
+            log.warning("phase 2 failed: %s", failure.reason)
+            return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
     def _prepare(
@@ -181,7 +185,7 @@ class Phase2(PhaseBase):
         ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
-        ws.prune_extension_resources(EXTENSION_RETENTION_DAYS)
+        ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
         # Imports land before the diff so the consolidator sees them as changes (and removals as D).
         imported = sync_claude_import(self.settings, self.paths.memories, self.clock)
         if imported.skipped:
@@ -204,11 +208,11 @@ class Phase2(PhaseBase):
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
             export_codex(self.settings, self.paths.memories)
-            return Phase2Result("no_changes", consumed=len(consumed))
+            return Phase2Result(Phase2Status.NO_CHANGES, consumed=len(consumed))
         if not selected and not ws.has_user_content():
             # Nothing to consolidate (fresh install, or everything forgotten and no notes): no model call.
             self._finish(token, consumed, consolidated=False, watermark=watermark)
-            return Phase2Result("no_inputs", "no memories selected yet", changes=changes)
+            return Phase2Result(Phase2Status.NO_INPUTS, "no memories selected yet", changes=changes)
         self.budget.check(self.settings.consolidation_model)
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
@@ -222,19 +226,15 @@ class Phase2(PhaseBase):
             )  # also after a failed run: the read path may show it
         problems = ws.validate()
         if restored:
-            raise MemorydError(
-                "the consolidator changed files it may not touch (restored: "
-                + ", ".join(restored[:10])
-                + ")"
-            )
+            raise ProtectedFilesChanged(restored)
         if problems:
-            raise MemorydError("consolidation left invalid memory: " + "; ".join(problems))
+            raise InvalidMemory(problems)
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
         await asyncio.to_thread(baseline.reset)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
-        return Phase2Result("succeeded", consumed=len(consumed), changes=changes)
+        return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
@@ -254,7 +254,7 @@ class Phase2(PhaseBase):
         agent = asyncio.create_task(self._consolidate())
         try:
             while True:
-                done, _ = await asyncio.wait({agent}, timeout=HEARTBEAT_SECONDS)
+                done, _ = await asyncio.wait({agent}, timeout=PHASE2_HEARTBEAT_S)
                 if done:
                     agent.result()
                     return
@@ -269,7 +269,7 @@ class Phase2(PhaseBase):
 
     async def _consolidate(self) -> None:
         root = str(self.paths.memories)
-        await ensure_agent(self.client, CONSOLIDATE_AGENT, root)
+        await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = prompts.render(
             "consolidation.md",
             memory_root=root,
@@ -283,6 +283,7 @@ class Phase2(PhaseBase):
             directory=root,
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
+            store=self.store,
         ) as helper:
             outcome = "ok"
             try:

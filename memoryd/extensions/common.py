@@ -2,12 +2,12 @@
 
 Three producers feed ``extensions/<name>/`` in the memory folder, or the other agent's folder:
 
-* ``external_agent_import`` (:mod:`memoryd.claude_import`): Claude Code's per-project memory
+* ``external_agent_import`` (:mod:`memoryd.extensions.claude_code`): Claude Code's per-project memory
   files, mirrored under ``resources/<project key>/`` with a ``scope.json`` naming the project's
   working directory;
-* ``codex_import`` (:mod:`memoryd.codex_exchange`): Codex's consolidated ``MEMORY.md`` and
+* ``codex_import`` (:mod:`memoryd.extensions.codex`): Codex's consolidated ``MEMORY.md`` and
   ``memory_summary.md``, copied under ``resources/codex/``;
-* the export (:mod:`memoryd.codex_exchange`): our two artifacts offered to Codex's consolidator
+* the export (:mod:`memoryd.extensions.codex`): our two artifacts offered to Codex's consolidator
   under ``<codex memories>/extensions/opencode_import/``.
 
 Each extension comes with an ``instructions.md`` (templates under ``templates/extensions/``) that
@@ -23,7 +23,6 @@ mtime.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
@@ -31,10 +30,11 @@ import stat
 from pathlib import Path
 
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write
+from memoryd.fsutil import atomic_write, lstat_or_none, read_regular, real_dir
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings
+from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ INSTRUCTIONS = "instructions.md"
 RESOURCES = "resources"
 
 # Bigger source files are skipped (and reported), never cut: a truncated copy would read as an edit.
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 
 
 def extensions_enabled(settings: Settings) -> bool:
@@ -52,52 +51,18 @@ def extensions_enabled(settings: Settings) -> bool:
     return ext.claude_import or ext.codex_import or ext.codex_export
 
 
-def lstat_or_none(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+def read_source(path: Path, *, limit: int | None = EXTENSION_SOURCE_MAX_BYTES) -> bytes | None:
+    """Bytes of an imported file (at most ``limit``); ``None`` when it does not exist.
 
-
-def read_source(path: Path, *, limit: int | None = MAX_SOURCE_BYTES) -> bytes | None:
-    """Bytes of a regular file; ``None`` when it does not exist.
-
-    Raises :class:`PathError` for a symlink, a non-regular file (opened non-blocking, so a FIFO
-    cannot hang us), a file over ``limit`` bytes, or one we may not read.
+    Raises :class:`PathError` for a symlink, a non-regular file, a file over ``limit`` bytes, or
+    one we may not read (see :func:`memoryd.fsutil.read_regular`).
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK):
-            raise PathError(path, "is a symlink") from exc
-        raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise PathError(path, "is not a regular file")
-        if limit is not None and st.st_size > limit:
-            raise PathError(path, f"is larger than {limit} bytes")
-        try:
-            data = fh.read()
-        except OSError as exc:
-            raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
-    if limit is not None and len(data) > limit:
-        raise PathError(path, f"is larger than {limit} bytes")
-    return data
+    return read_regular(path, limit=limit)
 
 
 def redacted(data: bytes) -> bytes:
     """Imported text with secrets replaced; undecodable bytes become U+FFFD (stable across runs)."""
     return redact(data.decode("utf-8", errors="replace")).encode("utf-8")
-
-
-def real_dir(path: Path) -> bool:
-    """True for an existing directory that is not a symlink (``lstat``, so links never count)."""
-    st = lstat_or_none(path)
-    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def real_chain(root: Path, *parts: str) -> bool:

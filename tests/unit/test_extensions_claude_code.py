@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import claude_import
-from memoryd.claude_import import (
+from memoryd.clock import HOUR, ManualClock
+from memoryd.errors import ConfigError, PathError
+from memoryd.extensions import claude_code as claude_import
+from memoryd.extensions.claude_code import (
     EXTENSION,
     HOME_KEY,
     NO_CWD,
@@ -19,9 +21,7 @@ from memoryd.claude_import import (
     project_cwd,
     sync_claude_import,
 )
-from memoryd.clock import HOUR, ManualClock
-from memoryd.errors import ConfigError, PathError
-from memoryd.extensions import extensions_enabled
+from memoryd.extensions.common import extensions_enabled
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings, load_settings
@@ -418,7 +418,7 @@ def test_oversized_file_is_reported_not_cut(
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(claude_import, "MAX_SOURCE_BYTES", 10)
+    monkeypatch.setattr(claude_import, "EXTENSION_SOURCE_MAX_BYTES", 10)
     add_project(claude, "-p", {"MEMORY.md": "small\n", "big.md": "x" * 100}, workdir)
     result = run(claude, memory_root, clock)
     assert result.imported == ["-p"] and "-p/big.md" in result.skipped

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import readpath, tokens
-from memoryd.citations import parse_citations
+from memoryd import tokens
 from memoryd.paths import Paths, templates_dir
+from memoryd.read import block as readpath
+from memoryd.read.citations import parse_citations
 from memoryd.settings import Settings
 
 HEAD = "HEAD-SENTINEL the user prefers pnpm"

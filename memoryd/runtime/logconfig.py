@@ -8,9 +8,9 @@ import logging.handlers
 import sys
 from pathlib import Path
 
+from memoryd.tuning import LOG_BACKUPS, LOG_MAX_BYTES
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-MAX_BYTES = 5 * 1024 * 1024
-BACKUPS = 3
 
 
 def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool = False) -> None:
@@ -33,7 +33,7 @@ def configure(verbosity: int = 0, *, log_file: Path | None = None, daemon: bool 
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             fh = logging.handlers.RotatingFileHandler(
-                log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+                log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
             )
         except (
             OSError

@@ -33,21 +33,21 @@ import os
 from pathlib import Path
 
 from memoryd.errors import MemorydError, PathError
-from memoryd.extensions import (
+from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     RESOURCES,
     ensure_dirs,
-    lstat_or_none,
     read_source,
     real_chain,
-    real_dir,
     redacted,
     remove_entry,
     sync_instructions,
     write_if_changed,
 )
+from memoryd.fsutil import lstat_or_none, real_dir
 from memoryd.settings import Settings
+from memoryd.tuning import CODEX_ARTIFACT_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,6 @@ EXPORT_FOLDER = "opencode"
 MEMORY_FILE = "MEMORY.md"
 SUMMARY_FILE = "memory_summary.md"
 ARTIFACTS: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE)
-MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 FROM_CODEX = "[from codex]"
 FROM_OPENCODE = "[from opencode]"
 
@@ -144,7 +143,7 @@ def _sync_copies(codex_root: Path, memory_root: Path) -> list[str]:
     rel = "/".join(parts)
     for name in ARTIFACTS:
         try:
-            data = read_source(codex_root / name, limit=MAX_ARTIFACT_BYTES)
+            data = read_source(codex_root / name, limit=CODEX_ARTIFACT_MAX_BYTES)
         except PathError as exc:
             log.warning("codex import: %s; our copy is left as it is", exc)
             continue
@@ -208,13 +207,13 @@ def _first_line(data: bytes) -> bytes:
 
 
 def _export(codex_root: Path, memory_root: Path) -> bool:
-    summary = read_source(memory_root / SUMMARY_FILE, limit=MAX_ARTIFACT_BYTES)
+    summary = read_source(memory_root / SUMMARY_FILE, limit=CODEX_ARTIFACT_MAX_BYTES)
     if summary is None or _first_line(summary) != b"v1":
         log.info(
             "codex export skipped: our %s is missing or does not start with 'v1'", SUMMARY_FILE
         )
         return False
-    memory = read_source(memory_root / MEMORY_FILE, limit=MAX_ARTIFACT_BYTES)
+    memory = read_source(memory_root / MEMORY_FILE, limit=CODEX_ARTIFACT_MAX_BYTES)
     if memory is None:
         log.info("codex export skipped: our %s is missing", MEMORY_FILE)
         return False

@@ -19,15 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd import tokens
-from memoryd.citations import parse_citations, strip_citations
 from memoryd.host.models import Message, Part
+from memoryd.read.citations import parse_citations, strip_citations
 from memoryd.redact import redact
-
-TRANSCRIPT_TOKEN_BUDGET = 64_000
-TOOL_INPUT_CHARS = 2_000
-TOOL_OUTPUT_CHARS = 4_000
-ERROR_CHARS = 1_000
-CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+from memoryd.tuning import (
+    CHARS_PER_TOKEN_CEILING,
+    ERROR_CHARS,
+    TOOL_INPUT_CHARS,
+    TOOL_OUTPUT_CHARS,
+    TRANSCRIPT_TOKEN_BUDGET,
+)
 
 WEB_TOOLS = frozenset({"webfetch", "websearch", "codesearch"})
 DROPPED_PARTS = frozenset(
@@ -141,7 +142,8 @@ def build_transcript(
                 kept.append(entry)  # every entry is redacted where it is built
         error = message.info.error
         if role == "assistant" and error:
-            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            raw = error.get("data")
+            data: dict[str, Any] = raw if isinstance(raw, dict) else {}
             detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
             kept.append(
                 f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip()

@@ -56,6 +56,7 @@ from memoryd.fsutil import atomic_write, read_regular
 from memoryd.paths import Paths, templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings
+from memoryd.tuning import BLOCK_TOKEN_BUDGET
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -73,7 +74,6 @@ log = logging.getLogger(__name__)
 TEMPLATE = "read_path.md"
 SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
-BLOCK_TOKEN_BUDGET = 2_500
 SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
 
@@ -101,15 +101,7 @@ def _summary_text(root: Path) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
     path = root / SUMMARY_FILE
     try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    # lstat first: a FIFO opened for reading would block the daemon, a link must not be followed.
-    if not stat.S_ISREG(st.st_mode):
-        log.warning("%s is not a regular file; no memory block", path)
-        return None
-    try:
-        data = read_regular(path)
+        data = read_regular(path)  # never follows a link, never blocks on a FIFO
     except PathError as exc:
         log.warning("no memory block: %s", exc)
         return None

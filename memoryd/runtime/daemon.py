@@ -5,7 +5,8 @@ so an idle daemon does not wake up to poll. APScheduler (3.x) drives the pumps â
 (discovery, phase 1, phase 2) on an interval and a light tick (citation spool, read-path block) â€”
 with at most one instance of each at a time; DB leases keep several processes correct. The
 ``/global/event`` follower brings a pass forward when a session goes idle and forgets deleted
-sessions at once.
+sessions at once. A pass requested while one runs is not dropped (APScheduler would skip it as
+"maximum number of running instances reached"): it is remembered and runs right after, once.
 
 Shutdown: stop scheduling, cancel the running pass (its claims are released without burning a
 retry and its helper sessions are deleted), stop the event follower and any opencode we started,
@@ -23,31 +24,21 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from memoryd import sdnotify
 from memoryd.app import App
 from memoryd.clock import iso_ms
-from memoryd.errors import HostError, MemorydError
-from memoryd.events import EventFollower
+from memoryd.errors import AlreadyRunning, HostError, MemorydError, StartupFailure
 from memoryd.host.connect import recorded_server
-from memoryd.passes import run_pass, tick
+from memoryd.runtime import sdnotify
+from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
+from memoryd.tuning import BACKLOG_RETRY_S, COALESCED_DELAY_S, EVENT_DEBOUNCE_S, TICK_S
+from memoryd.write.passes import run_pass, tick
 
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_STARTUP_FAILURE = 4
-TICK_SECONDS = 10
-EVENT_DEBOUNCE_S = 2.0
-BACKLOG_RETRY_S = 15.0
-
-
-class AlreadyRunning(MemorydError):
-    def __init__(self, pid: str) -> None:
-        super().__init__(
-            f"another memoryd daemon already runs on this home (pid {pid or '?'}); not starting twice"
-        )
 
 
 class Daemon:
@@ -66,6 +57,8 @@ class Daemon:
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._recorded: dict[str, Any] | None = None
+        self._pass_running = False
+        self._requested_at: datetime | None = None  # a pass asked for while one was running
 
     # -- signals: flags only ----------------------------------------------------------------
 
@@ -96,15 +89,17 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    async def serve(self) -> int:
+    async def serve(self) -> None:
+        """Run until a signal asks to stop; :class:`StartupFailure` when it cannot start at all."""
         loop = asyncio.get_running_loop()
         try:
             self._acquire_lock()
             _ = self.app.settings  # a bad config fails startup, not the first pass
             _ = self.app.store
+        except StartupFailure:
+            raise
         except MemorydError as exc:
-            log.error("startup failed: %s", exc)
-            return EXIT_STARTUP_FAILURE
+            raise StartupFailure(str(exc)) from exc
         for sig in HANDLED_SIGNALS:
             loop.add_signal_handler(sig, self.handle_exit, sig)
         try:
@@ -122,7 +117,6 @@ class Daemon:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
             self._release_lock()
-        return 0
 
     def _start_scheduler(self) -> None:
         sched = AsyncIOScheduler(timezone=UTC)
@@ -140,7 +134,7 @@ class Daemon:
         sched.add_job(
             self._tick_job,
             "interval",
-            seconds=TICK_SECONDS,
+            seconds=TICK_S,
             id="tick",
             max_instances=1,
             coalesce=True,
@@ -210,6 +204,18 @@ class Daemon:
     async def _pass_job(self) -> None:
         if self.should_exit:
             return
+        self._pass_running = True
+        try:
+            await self._pass_body()
+        finally:
+            self._pass_running = False
+            requested, self._requested_at = self._requested_at, None
+            if requested is not None:
+                # coalesced: however many requests came in during the pass, one more pass
+                delay = (requested - datetime.now(UTC)).total_seconds()
+                self._bring_forward(max(delay, COALESCED_DELAY_S), coalesced=True)
+
+    async def _pass_body(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
         except HostError as exc:
@@ -253,11 +259,17 @@ class Daemon:
             tick(self.app)
             self._record()
 
-    def _bring_forward(self, delay_s: float) -> None:
+    def _bring_forward(self, delay_s: float, *, coalesced: bool = False) -> None:
         if self.scheduler is None or self.should_exit:
             return
         job = self.scheduler.get_job("pass")
         when = datetime.now(UTC) + timedelta(seconds=delay_s)
+        if self._pass_running and not coalesced:
+            # The running pass may already have listed sessions; firing the job now would be
+            # skipped by the scheduler, so remember the request for when the pass ends.
+            if self._requested_at is None or when < self._requested_at:
+                self._requested_at = when
+            return
         if job is not None and (job.next_run_time is None or when < job.next_run_time):
             job.modify(next_run_time=when)
 
@@ -275,7 +287,7 @@ class Daemon:
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         f = self._follower.state if self._follower else None
-        state = {
+        state: dict[str, Any] = {
             "pid": os.getpid(),
             "running": not stopped,
             "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,

@@ -150,7 +150,7 @@ def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
 
 
 def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
-    from memoryd.phase2 import redact_agent_files
+    from memoryd.write.phase2 import redact_agent_files
 
     secret = "ghp_" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1xy"
     (tmp_path / "skills" / "deploy").mkdir(parents=True)
@@ -187,3 +187,31 @@ def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None
         c2.token, [], consolidated=False, watermark=9, claimed_input=c2.watermark
     )
     assert store.phase2_job()["status"] == "done"
+
+
+def test_out_of_order_stage1_finish_leaves_no_pending_input(
+    store: Store, paths, clock: ManualClock
+) -> None:
+    """Issue 11: a newer session finalized first, an older one second, then one clean run that
+    consumed both: nothing is pending any more."""
+    from memoryd.settings import Settings
+    from memoryd.status import snapshot
+
+    now = clock.now_ms()
+    add_output(store, "ses_newer", now - 1_000)
+    add_output(store, "ses_older", now - 2_000)  # finishes second, with the smaller watermark
+    c = store.claim_phase2(worker_id="a")
+    selected = store.phase2_selection(256, 30)
+    consumed = [(o.session_id, o.source_updated_at) for o in selected]
+    assert len(consumed) == 2
+    assert store.mark_phase2_succeeded(
+        c.token,
+        consumed,
+        consolidated=True,
+        watermark=max(wm for _, wm in consumed),
+        claimed_input=c.watermark,
+    )
+    assert store.phase2_job()["status"] == "done"
+    assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is False
+    add_output(store, "ses_third", now - 3_000)  # new input after the run: pending again
+    assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is True

@@ -17,15 +17,14 @@ from typing import Any
 import httpx
 
 from memoryd.clock import Clock
+from memoryd.tuning import (
+    EVENT_BACKOFF_MAX_S,
+    EVENT_BACKOFF_START_S,
+    EVENT_IDLE_TIMEOUT_S,
+    EVENT_PROBE_TIMEOUT_S,
+)
 
 log = logging.getLogger(__name__)
-
-BACKOFF_START_S = 1.0
-BACKOFF_MAX_S = 30.0
-IDLE_TIMEOUT_S = 45.0
-PROBE_TIMEOUT_S = (
-    3.0  # opencode sends a heartbeat every 10 s; silence this long means a dead stream
-)
 
 
 @dataclass
@@ -41,7 +40,8 @@ class StreamState:
 def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
     """("idle" | "deleted", session id) for the events memoryd acts on, else None."""
     kind = payload.get("type")
-    props = payload.get("properties") if isinstance(payload.get("properties"), dict) else {}
+    raw = payload.get("properties")
+    props: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if kind == "session.idle" or (
         kind == "session.status"
         and isinstance(props.get("status"), dict)
@@ -50,7 +50,8 @@ def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
         sid = props.get("sessionID")
         return ("idle", sid) if isinstance(sid, str) else None
     if kind == "session.deleted":
-        info = props.get("info") if isinstance(props.get("info"), dict) else {}
+        raw_info = props.get("info")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
         sid = info.get("id") or props.get("sessionID")
         return ("deleted", sid) if isinstance(sid, str) else None
     return None
@@ -81,11 +82,11 @@ class EventFollower:
         self.state.last_error = error
 
     async def run(self) -> None:
-        backoff = BACKOFF_START_S
+        backoff = EVENT_BACKOFF_START_S
         while True:
             try:
                 await self._follow()
-                backoff = BACKOFF_START_S
+                backoff = EVENT_BACKOFF_START_S
                 self._set("down", "stream ended")
             except asyncio.CancelledError:
                 raise
@@ -96,16 +97,16 @@ class EventFollower:
                 )
             self.state.reconnects += 1
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            backoff = min(backoff * 2, EVENT_BACKOFF_MAX_S)
 
     async def _follow(self) -> None:
-        timeout = httpx.Timeout(10.0, read=IDLE_TIMEOUT_S)
+        timeout = httpx.Timeout(10.0, read=EVENT_IDLE_TIMEOUT_S)
         async with httpx.AsyncClient(
             auth=self.auth, timeout=timeout, transport=self.transport
         ) as client:
             # A server that is still starting accepts connections but never answers them; a short
             # health probe finds that out in seconds instead of a whole stream read timeout.
-            probe = await client.get(f"{self.url}/global/health", timeout=PROBE_TIMEOUT_S)
+            probe = await client.get(f"{self.url}/global/health", timeout=EVENT_PROBE_TIMEOUT_S)
             if probe.status_code != 200:
                 raise httpx.HTTPStatusError(
                     f"HTTP {probe.status_code}", request=probe.request, response=probe

@@ -21,8 +21,6 @@ Rules the rest of phase 2 relies on:
 
 from __future__ import annotations
 
-import bisect
-import difflib
 import glob
 import hashlib
 import logging
@@ -30,10 +28,9 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -43,31 +40,29 @@ from dulwich.pack import write_pack
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
-from memoryd.errors import MemorydError
+from memoryd.errors import (
+    BaselineBroken,
+    BaselineError,
+    BaselineHeadMissing,
+    NotRegularFile,
+    PathError,
+)
+from memoryd.fsutil import read_regular_with_mode
+from memoryd.tuning import DIFF_CAP_BYTES
+from memoryd.write.linediff import FS_ENCODING, cap_utf8, display_path, file_patch, fsencode
 
 log = logging.getLogger(__name__)
 
 DIFF_FILE_NAME = "phase2_workspace_diff.md"
-DIFF_CAP_BYTES = 4 * 1024 * 1024
 BRANCH = b"main"
 IDENTITY = b"memoryd <memoryd@localhost>"
 MESSAGE = b"memoryd baseline of the memory folder\n"
-CONTEXT_LINES = 3
-# git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
-BINARY_SNIFF = 8000
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_TREE = 0o040000
 
 Status = Literal["A", "M", "D"]
-
-_FS_ENCODING = sys.getfilesystemencoding()
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-class BaselineError(MemorydError):
-    """The baseline repository or the worktree could not be read or written."""
 
 
 def default_exclude(relpath: str) -> bool:
@@ -104,10 +99,10 @@ class WorkspaceDiff:
             "",
         ]
         if self.changes:
-            out.extend(f"- {c.status} {_display(c.path)}" for c in self.changes)
+            out.extend(f"- {c.status} {display_path(c.path)}" for c in self.changes)
         else:
             out.append("- none")
-        body, truncated = _cap_utf8(self.patch, cap_bytes)
+        body, truncated = cap_utf8(self.patch, cap_bytes)
         if body and not body.endswith("\n"):
             body += "\n"
         # A context line such as " ```" would close a plain ``` fence early; outrun any run.
@@ -117,14 +112,6 @@ class WorkspaceDiff:
         if truncated:
             out.append(f"[diff truncated at {cap_bytes} bytes]")
         return "\n".join(out) + "\n"
-
-
-class _Broken(Exception):
-    """Internal: the repository at git_dir is unusable and should be rebuilt."""
-
-
-class _NoHead(_Broken):
-    """Internal: a readable repository without a baseline commit."""
 
 
 Entries = dict[str, tuple[int, ObjectID]]  # relpath -> (mode, hex blob id)
@@ -162,11 +149,11 @@ class Baseline:
                 present = set(iter(repo.object_store))
                 missing = [p for p, (_m, sha) in entries.items() if sha not in present]
                 if missing:
-                    raise _Broken(f"blob of {missing[0]} is missing")
+                    raise BaselineBroken(f"blob of {missing[0]} is missing")
             return False
-        except _NoHead:
+        except BaselineHeadMissing:
             log.info("baseline %s has no commit yet; committing the memory folder", self.git_dir)
-        except _Broken as exc:
+        except BaselineBroken as exc:
             log.warning("baseline %s is unusable (%s); re-initialising it", self.git_dir, exc)
         except Exception as exc:
             log.warning("baseline %s is unreadable (%s); re-initialising it", self.git_dir, exc)
@@ -182,9 +169,9 @@ class Baseline:
                 result = self._diff(repo, head)
         except BaselineError:
             raise
-        except _NoHead as exc:
+        except BaselineHeadMissing as exc:
             raise BaselineError(f"{self.git_dir}: no baseline commit; call ensure() first") from exc
-        except _Broken as exc:
+        except BaselineBroken as exc:
             raise BaselineError(f"{self.git_dir}: baseline unreadable ({exc})") from exc
         except Exception as exc:
             raise BaselineError(
@@ -235,7 +222,7 @@ class Baseline:
         try:
             with self._open() as repo:
                 return {p: _blob_data(repo, sha) for p, (_m, sha) in _head_entries(repo).items()}
-        except _NoHead as exc:
+        except BaselineHeadMissing as exc:
             raise BaselineError(f"{self.git_dir}: no baseline commit") from exc
         except Exception as exc:
             raise BaselineError(f"{self.git_dir}: cannot read the baseline ({exc})") from exc
@@ -246,25 +233,25 @@ class Baseline:
         """Open git_dir, refusing anything that is not a plain, self-contained bare repository."""
         gd = self.git_dir
         if gd.is_symlink():
-            raise _Broken("is a symlink")
+            raise BaselineBroken("is a symlink")
         if not gd.exists():
-            raise _Broken("missing")
+            raise BaselineBroken("missing")
         if not gd.is_dir():
-            raise _Broken("not a directory")
+            raise BaselineBroken("not a directory")
         for root, dirs, names in os.walk(gd):
             for name in dirs + names:
                 if os.path.islink(os.path.join(root, name)):
-                    raise _Broken(
+                    raise BaselineBroken(
                         f"contains a symlink ({os.path.relpath(os.path.join(root, name), gd)})"
                     )
         # Both would point reads (or writes) at objects outside this directory.
         for indirection in ("commondir", "objects/info/alternates"):
             if (gd / indirection).exists():
-                raise _Broken(f"has an indirection file ({indirection})")
+                raise BaselineBroken(f"has an indirection file ({indirection})")
         try:
             repo = Repo(str(gd), bare=True)
         except Exception as exc:
-            raise _Broken(f"not a git repository ({exc})") from exc
+            raise BaselineBroken(f"not a git repository ({exc})") from exc
         return repo
 
     def _swap_in(self, new: Path) -> None:
@@ -350,13 +337,13 @@ class Baseline:
             if old is None:
                 assert new is not None
                 changes.append(Change("A", path))
-                pieces.append(_file_patch(path, None, None, new[0], new[1]))
+                pieces.append(file_patch(path, None, None, new[0], new[1]))
             elif new is None:
                 changes.append(Change("D", path))
-                pieces.append(_file_patch(path, old[0], old_data, None, None))
+                pieces.append(file_patch(path, old[0], old_data, None, None))
             else:
                 changes.append(Change("M", path))
-                pieces.append(_file_patch(path, old[0], old_data, new[0], new[1]))
+                pieces.append(file_patch(path, old[0], old_data, new[0], new[1]))
         return WorkspaceDiff(changes=changes, patch="".join(pieces))
 
 
@@ -384,43 +371,33 @@ def _blob_id(data: bytes) -> ObjectID:
 def _read_file(path: str) -> tuple[int, bytes]:
     """(git mode, content) of a worktree file, opened without following links or blocking."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
+        got = read_regular_with_mode(path)
+    except NotRegularFile as exc:
         if os.path.islink(path):
             raise BaselineError(
                 f"{path}: symlink in the memory folder; refusing to read it"
             ) from exc
-        raise BaselineError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BaselineError(f"{path}: changed into a non-regular file while reading")
-        # One read for the usual case; asking for a byte more than the size tells us we are done.
-        data = os.read(fd, st.st_size + 1)
-        if len(data) > st.st_size:
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    finally:
-        os.close(fd)
-    return (MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE), data
+        raise BaselineError(f"{path}: changed into a non-regular file while reading") from exc
+    except PathError as exc:
+        raise BaselineError(str(exc)) from exc
+    if got is None:
+        raise BaselineError(f"{path}: cannot read (vanished while reading)")
+    data, perms = got
+    return (MODE_EXEC if perms & stat.S_IXUSR else MODE_FILE), data
 
 
 def _head_entries(repo: Repo) -> Entries:
-    """Flatten the HEAD commit's tree to relpath -> (mode, blob id); raises _NoHead/_Broken."""
+    """Flatten the HEAD commit's tree to relpath -> (mode, blob id); raises BaselineHeadMissing/BaselineBroken."""
     try:
         head = repo.refs[HEADREF]
     except KeyError as exc:
-        raise _NoHead("HEAD has no commit") from exc
+        raise BaselineHeadMissing("HEAD has no commit") from exc
     try:
         commit = repo.object_store[head]
     except KeyError as exc:
-        raise _Broken(f"HEAD commit {head.decode()} is missing") from exc
+        raise BaselineBroken(f"HEAD commit {head.decode()} is missing") from exc
     if not isinstance(commit, Commit):
-        raise _Broken(f"HEAD {head.decode()} is not a commit")
+        raise BaselineBroken(f"HEAD {head.decode()} is not a commit")
     entries: Entries = {}
     stack: list[tuple[ObjectID, str]] = [(commit.tree, "")]
     while stack:
@@ -428,11 +405,11 @@ def _head_entries(repo: Repo) -> Entries:
         try:
             tree = repo.object_store[tree_id]
         except KeyError as exc:
-            raise _Broken(f"tree {tree_id.decode()} is missing") from exc
+            raise BaselineBroken(f"tree {tree_id.decode()} is missing") from exc
         if not isinstance(tree, Tree):
-            raise _Broken(f"{tree_id.decode()} is not a tree")
+            raise BaselineBroken(f"{tree_id.decode()} is not a tree")
         for name, mode, sha in tree.iteritems():
-            rel = prefix + name.decode(_FS_ENCODING, "surrogateescape")
+            rel = prefix + name.decode(FS_ENCODING, "surrogateescape")
             if stat.S_ISDIR(mode):
                 stack.append((sha, rel + "/"))
             else:
@@ -443,7 +420,7 @@ def _head_entries(repo: Repo) -> Entries:
 def _blob_data(repo: Repo, sha: ObjectID) -> bytes:
     obj = repo.object_store[sha]
     if not isinstance(obj, Blob):
-        raise _Broken(f"{sha.decode()} is not a blob")
+        raise BaselineBroken(f"{sha.decode()} is not a blob")
     return obj.as_raw_string()
 
 
@@ -471,9 +448,9 @@ def _commit_files(repo: Repo, files: list[tuple[str, int, bytes]]) -> ObjectID:
     def build(node: _Dir) -> ObjectID:
         tree = Tree()
         for name, sub in node.dirs.items():
-            tree.add(_fsencode(name), MODE_TREE, build(sub))
+            tree.add(fsencode(name), MODE_TREE, build(sub))
         for name, (mode, sha) in node.files.items():
-            tree.add(_fsencode(name), mode, sha)
+            tree.add(fsencode(name), mode, sha)
         objects.setdefault(tree.id, tree)
         return tree.id
 
@@ -497,174 +474,3 @@ def _commit_files(repo: Repo, files: list[tuple[str, int, bytes]]) -> ObjectID:
     os.rename(staging + ".idx", f"{final}.idx")
     repo.refs[Ref(b"refs/heads/" + BRANCH)] = commit.id
     return commit.id
-
-
-# -- patch text ------------------------------------------------------------------------------
-
-
-def _display(path: str) -> str:
-    """A path as text, even if the filesystem name is not valid UTF-8."""
-    return _fsencode(path).decode("utf-8", errors="replace")
-
-
-def _fsencode(name: str) -> bytes:
-    return name.encode(_FS_ENCODING, "surrogateescape")
-
-
-def _is_binary(data: bytes | None) -> bool:
-    return data is not None and b"\0" in data[:BINARY_SNIFF]
-
-
-def _lines(data: bytes) -> list[str]:
-    """Split on "\\n" only (as git does), keeping line ends; a last line may lack one."""
-    text = data.decode("utf-8", errors="replace")
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
-
-def _range(start: int, stop: int) -> str:
-    length = stop - start
-    if length == 1:
-        return str(start + 1)
-    return f"{start + 1 if length else start},{length}"
-
-
-def _emit(out: list[str], prefix: str, line: str) -> None:
-    out.append(prefix + line)
-    if not line.endswith("\n"):
-        out.append("\n\\ No newline at end of file\n")
-
-
-Opcode = tuple[str, int, int, int, int]
-
-
-def _unique_anchors(a: list[str], b: list[str], a0: int, b0: int) -> list[tuple[int, int]]:
-    """Lines that occur exactly once on each side, kept in an order both sides agree on.
-
-    This is the patience-diff idea: unique lines (session headers in ``raw_memories.md``) are
-    safe anchors, and the longest increasing run of their positions splits a large file into
-    small gaps that difflib handles quickly. Without it, difflib rescans every often-repeated
-    template line for each change: 42 s for a 150,000-line file with 1 % changed.
-    """
-    count_a: dict[str, int] = {}
-    for line in a:
-        count_a[line] = count_a.get(line, 0) + 1
-    count_b: dict[str, int] = {}
-    for line in b:
-        count_b[line] = count_b.get(line, 0) + 1
-    where_b = {line: j for j, line in enumerate(b) if count_b[line] == 1}
-    pairs = [
-        (i, where_b[line]) for i, line in enumerate(a) if count_a[line] == 1 and line in where_b
-    ]
-    # longest increasing subsequence of the b positions (pairs are already sorted by a position)
-    tails: list[int] = []
-    tail_idx: list[int] = []
-    prev = [-1] * len(pairs)
-    for k, (_, j) in enumerate(pairs):
-        pos = bisect.bisect_left(tails, j)
-        if pos == len(tails):
-            tails.append(j)
-            tail_idx.append(k)
-        else:
-            tails[pos] = j
-            tail_idx[pos] = k
-        prev[k] = tail_idx[pos - 1] if pos else -1
-    chain: list[tuple[int, int]] = []
-    k = tail_idx[-1] if tail_idx else -1
-    while k >= 0:
-        chain.append((pairs[k][0] + a0, pairs[k][1] + b0))
-        k = prev[k]
-    return chain[::-1]
-
-
-def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
-    lo = 0
-    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
-        lo += 1
-    hi_a, hi_b = len(a), len(b)
-    while hi_a > lo and hi_b > lo and a[hi_a - 1] == b[hi_b - 1]:
-        hi_a -= 1
-        hi_b -= 1
-    ops: list[Opcode] = []
-
-    def add(tag: str, i1: int, i2: int, j1: int, j2: int) -> None:
-        if i1 == i2 and j1 == j2:
-            return
-        if ops and ops[-1][0] == tag == "equal":
-            ops[-1] = ("equal", ops[-1][1], i2, ops[-1][3], j2)
-        else:
-            ops.append((tag, i1, i2, j1, j2))
-
-    add("equal", 0, lo, 0, lo)
-    i, j = lo, lo
-    for ai, bj in [*_unique_anchors(a[lo:hi_a], b[lo:hi_b], lo, lo), (hi_a, hi_b)]:
-        # the gap before this anchor: small enough for difflib
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a[i:ai], b[j:bj]).get_opcodes():
-            add(tag, i + i1, i + i2, j + j1, j + j2)
-        if ai < hi_a:
-            add("equal", ai, ai + 1, bj, bj + 1)
-        i, j = ai + 1, bj + 1
-    add("equal", hi_a, len(a), hi_b, len(b))
-    return ops
-
-
-class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
-    """difflib's hunk grouping over our anchored opcodes."""
-
-    def __init__(self, a: list[str], b: list[str]) -> None:
-        super().__init__(None, a, b)
-        self._ops = _opcodes(a, b)
-
-    def get_opcodes(self) -> list[Opcode]:  # type: ignore[override]
-        return list(self._ops)
-
-
-def _hunks(a: list[str], b: list[str]) -> Iterator[str]:
-    for group in _AnchoredMatcher(a, b).get_grouped_opcodes(CONTEXT_LINES):
-        first, last = group[0], group[-1]
-        out = [f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"]
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                for line in a[i1:i2]:
-                    _emit(out, " ", line)
-                continue
-            for line in a[i1:i2]:
-                _emit(out, "-", line)
-            for line in b[j1:j2]:
-                _emit(out, "+", line)
-        yield "".join(out)
-
-
-def _file_patch(
-    path: str, old_mode: int | None, old: bytes | None, new_mode: int | None, new: bytes | None
-) -> str:
-    """One file's section of a git-style unified diff."""
-    shown = _display(path)
-    a_name = f"a/{shown}" if old_mode is not None else "/dev/null"
-    b_name = f"b/{shown}" if new_mode is not None else "/dev/null"
-    out = [f"diff --git a/{shown} b/{shown}\n"]
-    if old_mode is None:
-        out.append(f"new file mode {new_mode:06o}\n")
-    elif new_mode is None:
-        out.append(f"deleted file mode {old_mode:06o}\n")
-    elif old_mode != new_mode:
-        out.append(f"old mode {old_mode:06o}\nnew mode {new_mode:06o}\n")
-    if (old or b"") == (new or b""):
-        return "".join(out)  # mode-only change, or an empty file added or deleted
-    if _is_binary(old) or _is_binary(new):
-        out.append(f"Binary files {a_name} and {b_name} differ\n")
-        return "".join(out)
-    out.append(f"--- {a_name}\n+++ {b_name}\n")
-    out.extend(_hunks(_lines(old or b""), _lines(new or b"")))
-    return "".join(out)
-
-
-def _cap_utf8(text: str, cap_bytes: int) -> tuple[str, bool]:
-    """``text`` cut to at most ``cap_bytes`` UTF-8 bytes at a character boundary."""
-    raw = text.encode("utf-8", errors="replace")
-    if len(raw) <= cap_bytes:
-        return text, False
-    return raw[: max(cap_bytes, 0)].decode("utf-8", errors="ignore"), True

@@ -28,40 +28,35 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoryd import prompts
-from memoryd.budget import BudgetWait
-from memoryd.clock import DAY, HOUR, MINUTE, Clock
+from memoryd.clock import DAY, HOUR, Clock
 from memoryd.errors import (
     ExtractionInvalid,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
-    MemorydError,
     ModelCallError,
 )
-from memoryd.helpers import (
-    UNGOVERNED_TOOLS,
-    PhaseBase,
-    ensure_agent,
-    helper_session,
-    model_name,
-    usage_of,
-)
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
-from memoryd.store import STAGE1, CallUsage, Claim, Store
-from memoryd.transcript import Transcript, build_transcript, external_tools
+from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
+from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
+from memoryd.write.helpers import (
+    UNGOVERNED_TOOLS,
+    PhaseBase,
+    ensure_agent,
+    helper_session,
+    model_name,
+    remove_orphaned_helpers,
+    usage_of,
+)
+from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)
 
-EXTRACT_AGENT = "memoryd-extract"
-EXTRACTION_CONCURRENCY = 8
-STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
 _HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
-SLUG_MAX = 60
 
 
 class ExtractionOutput(BaseModel):
@@ -95,6 +90,7 @@ class Phase1Report:
     next_eligible_at: int | None = None  # when the next not-yet-idle session becomes eligible
     forgotten: int = 0
     stale_helpers: int = 0
+    orphans_released: int = 0  # claims of a killed memoryd taken back at once
     pruned: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
@@ -108,7 +104,7 @@ class Phase1Report:
 def normalize_slug(slug: str | None) -> str | None:
     if not slug:
         return None
-    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX].strip("_-")
+    s = re.sub(r"[^a-z0-9_-]+", "_", slug.strip().lower())[:SLUG_MAX_CHARS].strip("_-")
     return s or None
 
 
@@ -180,6 +176,7 @@ class Phase1(PhaseBase):
 
     async def run_pass(self) -> Phase1Report:
         report = Phase1Report()
+        report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
@@ -189,7 +186,8 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await self._remove_stale_helpers(sessions)
+        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store)
+        report.stale_helpers += await self._remove_stale_helpers(sessions)
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -226,7 +224,7 @@ class Phase1(PhaseBase):
         now = self.clock.now_ms()
         idle_cutoff = now - int(self.settings.min_rollout_idle_hours * HOUR)
         age_cutoff = now - self.settings.max_rollout_age_days * DAY
-        default_mode = "enabled" if self.settings.generate_memories else "disabled"
+        default_mode: MemoryMode = "enabled" if self.settings.generate_memories else "disabled"
         modes = self.store.memory_modes()
         new = [s.id for s in roots if s.id not in modes]
         if new:
@@ -292,9 +290,7 @@ class Phase1(PhaseBase):
 
     async def _ensure_agent(self) -> None:
         if not self._agent_checked:
-            await ensure_agent(
-                self.client, EXTRACT_AGENT, str(self.paths.ensure_dir(self.paths.helper_dir))
-            )
+            await ensure_agent(self.client, self.paths, EXTRACT_AGENT)
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
@@ -368,36 +364,17 @@ class Phase1(PhaseBase):
                 report.succeeded += 1
             else:
                 log.warning("lost ownership of session %s before finalizing; result dropped", sid)
-        except BudgetWait as exc:
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except ModelCallError as exc:
-            if not exc.is_rate_limit:
-                self._fail(sid, claim.token, exc, report)
-            else:
-                self.budget.trip(self.settings.extract_model)
-                self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
+        except Exception as exc:  # one policy for both phases: PhaseBase.judge
+            failure = self.judge(exc, self.settings.extract_model)
+            if failure.released:
+                self.store.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
                 report.released += 1
-                report.waiting = str(exc)
-        except (HostUnreachable, HostAuthError) as exc:
-            # opencode went away (restart, shutdown): not the session's fault, so no retry is burned
-            self.store.release_stage1(sid, claim.token, f"waiting: {exc}")
-            report.released += 1
-            report.waiting = str(exc)
-        except MemorydError as exc:
-            self._fail(sid, claim.token, exc, report)
-        except Exception as exc:  # a bug must fail the job, not the pass
-            log.exception("unexpected error extracting %s", sid)
-            self.store.mark_stage1_failed(sid, claim.token, f"internal error: {exc!r}")
-            report.failed += 1
-            report.errors.append(f"{sid}: internal error: {exc!r}")
-
-    def _fail(self, sid: str, token: str, exc: Exception, report: Phase1Report) -> None:
-        self.store.mark_stage1_failed(sid, token, str(exc))
-        report.failed += 1
-        report.errors.append(f"{sid}: {exc}")
-        log.warning("extraction of %s failed: %s", sid, exc)
+                report.waiting = failure.reason
+            else:
+                self.store.mark_stage1_failed(sid, claim.token, failure.reason)
+                report.failed += 1
+                report.errors.append(f"{sid}: {failure.reason}")
+                log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
         directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
@@ -415,6 +392,7 @@ class Phase1(PhaseBase):
             directory=directory,
             title=f"memoryd-extract-{session.id}",
             metadata={"memoryd": "extract", "source_session": session.id},
+            store=self.store,
         ) as helper:
             try:
                 result = await self.client.prompt(

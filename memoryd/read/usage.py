@@ -17,10 +17,10 @@ from pathlib import Path
 
 from memoryd.fsutil import pid_alive
 from memoryd.store import Store
+from memoryd.tuning import SPOOL_SETTLE_S
 
 log = logging.getLogger(__name__)
 CLAIM_SUFFIX = ".claimed"
-SETTLE_SECONDS = 0.02
 
 
 @dataclass
@@ -105,7 +105,7 @@ def _ingest_file(store: Store, path: Path, result: IngestResult) -> None:
             _count(store, path, lines, result)
         else:
             quiet_checks += 1
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(SPOOL_SETTLE_S)
     if partial:
         result.bad_lines += 1
         log.warning("%s: partial last line ignored", path.name)

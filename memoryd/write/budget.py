@@ -12,17 +12,13 @@ from __future__ import annotations
 import logging
 
 from memoryd.clock import DAY, HOUR, Clock, iso_ms
-from memoryd.errors import MemorydError
+from memoryd.errors import BudgetWait
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.tuning import CIRCUIT_MS
 
 log = logging.getLogger(__name__)
-CIRCUIT_MS = 1 * HOUR
 _CIRCUIT_KEY = "circuit"
-
-
-class BudgetWait(MemorydError):
-    """Work must wait (budget spent or circuit open); not a failure."""
 
 
 def model_key(model: str | None) -> str:

@@ -8,11 +8,11 @@ from typing import Any
 
 from memoryd.app import App
 from memoryd.host.connect import open_host
-from memoryd.phase1 import Phase1, Phase1Report, default_worker_id
-from memoryd.phase2 import Phase2, Phase2Result
-from memoryd.readpath import sync_block
+from memoryd.read.block import sync_block
+from memoryd.read.usage import IngestResult, ingest_spool
 from memoryd.status import HOST_SEEN, LAST_PASS
-from memoryd.usage import IngestResult, ingest_spool
+from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
+from memoryd.write.phase2 import Phase2, Phase2Result
 
 log = logging.getLogger(__name__)
 

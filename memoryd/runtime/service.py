@@ -9,7 +9,7 @@ Choices that matter and why:
 - The manager's environment is not the shell's either, so the variables that decide where
   memoryd keeps its files (``MEMORYD_HOME``, ``XDG_*_HOME``) and ``PATH`` (memoryd finds
   ``opencode`` on it) are written into the service when they are set at install time.
-- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.sdnotify`),
+- systemd: ``Type=notify`` (the daemon sends ``READY=1``, see :mod:`memoryd.runtime.sdnotify`),
   ``Restart=on-failure`` under a start limit so a crash loop stops instead of burning model
   quota, no restart on exit status 2 or 4 (bad usage, failed startup: a restart cannot fix
   those), and ``KillMode=mixed`` so memoryd gets SIGTERM first and stops its opencode helpers
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import plistlib
-import re
 import shlex
 import subprocess
 import sys
@@ -37,172 +35,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd import __version__
-from memoryd.errors import MemorydError, PathError
+from memoryd.errors import PathError, ServiceError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
-from memoryd.paths import HOME_ENV, Paths
+from memoryd.paths import Paths
+from memoryd.runtime.servicefile import (
+    LABEL,
+    UNIT,
+    Platform,
+    detect_platform,
+    interpreter,
+    render,
+    service_path,
+)
 
-Platform = Literal["systemd", "launchd"]
 Action = Literal["create", "update", "unchanged", "replace", "keep-modified", "remove", "absent"]
 ManagerState = Literal["ok", "unavailable", "failed", "skipped"]
 
-UNIT = "memoryd.service"
-LABEL = "dev.memoryd"
 MANIFEST_KEY = "service"
-#: Variables copied from the installing environment into the service, when set.
-PASSTHROUGH = (HOME_ENV, "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "PATH")
-RESTART_SEC = 10
-START_LIMIT_INTERVAL = 300
-START_LIMIT_BURST = 5
-STOP_TIMEOUT = 20  # the daemon exits within 10 s of SIGTERM
-NO_RESTART_STATUS = (2, 4)  # cli EXIT_USAGE, daemon.EXIT_STARTUP_FAILURE
-LAUNCHD_THROTTLE = 30  # launchd has no start limit; space out a crash loop instead
 TIMEOUT = 15.0  # seconds for a manager command
 STOP_CMD_TIMEOUT = 60.0  # for commands that wait for the daemon to stop
-
-
-class ServiceError(MemorydError):
-    """The service file could not be rendered, written or removed."""
-
-
-# -- rendering ---------------------------------------------------------------------------------
-
-
-def interpreter() -> str:
-    """The running interpreter as an absolute path, symlinks kept (a venv's python is a link)."""
-    if not sys.executable:
-        raise ServiceError("cannot tell which python runs memoryd (sys.executable is empty)")
-    return os.path.abspath(sys.executable)
-
-
-def _home(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("HOME") or Path.home())
-
-
-def service_path(platform: Platform, environ: Mapping[str, str]) -> Path:
-    if platform == "systemd":
-        xdg = environ.get("XDG_CONFIG_HOME", "")
-        base = Path(xdg) if os.path.isabs(xdg) else _home(environ) / ".config"
-        return base / "systemd" / "user" / UNIT
-    return _home(environ) / "Library" / "LaunchAgents" / f"{LABEL}.plist"
-
-
-def service_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """What the service's environment gets beyond the manager's own: see the module docstring."""
-    env = {"PYTHONUNBUFFERED": "1"}
-    for name in PASSTHROUGH:
-        value = environ.get(name)
-        if not value:
-            continue
-        if (
-            name == HOME_ENV
-        ):  # pin the folder the installer saw, not one relative to the service's cwd
-            value = str(Paths.from_env({HOME_ENV: value}).data_dir)
-        env[name] = value
-    return env
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-#: systemd refuses quotes and backslashes in an executable name ("contains special characters"),
-#: and would expand ``$`` in argv[0], from which python finds its venv.
-_EXEC_REFUSED = re.compile(r"[\x00-\x1f\x7f\"'\\$]")
-
-
-def _exec_path(path: str) -> str:
-    """The ExecStart executable: ``%`` doubled (a specifier), quoted only for whitespace."""
-    if _EXEC_REFUSED.search(path):
-        raise ServiceError(
-            f"{path}: systemd cannot start an interpreter whose path holds a quote, backslash, '$' or "
-            "control character; install memoryd under a plainer path"
-        )
-    escaped = path.replace("%", "%%")
-    return escaped if _PLAIN.fullmatch(path) else f'"{escaped}"'
-
-
-def _environment_line(name: str, value: str) -> str:
-    """``Environment=`` quoting: C escapes inside double quotes, ``%`` doubled; ``$`` is literal there."""
-    if _CONTROL.search(value):
-        raise ServiceError(f"{name}={value!r}: control characters cannot go into a systemd unit")
-    word = f"{name}={value}".replace("%", "%%")
-    if _PLAIN.fullmatch(f"{name}={value}"):
-        return f"Environment={word}"
-    return 'Environment="' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def render_systemd(*, python: str, environ: Mapping[str, str]) -> str:
-    if not os.path.isabs(python):
-        raise ServiceError(f"{python}: the service needs an absolute interpreter path")
-    exec_start = f"{_exec_path(python)} -m memoryd run"
-    env_lines = [_environment_line(k, v) for k, v in service_environment(environ).items()]
-    lines = [
-        f"# Installed by memoryd {__version__} (`memoryd service install`); `memoryd service uninstall` removes it.",
-        "# memoryd keeps this file if you edit it (use --force to replace or remove it).",
-        "[Unit]",
-        "Description=memoryd: cross-session memory for coding agents",
-        "# A crash loop stops after the burst; `systemctl --user reset-failed memoryd` re-arms it.",
-        f"StartLimitIntervalSec={START_LIMIT_INTERVAL}",
-        f"StartLimitBurst={START_LIMIT_BURST}",
-        "",
-        "[Service]",
-        "Type=notify",
-        f"ExecStart={exec_start}",
-        "Restart=on-failure",
-        f"RestartSec={RESTART_SEC}",
-        "# 2: bad usage; 4: startup failure (bad config, unreadable store, already running). Restarts cannot fix those.",
-        f"RestartPreventExitStatus={' '.join(map(str, NO_RESTART_STATUS))}",
-        f"TimeoutStopSec={STOP_TIMEOUT}",
-        "# SIGTERM to memoryd first (it stops its opencode helpers), then to whatever is left.",
-        "KillMode=mixed",
-        *env_lines,
-        "SyslogIdentifier=memoryd",
-        "NoNewPrivileges=yes",
-        "UMask=0077",
-        "",
-        "[Install]",
-        "WantedBy=default.target",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def render_launchd(*, python: str, environ: Mapping[str, str]) -> bytes:
-    if not os.path.isabs(python):
-        raise ServiceError(f"{python}: the service needs an absolute interpreter path")
-    log = str(Paths.from_env(dict(environ)).logs / "service.log")
-    plist = {
-        "Label": LABEL,
-        "ProgramArguments": [python, "-m", "memoryd", "run"],
-        "RunAtLoad": True,
-        "KeepAlive": {"SuccessfulExit": False},
-        "ThrottleInterval": LAUNCHD_THROTTLE,
-        "ExitTimeOut": STOP_TIMEOUT,
-        "ProcessType": "Background",
-        "StandardOutPath": log,
-        "StandardErrorPath": log,
-        "EnvironmentVariables": service_environment(environ),
-    }
-    return plistlib.dumps(plist, fmt=plistlib.FMT_XML, sort_keys=True)
-
-
-def render(platform: Platform, *, python: str, environ: Mapping[str, str]) -> tuple[Path, bytes]:
-    """Where the service file goes for ``platform`` and its exact bytes. Works on any OS."""
-    if platform == "systemd":
-        return service_path(platform, environ), render_systemd(
-            python=python, environ=environ
-        ).encode("utf-8")
-    if platform == "launchd":
-        return service_path(platform, environ), render_launchd(python=python, environ=environ)
-    raise ServiceError(f"unknown service platform {platform!r} (systemd or launchd)")
-
-
-def detect_platform(sys_platform: str | None = None) -> Platform:
-    name = sys.platform if sys_platform is None else sys_platform
-    if name.startswith("linux"):
-        return "systemd"
-    if name == "darwin":
-        return "launchd"
-    raise ServiceError(
-        f"no supported service manager on {name}; pass --platform systemd or launchd"
-    )
 
 
 # -- running the manager -----------------------------------------------------------------------
@@ -301,6 +152,64 @@ class Status:
     state: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ManagerCommands:
+    """The systemctl / launchctl steps for one service file (planned, run, or printed for a human)."""
+
+    platform: Platform
+    uid: int
+    path: Path
+
+    @property
+    def target(self) -> str:
+        return f"gui/{self.uid}/{LABEL}"
+
+    def install_commands(self, action: Action, *, loaded: bool | None = None) -> list[Command]:
+        """Reload, enable and start; a changed file also restarts a running daemon.
+
+        ``--no-block``: do not wait for ``READY=1`` (up to the start timeout); ``status`` tells.
+        ``loaded`` (launchd only) is ``None`` when unknown (dry run, manual steps).
+        """
+        changed = action in ("update", "replace")
+        if self.platform == "systemd":
+            cmds = [_systemctl("daemon-reload")]
+            if changed:
+                cmds.append(_systemctl("try-restart", "--no-block", UNIT))
+            cmds.append(_systemctl("enable", "--now", "--no-block", UNIT))
+            return cmds
+        cmds = []
+        if (changed and loaded is not False) or (action == "create" and loaded):
+            cmds.append(_launchctl("bootout", self.target, timeout=STOP_CMD_TIMEOUT, tolerate=True))
+        cmds.append(
+            _launchctl("enable", self.target)
+        )  # clears a "disabled" override, or bootstrap fails
+        if changed or action == "create" or not loaded:
+            cmds.append(_launchctl("bootstrap", f"gui/{self.uid}", str(self.path)))
+        cmds.append(_launchctl("kickstart", self.target))
+        return cmds
+
+    def stop_commands(self) -> list[Command]:
+        if self.platform == "systemd":
+            return [
+                _systemctl("disable", UNIT),
+                _systemctl("stop", UNIT, timeout=STOP_CMD_TIMEOUT, tolerate=True),
+            ]
+        return [_launchctl("bootout", self.target, timeout=STOP_CMD_TIMEOUT)]
+
+    def cleanup_commands(self) -> list[Command]:
+        if self.platform == "systemd":
+            return [_systemctl("daemon-reload"), _systemctl("reset-failed", UNIT, tolerate=True)]
+        return []
+
+    def manual_stop(self, *, removing: bool) -> list[Command]:
+        """What to run by hand; once the file is gone only ``stop`` still works (``disable`` needs it)."""
+        if self.platform == "launchd":
+            return [_launchctl("bootout", self.target)]
+        if removing:
+            return [_systemctl("stop", UNIT), _systemctl("daemon-reload")]
+        return [_systemctl("disable", "--now", UNIT)]
+
+
 class Service:
     """One platform's service file plus the manager commands around it. All side effects injectable."""
 
@@ -345,11 +254,15 @@ class Service:
 
     @property
     def _target(self) -> str:
-        return f"gui/{self.uid}/{LABEL}"
+        return self._commands.target
+
+    @property
+    def _commands(self) -> ManagerCommands:
+        return ManagerCommands(self.platform, self.uid, self.path)
 
     # manifest ------------------------------------------------------------------------------
 
-    def _load_manifest(self) -> dict:
+    def _load_manifest(self) -> dict[str, Any]:
         return read_json_object(self.paths.install_manifest, ServiceError)
 
     def _recorded(self) -> str | None:
@@ -406,32 +319,6 @@ class Service:
     def _launchd_loaded(self) -> bool:
         return self.run(_launchctl("print", self._target).argv, TIMEOUT).returncode == 0
 
-    def _install_commands(self, action: Action, *, loaded: bool | None = None) -> list[Command]:
-        """Reload, enable and start; a changed file also restarts a running daemon.
-
-        ``--no-block``: do not wait for ``READY=1`` (up to the start timeout); ``status`` tells.
-        ``loaded`` (launchd only) is ``None`` when unknown (dry run, manual steps).
-        """
-        changed = action in ("update", "replace")
-        if self.platform == "systemd":
-            cmds = [_systemctl("daemon-reload")]
-            if changed:
-                cmds.append(_systemctl("try-restart", "--no-block", UNIT))
-            cmds.append(_systemctl("enable", "--now", "--no-block", UNIT))
-            return cmds
-        cmds = []
-        if (changed and loaded is not False) or (action == "create" and loaded):
-            cmds.append(
-                _launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT, tolerate=True)
-            )
-        cmds.append(
-            _launchctl("enable", self._target)
-        )  # clears a "disabled" override, or bootstrap fails
-        if changed or action == "create" or not loaded:
-            cmds.append(_launchctl("bootstrap", f"gui/{self.uid}", str(self.path)))
-        cmds.append(_launchctl("kickstart", self._target))
-        return cmds
-
     def _execute(self, report: Report, commands: list[Command]) -> bool:
         """Run ``commands`` in order; on the first real failure record it and the rest as manual steps."""
         for i, cmd in enumerate(commands):
@@ -461,7 +348,7 @@ class Service:
         action = self.plan_install(force=force)
         report = Report("install", self.platform, self.path, action, self.content, dry_run=dry_run)
         if dry_run:
-            report.planned = self._install_commands(action)
+            report.planned = self._commands.install_commands(action)
             return report
         if action in ("create", "update", "replace"):
             self._write()
@@ -472,10 +359,10 @@ class Service:
         why = self._probe()
         if why is not None:
             report.manager, report.detail = "unavailable", why
-            report.manual = [c.shell() for c in self._install_commands(action)]
+            report.manual = [c.shell() for c in self._commands.install_commands(action)]
             return report
         loaded = self._launchd_loaded() if self.platform == "launchd" else None
-        self._execute(report, self._install_commands(action, loaded=loaded))
+        self._execute(report, self._commands.install_commands(action, loaded=loaded))
         if self.platform == "systemd" and report.manager == "ok" and not self._lingering():
             report.notes.append(
                 "the service runs while you are logged in; to keep it running after logout: "
@@ -504,14 +391,16 @@ class Service:
             if not dry_run and self._recorded() is not None:
                 self._record(None)
             return report
-        cleanup = self._cleanup_commands() if action == "remove" else []
+        cleanup = self._commands.cleanup_commands() if action == "remove" else []
         if dry_run:
-            report.planned = self._stop_commands() + cleanup
+            report.planned = self._commands.stop_commands() + cleanup
             return report
         why = self._probe()
         if why is not None:
             report.manager, report.detail = "unavailable", why
-            report.manual = [c.shell() for c in self._manual_stop(removing=action == "remove")]
+            report.manual = [
+                c.shell() for c in self._commands.manual_stop(removing=action == "remove")
+            ]
         elif not self._stop(report) and not force:
             report.notes.append(
                 f"left {self.path} in place because stopping failed (--force removes it anyway)"
@@ -524,22 +413,14 @@ class Service:
                 self._execute(report, cleanup)
         return report
 
-    def _stop_commands(self) -> list[Command]:
-        if self.platform == "systemd":
-            return [
-                _systemctl("disable", UNIT),
-                _systemctl("stop", UNIT, timeout=STOP_CMD_TIMEOUT, tolerate=True),
-            ]
-        return [_launchctl("bootout", self._target, timeout=STOP_CMD_TIMEOUT)]
-
     def _stop(self, report: Report) -> bool:
         """Disable and stop; ``stop`` fails harmlessly for a unit systemd never loaded, so ask after."""
         if self.platform == "launchd":
             if not self._launchd_loaded():
                 report.manager = "ok"
                 return True
-            return self._execute(report, self._stop_commands())
-        if not self._execute(report, self._stop_commands()):
+            return self._execute(report, self._commands.stop_commands())
+        if not self._execute(report, self._commands.stop_commands()):
             return False
         if report.ran[-1].result.returncode == 0:
             return True
@@ -551,19 +432,6 @@ class Service:
             report.manual.append(_systemctl("stop", UNIT).shell())
             return False
         return True
-
-    def _cleanup_commands(self) -> list[Command]:
-        if self.platform == "systemd":
-            return [_systemctl("daemon-reload"), _systemctl("reset-failed", UNIT, tolerate=True)]
-        return []
-
-    def _manual_stop(self, *, removing: bool) -> list[Command]:
-        """What to run by hand; once the file is gone only ``stop`` still works (``disable`` needs it)."""
-        if self.platform == "launchd":
-            return [_launchctl("bootout", self._target)]
-        if removing:
-            return [_systemctl("stop", UNIT), _systemctl("daemon-reload")]
-        return [_systemctl("disable", "--now", UNIT)]
 
     def _remove(self) -> None:
         try:

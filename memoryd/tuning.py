@@ -1,0 +1,86 @@
+"""Every tuning constant in one place: leases, retries, heartbeats, retention, caps and timeouts.
+
+These are the knobs a maintainer turns, not a user: user-facing options live in
+:mod:`memoryd.settings`. Times are epoch milliseconds (``_MS``) or seconds (``_S``) as named;
+sizes are characters (``_CHARS``), bytes (``_BYTES``) or tokens (``_TOKENS``). Modules import
+from here and never define a second copy.
+"""
+
+from __future__ import annotations
+
+from memoryd.clock import HOUR, MINUTE
+
+# -- jobs (Codex's semantics) ------------------------------------------------------------------
+DEFAULT_RETRIES = 3  # failures a job may have before it waits for new input
+STAGE1_LEASE_MS = 1 * HOUR
+STAGE1_RETRY_DELAY_MS = 1 * HOUR
+PHASE2_LEASE_MS = 1 * HOUR
+PHASE2_RETRY_DELAY_MS = 1 * HOUR
+PHASE2_COOLDOWN_MS = 6 * HOUR  # after a run that called the model
+PHASE2_HEARTBEAT_S = 90.0  # the consolidator's lease is renewed this often; a lost one aborts
+MAX_ERROR_CHARS = 4_000  # a job's last_error as stored
+BUSY_TIMEOUT_MS = 5_000  # memory.db waits this long for a writer before "database is locked"
+
+# -- phase 1 -----------------------------------------------------------------------------------
+EXTRACTION_CONCURRENCY = 8  # helper prompts in flight at once
+STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
+TRANSCRIPT_TOKEN_BUDGET = 64_000  # what the extractor reads, head and tail kept
+TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
+TOOL_OUTPUT_CHARS = 4_000
+ERROR_CHARS = 1_000
+CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+
+# -- memory folder -----------------------------------------------------------------------------
+RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
+SLUG_MAX_CHARS = 60  # rollout summary and note file names
+RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
+DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
+DIFF_CONTEXT_LINES = 3
+
+# -- read path ---------------------------------------------------------------------------------
+BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
+SPOOL_SETTLE_S = 0.02  # a claimed citation spool waits this long for a late append
+
+# -- cost --------------------------------------------------------------------------------------
+CIRCUIT_MS = 1 * HOUR  # a rate-limited model is left alone this long
+
+# -- daemon and events -------------------------------------------------------------------------
+TICK_S = 10  # spool ingest and block refresh
+EVENT_DEBOUNCE_S = 2.0  # an idle/deleted event brings the next pass this close
+BACKLOG_RETRY_S = 15.0  # a pass that left eligible work behind runs again this soon
+# A pass requested during a pass starts this long after it returned: APScheduler counts the old
+# instance as running until its done-callback has run, and would skip an immediate start.
+COALESCED_DELAY_S = 0.5
+EVENT_BACKOFF_START_S = 1.0
+EVENT_BACKOFF_MAX_S = 30.0
+EVENT_IDLE_TIMEOUT_S = 45.0  # opencode sends a heartbeat every 10 s; silence this long is death
+EVENT_PROBE_TIMEOUT_S = 3.0  # a starting server accepts connections and never answers them
+LOG_MAX_BYTES = 5 * 1024 * 1024
+LOG_BACKUPS = 3
+
+# -- host --------------------------------------------------------------------------------------
+HOST_ABORT_TIMEOUT_S = 2.0
+HOST_DELETE_TIMEOUT_S = 10.0
+HOST_CONFIRM_TIMEOUT_S = 5.0
+HOST_HEALTH_TIMEOUT_S = 5.0
+PRIVATE_SERVER_STOP_TIMEOUT_S = 3.0
+
+# -- memory tools ------------------------------------------------------------------------------
+SEARCH_MAX_RESULTS = 200
+SEARCH_MAX_QUERIES = 32
+SEARCH_MAX_QUERY_CHARS = 1000
+SEARCH_MAX_CONTEXT_LINES = 50
+SEARCH_MAX_WINDOW_LINES = 1000
+SEARCH_MAX_LINE_CHARS = 2000
+READ_MAX_BYTES = 256 * 1024
+LIST_MAX_RESULTS = 2000
+INSPECT_MAX_ENTRIES = 5000
+NOTE_MAX_CHARS = 4000
+NOTE_TITLE_MAX_CHARS = 120
+TOOL_FILE_MAX_BYTES = 64 * 1024 * 1024
+TOOL_MAX_DEPTH = 64
+INDEX_BUSY_TIMEOUT_S = 30.0
+
+# -- extensions --------------------------------------------------------------------------------
+EXTENSION_SOURCE_MAX_BYTES = 4 * 1024 * 1024
+CODEX_ARTIFACT_MAX_BYTES = 16 * 1024 * 1024

@@ -1,0 +1,196 @@
+"""memoryd's helper sessions in the host: make sure the agent exists, run, always clean up.
+
+Both phases talk to the model the same way: a dedicated opencode session (tagged with a
+``memoryd-`` title and metadata so discovery never mistakes it for user work), one prompt naming
+memoryd's own agent, and a delete afterwards — also when the prompt failed or was cancelled, so
+no helper session is ever left behind in the user's session list. Each helper is recorded in the
+store (with its owning process) before it is prompted, so if memoryd is killed the next one can
+delete it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.clock import Clock
+from memoryd.errors import (
+    AgentMissing,
+    BudgetWait,
+    HostAuthError,
+    HostError,
+    HostNotFound,
+    HostUnreachable,
+    MemorydError,
+    ModelCallError,
+)
+from memoryd.host.agents import agent_homes, write_agent_config
+from memoryd.host.models import PromptResult, Session
+from memoryd.host.opencode import OpencodeClient
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import CallUsage, Store
+from memoryd.write.budget import Budget
+
+log = logging.getLogger(__name__)
+
+# opencode adds these whenever an MCP server is configured, whatever the agent's permissions say;
+# memoryd's helpers must not browse other servers' resources, so every helper prompt removes them.
+UNGOVERNED_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
+
+
+async def ensure_agent(client: OpencodeClient, paths: Paths, name: str) -> str:
+    """Define ``name`` where its sessions run and make sure opencode sees it; returns that folder.
+
+    The definition lives in a project config only memoryd's own instances load
+    (:mod:`memoryd.host.agents`), so the user's sessions never list memoryd's helpers.
+    """
+    directory = str(agent_homes(paths)[name].session_dir)
+    if write_agent_config(paths, name):
+        # opencode reads config once per instance; a dispose makes a booted one read it again.
+        await client.dispose_instance(directory)
+    names = {a.get("name") for a in await client.agents(directory=directory)}
+    if name not in names:
+        await client.dispose_instance(directory)
+        names = {a.get("name") for a in await client.agents(directory=directory)}
+    if name not in names:
+        raise AgentMissing(name, str(agent_homes(paths)[name].config_file), directory)
+    return directory
+
+
+@asynccontextmanager
+async def helper_session(
+    client: OpencodeClient,
+    *,
+    directory: str,
+    title: str,
+    metadata: dict[str, Any],
+    store: Store | None = None,
+) -> AsyncIterator[Session]:
+    session = await client.create_session(directory=directory, title=title, metadata=metadata)
+    try:
+        if store is not None:
+            store.record_helper(session.id, str(metadata.get("memoryd", "helper")))
+        yield session
+    finally:
+        await asyncio.shield(_delete(client, session.id, store))
+
+
+async def _delete(client: OpencodeClient, session_id: str, store: Store | None = None) -> bool:
+    try:
+        if not await client.delete_session(session_id):
+            log.warning("helper session %s could not be confirmed deleted", session_id)
+            return False
+    except HostNotFound:
+        pass  # already gone: nothing left to clean
+    except HostError as exc:
+        log.warning("could not delete helper session %s: %s", session_id, exc)
+        return False
+    if store is not None:
+        store.forget_helper(session_id)
+    return True
+
+
+async def remove_orphaned_helpers(client: OpencodeClient, store: Store) -> int:
+    """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone)."""
+    removed = 0
+    for sid in store.orphaned_helpers():
+        if await _delete(client, sid, store):
+            removed += 1
+            log.info("removed helper session %s left by a memoryd that was killed", sid)
+    return removed
+
+
+def usage_of(result: PromptResult) -> CallUsage:
+    u = result.usage
+    return CallUsage(
+        u.input, u.output, u.reasoning, u.cache_read, u.cache_write, result.info.cost or 0.0
+    )
+
+
+def session_usage(session: Session) -> CallUsage:
+    """Token totals opencode keeps on a session (all steps of an agent loop, not just the last)."""
+    extra = session.model_extra or {}
+    tokens = extra.get("tokens") or {}
+    cache = tokens.get("cache") or {}
+
+    def num(v: Any) -> int:
+        return int(v) if isinstance(v, (int, float)) else 0
+
+    cost = extra.get("cost")
+    return CallUsage(
+        num(tokens.get("input")),
+        num(tokens.get("output")),
+        num(tokens.get("reasoning")),
+        num(cache.get("read")),
+        num(cache.get("write")),
+        float(cost) if isinstance(cost, (int, float)) else 0.0,
+    )
+
+
+def model_name(configured: str | None, result: PromptResult) -> str | None:
+    info = result.info
+    return configured or (f"{info.providerID}/{info.modelID}" if info.modelID else None)
+
+
+class Verdict(enum.Enum):
+    """What a claimed job becomes after an exception (the one failure policy of both phases)."""
+
+    WAIT_BUDGET = "wait_budget"  # budget spent or rate-limited: release, burn no retry
+    WAIT_HOST = "wait_host"  # opencode went away or refuses us: release, burn no retry
+    FAIL = "fail"  # the job itself failed: burn a retry and back off
+
+
+@dataclass(frozen=True)
+class Failure:
+    verdict: Verdict
+    reason: str
+
+    @property
+    def released(self) -> bool:
+        return self.verdict is not Verdict.FAIL
+
+
+class PhaseBase:
+    """What both phases work with: the store, the host, settings, paths, the clock and the budget."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        client: OpencodeClient,
+        settings: Settings,
+        paths: Paths,
+        clock: Clock,
+        worker_id: str,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.paths = paths
+        self.clock = clock
+        self.worker_id = worker_id
+        self.budget = Budget(store, settings, clock)
+
+    def judge(self, exc: Exception, model: str | None) -> Failure:
+        """Decide release / fail / trip the circuit for an exception a claimed job raised.
+
+        Waiting is never the job's fault, so it releases the claim without burning a retry; a
+        rate limit also opens the model's circuit so no other job hits it for an hour.
+        """
+        if isinstance(exc, BudgetWait):
+            return Failure(Verdict.WAIT_BUDGET, str(exc))
+        if isinstance(exc, ModelCallError) and exc.is_rate_limit:
+            self.budget.trip(model)
+            return Failure(Verdict.WAIT_BUDGET, str(exc))
+        if isinstance(exc, (HostUnreachable, HostAuthError)):
+            return Failure(Verdict.WAIT_HOST, str(exc))
+        if isinstance(exc, MemorydError):
+            return Failure(Verdict.FAIL, str(exc))
+        log.exception("unexpected error in %s", type(self).__name__)  # a bug fails the job
+        return Failure(Verdict.FAIL, f"internal error: {exc!r}")

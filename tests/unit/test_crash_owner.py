@@ -1,0 +1,142 @@
+"""Issue 11: nothing waits after a crash. Claims and helper sessions name their owning process;
+when that process is provably gone the next memoryd takes over at once, without burning a retry."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from memoryd.clock import HOUR, ManualClock
+from memoryd.host.opencode import OpencodeClient
+from memoryd.owner import Owner, boot_id, current_owner, owner_gone, process_start
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import Store
+from memoryd.write.phase1 import Phase1
+from tests.fakehost import FakeOpencode
+
+pytestmark = pytest.mark.anyio
+
+
+def dead_owner() -> Owner:
+    """The identity of a process that ran on this machine and has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = process_start(proc.pid)
+    proc.wait()
+    return Owner(socket.gethostname(), boot_id(), proc.pid, start or "1")
+
+
+def test_owner_liveness() -> None:
+    me = current_owner()
+    assert me.pid == os.getpid() and not owner_gone(me)
+    assert owner_gone(dead_owner())
+    # our own pid, but a process that started at another moment: the pid was reused
+    assert owner_gone(Owner(me.host, me.boot, me.pid, me.start + "0")) == bool(me.start)
+    # another machine sharing the home, or an unreadable record: never provably gone
+    assert not owner_gone(Owner("some-other-host", me.boot, 1, "1"))
+    assert not owner_gone(None)
+    assert Owner.decode("{not json") is None
+    assert Owner.decode(me.encode()) == me
+
+
+def test_a_dead_owners_stage1_claim_is_taken_over_at_once(store: Store, clock: ManualClock) -> None:
+    first = store.claim_stage1("ses_a", 100, max_running=1, worker_id="w1", owner=dead_owner())
+    assert first.claimed
+    # the lease has an hour to run, yet the owner is gone: no wait, no retry burned, no cap slot held
+    other = store.claim_stage1("ses_b", 100, max_running=1, worker_id="w2")
+    assert other.claimed, "a crashed owner's claim still counts against the running cap"
+    again = store.claim_stage1("ses_a", 100, max_running=2, worker_id="w2")
+    assert again.claimed and again.token != first.token
+    assert store.stage1_job("ses_a")["retry_remaining"] == 3
+    # and the crashed worker can no longer finalize anything
+    assert not store.mark_stage1_failed("ses_a", first.token, "x")
+
+
+def test_a_live_owners_claim_still_waits_for_the_lease(store: Store, clock: ManualClock) -> None:
+    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1").claimed
+    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
+        "skipped_running"
+    )
+    clock.advance(HOUR + 1)
+    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").claimed
+
+
+def test_release_orphaned_claims_returns_them_to_pending(store: Store, clock: ManualClock) -> None:
+    gone = dead_owner()
+    store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=gone)
+    store.claim_stage1("ses_live", 100, max_running=4, worker_id="w1")
+    store.claim_phase2(worker_id="w1", owner=gone)
+    released = store.release_orphaned_claims()
+    assert sorted(released) == [("memory_consolidate_global", "global"), ("memory_stage1", "ses_a")]
+    job = store.stage1_job("ses_a")
+    assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
+    assert f"pid {gone.pid}" in job["last_error"]
+    assert store.stage1_job("ses_live")["status"] == "running"
+    assert store.phase2_job()["status"] == "pending"
+
+
+def test_a_dead_owners_phase2_lease_is_taken_over(store: Store) -> None:
+    assert store.claim_phase2(worker_id="a", owner=dead_owner()).claimed
+    assert store.claim_phase2(worker_id="b").claimed
+
+
+async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_once(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    host = FakeOpencode()
+    now = clock.now_ms()
+    host.add_session("ses_user000001", updated=now - 7 * HOUR)
+    # a helper a killed memoryd created two minutes ago (far from the 90-minute sweep)
+    host.add_session(
+        "ses_orphan0001",
+        updated=now - 2 * 60_000,
+        title="memoryd-extract-ses_user000001",
+        metadata={"memoryd": "extract"},
+    )
+    store.record_helper("ses_orphan0001", "extract", owner=dead_owner())
+    recorded_at_prompt: list[int] = []
+    base_reply = host.reply
+
+    def reply(body):
+        recorded_at_prompt.append(store.helper_count())
+        return base_reply(body)
+
+    host.reply = reply
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    p1 = Phase1(
+        store=store, client=client, settings=Settings(), paths=paths, clock=clock, worker_id="t"
+    )
+    report = await p1.run_pass()
+    assert "ses_orphan0001" in host.deleted
+    assert report.stale_helpers == 1 and report.succeeded == 1
+    assert recorded_at_prompt == [1]  # the live helper was in the DB when it was prompted
+    assert store.helper_count() == 0  # deleted helpers leave no record
+
+
+def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
+    import json
+
+    from memoryd.host.server import reap_orphaned_servers
+
+    records = tmp_path / "private-servers"
+    records.mkdir()
+    procs = []
+    for owner in (dead_owner(), current_owner()):
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        procs.append(proc)
+        (records / f"{proc.pid}.json").write_text(
+            json.dumps({"pid": proc.pid, "start": process_start(proc.pid), "owner": owner.encode()})
+        )
+    try:
+        assert reap_orphaned_servers(records) == 1
+        assert procs[0].wait(5) == -9
+        assert procs[1].poll() is None  # a live memoryd's server is left alone
+        assert [p.name for p in records.iterdir()] == [f"{procs[1].pid}.json"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
