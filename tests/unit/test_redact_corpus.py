@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.phase2 import redact_agent_files
 from memoryd.redact import contains_secret, find_secrets, redact
 from memoryd.tools import Refused, memory_add_note
+from memoryd.write.phase2 import redact_agent_files
 from tests.unit.redact_corpus import HAM, SECRETS, Sample, make_secrets
 
 
