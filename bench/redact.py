@@ -14,12 +14,14 @@ Three measures, both tools in the same process on the same inputs:
   text written to a file.
 
 When git history is at hand, the redactor as it was before the corpora (``--before``, default
-commit 42c1a90) runs on the same inputs too, for the cost of the added rules.
+commit 42c1a90) runs on the same inputs too, for the cost of the added rules; and both are timed
+per phase-1 session inside ``build_transcript`` on bench/phase1.py's synthetic sessions (each part
+redacted on its own, as phase 1 does).
 
 Run from the repo root (detect-secrets comes with the ``bench`` extra)::
 
     .venv/bin/pip install -e '.[bench]'
-    .venv/bin/python bench/redact.py [--mb 5] [--runs 3] [--seed N] [--before REV]
+    .venv/bin/python bench/redact.py [--mb 5] [--runs 3] [--seed N] [--before REV] [--sessions N]
 
 Not a test: nothing here is collected by pytest.
 """
@@ -144,6 +146,48 @@ class DetectSecrets:
         self.findings(text, "transcript.txt")
 
 
+# --- per phase-1 session -------------------------------------------------------------------------
+
+
+def per_session_ms(
+    fns: dict[str, Callable[[str], str]], sessions: int, runs: int
+) -> dict[str, float]:
+    """Mean redaction time per session inside ``build_transcript`` (every part redacted on its
+    own, as phase 1 does) on bench/phase1.py's synthetic sessions, for each redactor."""
+    from bench.phase1 import build_fake, make_dataset
+    from memoryd.host.models import Message
+    from memoryd.write import transcript as transcript_mod
+
+    data = make_dataset(sessions)
+    host = build_fake(data)
+    convos = [[Message.model_validate(m) for m in host.messages[s.sid]] for s in data]
+    out: dict[str, float] = {}
+    real = transcript_mod.redact
+    try:
+        for name, fn in fns.items():
+            spent = 0.0
+
+            def timed(text: str, fn: Callable[[str], str] = fn) -> str:
+                nonlocal spent
+                start = time.perf_counter()
+                try:
+                    return fn(text)
+                finally:
+                    spent += time.perf_counter() - start
+
+            transcript_mod.redact = timed  # type: ignore[assignment]
+            best = float("inf")
+            for _ in range(runs):
+                spent = 0.0
+                for msgs in convos:
+                    transcript_mod.build_transcript(msgs)
+                best = min(best, spent)
+            out[name] = 1e3 * best / len(convos)
+    finally:
+        transcript_mod.redact = real
+    return out
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -155,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="timed runs per tool (best is kept)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--before", default="42c1a90", help="git revision of the previous redactor")
+    ap.add_argument("--sessions", type=int, default=200, help="phase-1 sessions to time (0: skip)")
     args = ap.parse_args(argv)
 
     print(f"machine: {machine()}")
@@ -195,6 +240,17 @@ def main(argv: list[str] | None = None) -> int:
         for name, recall, fp, mbs in rows
     ]
     table(out, ("tool", "recall", "false positives (ham lines)", "MB/s", "memoryd speed ×"))
+
+    if args.sessions:
+        fns: dict[str, Callable[[str], str]] = {"memoryd": redact}
+        if before is not None:
+            fns[f"memoryd before ({args.before})"] = before.redact
+        ms = per_session_ms(fns, args.sessions, args.runs)
+        print(f"\nredaction per phase-1 session ({args.sessions} sessions of bench/phase1.py):")
+        table(
+            [(name, f"{v:.2f} ms", f"{v / ms['memoryd']:.2f}") for name, v in ms.items()],
+            ("redactor", "per session", "× memoryd"),
+        )
     return 0
 
 

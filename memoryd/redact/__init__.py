@@ -24,6 +24,7 @@ input; rules whose hint substrings are absent from the text are skipped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 
 from memoryd.redact import commands, tokens
@@ -63,18 +64,46 @@ _HEADER_RULES = (
         ("authorization",),
     ),
 )
-_RULES: tuple[Rule, ...] = (*_HEADER_RULES, *tokens.RULES, *commands.RULES)
+
+
+# Plain tuples and a for/else: these loops run for every transcript part, mostly on short texts,
+# where their own overhead is a good part of the cost. Provider tokens are all runs of at least 16
+# token characters, so a text without such a run skips those ~85 rules after one search.
+_Step = tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]], str]
+_HEAD: tuple[_Step, ...] = tuple(
+    (r.needle, r.hints, r.apply, r.name) for r in (*_HEADER_RULES, *tokens.LEADING_RULES)
+)
+_TOKENS: tuple[_Step, ...] = tuple((r.needle, r.hints, r.apply, r.name) for r in tokens.TOKEN_RULES)
+_TAIL: tuple[_Step, ...] = tuple(
+    (r.needle, r.hints, r.apply, r.name) for r in (*tokens.TRAILING_RULES, *commands.RULES)
+)
+_TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{16}")
+
+
+def _run(steps: tuple[_Step, ...], text: str, folded: str, families: dict[str, None]) -> str:
+    for needle, hints, apply, name in steps:
+        if needle:
+            if needle not in text:
+                continue
+        elif hints:
+            for hint in hints:
+                if hint in folded:
+                    break
+            else:
+                continue
+        text, count = apply(text)
+        if count:
+            families[name] = None
+    return text
 
 
 def _redact(text: str) -> tuple[str, list[str]]:
     families: dict[str, None] = {}
     folded = text.lower()
-    for rule in _RULES:
-        if rule.hints and not any(h in folded for h in rule.hints):
-            continue
-        text, count = rule.apply(text)
-        if count:
-            families[rule.name] = None
+    text = _run(_HEAD, text, folded, families)
+    if _TOKEN_RUN_RE.search(text) is not None:
+        text = _run(_TOKENS, text, folded, families)
+    text = _run(_TAIL, text, folded, families)
     if KEYWORD_RE.search(text):
         text, changed = scan_assignments(text)
         if changed:

@@ -357,8 +357,8 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
     ),
     ("netrc", ("password", "passwd"), _netrc),
     ("xml-secret", ("</", "value="), _xml),
-    ("prose-secret", (), _prose),
-    ("pgpass", (), _pgpass),
+    ("prose-secret", ("password", "passwd", "passphrase", "secret", "token", "api"), _prose),
+    ("pgpass", (":",), _pgpass),
     (
         "config-password",
         ("requirepass", "masterauth", "masterpass", "rpcpassword", "auth_pass"),

@@ -28,6 +28,36 @@ class Rule(NamedTuple):
     name: str
     apply: Callable[[str], tuple[str, int]]
     hints: tuple[str, ...]  # lower-case substrings, one of which must occur; () means always run
+    needle: str = ""  # a case-sensitive substring every match contains ("" means none known)
+
+
+def literal_prefix(pattern: str) -> str:
+    """The literal text every match of ``pattern`` starts with ("" if unknown or alternated)."""
+    depth = 0
+    for i, ch in enumerate(pattern):  # a top-level "|" makes any prefix unreliable
+        if ch == "\\":
+            continue
+        if ch in "([" and (i == 0 or pattern[i - 1] != "\\"):
+            depth += 1
+        elif ch in ")]" and pattern[i - 1] != "\\":
+            depth -= 1
+        elif ch == "|" and depth == 0 and pattern[i - 1] != "\\":
+            return ""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            out.append(pattern[i + 1])
+            i += 2
+        elif ch.isalnum() or ch in "-_:/~ =@#%!,'\"":
+            out.append(ch)
+            i += 1
+        else:
+            break
+    if i < len(pattern) and pattern[i] in "?*{" and out:
+        out.pop()  # the last literal is optional or repeated
+    return "".join(out)
 
 
 def entropy(value: str) -> float:
@@ -196,7 +226,10 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
     before = _BEFORE.get(name)
     if before is not None:
         return Rule(
-            name, partial(_apply_extended, regex, re.compile(rf"(?:{before})\Z"), mark), hints
+            name,
+            partial(_apply_extended, regex, re.compile(rf"(?:{before})\Z"), mark),
+            hints,
+            literal_prefix(pattern),
         )
 
     def apply(text: str) -> tuple[str, int]:
@@ -217,7 +250,7 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
 
         return regex.sub(repl, text), count
 
-    return Rule(name, apply, hints)
+    return Rule(name, apply, hints, literal_prefix(pattern))
 
 
 def _apply_extended(
@@ -363,10 +396,15 @@ def looks_random(value: str) -> bool:
     return entropy(v) >= (3.0 if re.fullmatch(r"[0-9a-fA-F\-]+", v) else 3.5)
 
 
-RULES: tuple[Rule, ...] = (
+LEADING_RULES: tuple[Rule, ...] = (
     Rule("private-key", _redact_pem, ("private key",)),
     Rule("private-key", _redact_putty, ("private-lines",)),
-    *(_token_rule(name, hints, pattern) for name, hints, pattern in _TOKENS),
+)
+TOKEN_RULES: tuple[Rule, ...] = tuple(
+    _token_rule(n, hints, pattern) for n, hints, pattern in _TOKENS
+)
+TRAILING_RULES: tuple[Rule, ...] = (
     Rule("url-credentials", _redact_url_credentials, ("://",)),
     Rule("url-credentials", _redact_oracle, ("sqlplus", "jdbc:oracle", "rman", "expdp", "impdp")),
 )
+RULES: tuple[Rule, ...] = (*LEADING_RULES, *TOKEN_RULES, *TRAILING_RULES)
