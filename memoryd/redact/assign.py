@@ -62,7 +62,7 @@ _COOKIE_ATTRIBUTES = frozenset(
 _STRING_PREFIX_RE = re.compile(r"[rRbBuUfF]{1,2}(?=[\"'])")
 _REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
 _TUPLE_TARGET_RE = re.compile(
-    r"(?:^|[\n(\[])[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
+    r"(?:^|[\n(\[]|\\n)[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
 )
 _SHELL_ENDS = r"[\s;&|<>()`\"']"
 _QUERY_ENDS = r"[\s&#\"'<>)\]\\]"

@@ -247,6 +247,29 @@ def _xml(text: str) -> tuple[str, int]:
     return text, count
 
 
+# Code that passes a user and a literal password positionally: requests' auth=("u", "p"),
+# HTTPBasicAuth("u", "p"), Go's SetBasicAuth("u", "p"), Java's UsernamePasswordCredentials("u", "p")
+_CODE_CREDENTIALS_RE = re.compile(
+    r"(?:\bauth[ \t]*=[ \t]*\(|(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth|SetBasicAuth"
+    r"|UsernamePasswordCredentials|PasswordAuthentication|NetworkCredential)[ \t]*\()"
+    r"[ \t]*(?P<q1>\\?['\"])[^'\"\\\n]{1,128}(?P=q1)[ \t]*,[ \t]*(?P<q2>\\?['\"])"
+    r"(?P<s>[^'\"\\\n]{1,256})(?P=q2)"
+)
+
+
+def _code_credentials(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        if keep(m.group("s"), "password"):
+            return m.group()
+        count += 1
+        return _replace_s(m)
+
+    return _CODE_CREDENTIALS_RE.sub(repl, text), count
+
+
 # Chat and prose: "password Tr0ub4dor&3", "the token is 9f8e7d6c5b4a39281706".
 # Each keyword is found by its literal tail (fast); the lookbehinds check its first letter and that
 # it starts a word.
@@ -357,6 +380,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
     ),
     ("netrc", ("password", "passwd"), _netrc),
     ("xml-secret", ("</", "value="), _xml),
+    ("code-credentials", ("auth", "credential"), _code_credentials),
     ("prose-secret", ("password", "passwd", "passphrase", "secret", "token", "api"), _prose),
     ("pgpass", (":",), _pgpass),
     (

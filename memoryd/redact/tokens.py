@@ -136,12 +136,8 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9+/_\-]{16,})",
     ),
     ("discord-webhook", (), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[\w\-]{20,})"),
-    (
-        "discord-token",
-        ("discord",),
-        r"\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}\b",
-    ),
-    # These three are found by a literal in their middle; _BEFORE gives what must precede it.
+    # These four are found by a literal in their middle; _BEFORE gives what must precede it.
+    ("discord-token", (), r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9_\-])"),
     ("telegram-bot-token", (), r":AA(?<=\d:AA)[A-Za-z0-9_\-]{30,}"),
     ("terraform-token", (), r"\.atlasv1\.[\w=\-]{60,}"),
     ("stripe-key", (), rf"{_p('sk_')}(?:live|test|prod)_{_AN}{{10,}}"),
@@ -213,6 +209,7 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 
 _BEFORE = {
+    "discord-token": r"(?<![A-Za-z0-9_\-.])[MNO][A-Za-z0-9_\-]{23,27}",
     "telegram-bot-token": r"(?<!\d)\d{6,12}",
     "terraform-token": r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}",
     "azure-ad-secret": r"(?<![\w~.])[\w~.]{3}\d",

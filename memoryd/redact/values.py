@@ -100,9 +100,9 @@ _CODE_LOOKUP_RE = re.compile(
 _CODE_LEAD_RE = re.compile(
     r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)*)"
     r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)"
-    r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)[ \t])"
+    r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)(?:[ \t]|$))"
 )
-_SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)[ \t]")
+_SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)(?:[ \t]|$)")
 _NAMING_WORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
 _FUNCTION_RE = re.compile(r"(?:async|function|lambda|def|fn|func)\b")
 _SEMVER_RANGE_RE = re.compile(r"[\^~]|[<>]=?|workspace:|npm:|file:|git\+|github:")

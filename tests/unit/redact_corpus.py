@@ -783,6 +783,48 @@ def make_secrets(seed: int = 20261201) -> list[Sample]:
         "npm_" + rnd(36),
         "npm publish",
     )
+    # --- code, markup and chat -------------------------------------------------------------------
+    add(
+        "requests-auth",
+        "r = requests.get(url, auth=('admin', '{S}'), timeout=5)",
+        rnd(14),
+        "timeout=5",
+    )
+    add("go-basic-auth", 'req.SetBasicAuth("deploy", "{S}")', rnd(16), "req.SetBasicAuth(")
+    add(
+        "xml-password",
+        "<datasource>\n  <password>{S}</password>\n</datasource>",
+        rnd(14),
+        "<datasource>",
+    )
+    add("nuget-config", '<add key="ClearTextPassword" value="{S}" />', rnd(16), "ClearTextPassword")
+    add(
+        "prose-password",
+        "the staging db password is {S} until friday",
+        rnd(10) + "!7",
+        "until friday",
+    )
+    add(
+        "discord-bot",
+        "bot.run('{S}')",
+        f"O{rnd(25, B64URL)}.{rnd(6, B64URL)}.{rnd(38, B64URL)}",
+        "bot.run(",
+    )
+    add(
+        "url-userinfo",
+        "DATABASE_URL=mysql://app:{S}@db.internal/app",
+        rnd(6) + "@" + rnd(6),
+        "db.internal/app",
+    )
+    add("openrouter", "OPENROUTER_API_KEY=sk-or-v1-{S}", rnd(64, HEX), "OPENROUTER_API_KEY=")
+    add("xai", "client = Client(api_key='{S}')", "xai-" + rnd(80), "Client(")
+    add(
+        "powershell-env",
+        '$env:AZURE_OPENAI_API_KEY = "{S}"',
+        rnd(32, HEX),
+        "$env:AZURE_OPENAI_API_KEY",
+    )
+    add("windows-set", "set DB_PASSWORD={S}&& npm start", rnd(12), "npm start")
     return s
 
 
@@ -1146,6 +1188,34 @@ def _ham() -> list[str]:
         "localhost:5432:app:app:* is how you'd wildcard the password in a pgpass example",
         "Lorem ipsum dolor sit amet, consectetur adipiscing elit.",
         "café naïve résumé — ünïcödé text → fine ✓",
+        # code that the first versions of the rules misread
+        "url, username, password = recorded",
+        "token = Error",
+        "type_annotation_token = Name",
+        "ProgressToken = str | int",
+        "progress_token: ProgressToken",
+        'secret = tmp_path / "secret.txt"',
+        'userpass = b":".join((to_bytes(username), to_bytes(password)))',
+        'token = r"[-!#$%&\'*+.^_`|~0-9a-zA-Z]+"',
+        "key_or_pass = r'(?:key|pwd|password|pass|token)'",
+        "ident_token = f'([{uni.xid_start}][{uni.xid_continue}]+)'",
+        'LAST_PASS = "last_pass"',
+        "exports.SOCKS5_NO_ACCEPTABLE_AUTH = SOCKS5_NO_ACCEPTABLE_AUTH;",
+        "const token = { type: 'star', value, output: star };",
+        "const removeToken = async (tokenKey, opts = {}) => {",
+        '    "minipass": "^7.1.2",',
+        '    "fs-minipass": "^3.0.3",',
+        "coalescing pass: adjacent or overlapping intervals collapse",
+        "# Single pass: characters present in the language vocabulary",
+        "    secret=secret.secret_value,",
+        "    progress_token=progress_token,",
+        "    ssl_keyfile_password=ssl_keyfile_password,",
+        "existing = {secret: secret for secret in self[filename]}",
+        'ROOT_KEY = "__root__"',
+        'client_secret="my-client-secret",',
+        "auth=(user, password)",
+        'password = ":****"',
+        '"options": {"baseURL": base_url, "apiKey": "mock-key"},',
     ]
     return lines
 
