@@ -13,7 +13,13 @@ file the value sits in, so the general assignment scanner need not guess:
   ``htpasswd -b file user X``;
 * ``.netrc`` (``machine h login u password p``, one token per line or all on one line);
 * ``.pgpass`` lines (``host:port:db:user:password``) and ``redis.conf``-style directives
-  (``requirepass X``).
+  (``requirepass X``);
+* XML elements and attributes named for a secret (``<password>X</password>``,
+  ``<add key="Password" value="X"/>``), positional credentials in code (``auth=("u", "X")``,
+  ``SetBasicAuth("u", "X")``) and chat (``the password is X`` where X looks like one).
+
+The rules also work where the text is a JSON string (tool output as opencode stores it): an
+escaped ``\n`` ends a line and ``\"`` is a quote.
 """
 
 from __future__ import annotations
