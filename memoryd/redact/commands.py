@@ -255,11 +255,19 @@ def _xml(text: str) -> tuple[str, int]:
 
 # Code that passes a user and a literal password positionally: requests' auth=("u", "p"),
 # HTTPBasicAuth("u", "p"), Go's SetBasicAuth("u", "p"), Java's UsernamePasswordCredentials("u", "p")
-_CODE_CREDENTIALS_RE = re.compile(
-    r"(?:\bauth[ \t]*=[ \t]*\(|(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth|SetBasicAuth"
-    r"|UsernamePasswordCredentials|PasswordAuthentication|NetworkCredential)[ \t]*\()"
+_CREDENTIAL_PAIR = (
     r"[ \t]*(?P<q1>\\?['\"])[^'\"\\\n]{1,128}(?P=q1)[ \t]*,[ \t]*(?P<q2>\\?['\"])"
     r"(?P<s>[^'\"\\\n]{1,256})(?P=q2)"
+)
+# Each opens with a literal (fast); the lookbehinds name the call.
+_CODE_CREDENTIALS_RES = tuple(
+    re.compile(head + _CREDENTIAL_PAIR)
+    for head in (
+        r"auth(?<![\w.]auth)[ \t]*=[ \t]*\(",
+        r"Auth(?:(?<=BasicAuth)|(?<=DigestAuth))[ \t]*\(",
+        r"Credential(?:(?<=UsernamePasswordCredential)s|(?<=NetworkCredential))[ \t]*\(",
+        r"Authentication(?<=PasswordAuthentication)[ \t]*\(",
+    )
 )
 
 
@@ -273,7 +281,9 @@ def _code_credentials(text: str) -> tuple[str, int]:
         count += 1
         return _replace_s(m)
 
-    return _CODE_CREDENTIALS_RE.sub(repl, text), count
+    for regex in _CODE_CREDENTIALS_RES:
+        text = regex.sub(repl, text)
+    return text, count
 
 
 # Chat and prose: "password Tr0ub4dor&3", "the token is 9f8e7d6c5b4a39281706".
