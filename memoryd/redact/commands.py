@@ -69,13 +69,12 @@ def _contextual(
     pattern: str,
     context: str | None,
     *,
-    flags: int = 0,
     ports_ok: bool = False,
     unless: str | None = None,
 ) -> Callable[[str], tuple[str, int]]:
     """Redact group ``s`` of ``pattern`` where ``context`` occurs earlier in the same command
     (and ``unless`` does not)."""
-    regex = re.compile(pattern, flags)
+    regex = re.compile(pattern)
     ctx = re.compile(context) if context else None
     not_ctx = re.compile(unless) if unless else None
 
@@ -306,7 +305,7 @@ _PROSE_SECRET_RES = tuple(
     )
 )
 _NOT_A_PASSWORD_RE = re.compile(
-    r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+|.*(?:://|[/=${}()<>\[\]]).*|.*\.\w{1,4}"
+    r"[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)+|.*(?:://|[/=${}()<>\[\]]).*|.*\.\w{1,4}"
 )
 
 
