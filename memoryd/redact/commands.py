@@ -71,6 +71,7 @@ def _contextual(
     *,
     ports_ok: bool = False,
     unless: str | None = None,
+    line_start: bool = False,
 ) -> Callable[[str], tuple[str, int]]:
     """Redact group ``s`` of ``pattern`` where ``context`` occurs earlier in the same command
     (and ``unless`` does not)."""
@@ -85,6 +86,8 @@ def _contextual(
             nonlocal count
             if not _is_secret_value(m.group("s"), ports_ok=ports_ok):
                 return m.group()
+            if line_start and text[_line_bounds(text, m.start(), m.start())[0] : m.start()].strip():
+                return m.group()  # a directive opens its line
             if ctx is not None or not_ctx is not None:
                 start, _ = _segment(text, m.start())
                 if ctx is not None and ctx.search(text, start, m.start() + 1) is None:
@@ -213,6 +216,12 @@ def _pgpass(text: str) -> tuple[str, int]:
 _XML_ELEMENT_RE = re.compile(
     r"<(?P<tag>[A-Za-z_][\w.:\-]{0,64})(?P<attrs>\s[^<>\n]{0,200})?>(?P<s>[^<>\n]{1,512})</(?P=tag)>"
 )
+_XML_KEYWORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|auth|credential|cookie")
+# cheap gates: a closing tag or a key/name attribute that names a secret
+_XML_GATE_RE = re.compile(
+    r"</[\w.:\-]{0,30}?(?i:pass|pwd|secret|token|key|auth|credential)"
+    r"|\b(?:key|name)\s*=\s*\\?[\"'][^\"'\\]{0,40}?(?i:pass|pwd|secret|token|key|auth|credential)"
+)
 _XML_NAME_ATTR_RE = re.compile(r"\b(?:key|name)\s*=\s*\\?[\"']([^\"'\\]{1,64})\\?[\"']")
 _XML_PAIR_RE = re.compile(
     r"\b(?:key|name)\s*=\s*\\?\"(?P<k>[^\"\\]{1,64})\\?\"\s+value\s*=\s*\\?\""
@@ -232,6 +241,10 @@ def _xml(text: str) -> tuple[str, int]:
 
     def element(m: re.Match[str]) -> str:
         nonlocal count
+        if not _XML_KEYWORD_RE.search(m.group("tag")) and not (
+            m.group("attrs") and _XML_KEYWORD_RE.search(m.group("attrs"))
+        ):
+            return m.group()
         kind = _xml_kind(m.group("tag"), m.group("attrs"))
         if kind is None or kind == "cookie" or keep(m.group("s"), kind):
             return m.group()
@@ -246,7 +259,8 @@ def _xml(text: str) -> tuple[str, int]:
         count += 1
         return _replace_s(m)
 
-    text = _XML_ELEMENT_RE.sub(element, text)
+    if _XML_GATE_RE.search(text):
+        text = _XML_ELEMENT_RE.sub(element, text)
     if "value=" in text:
         text = _XML_PAIR_RE.sub(pair, text)
     return text, count
@@ -398,15 +412,19 @@ _RULES: tuple[tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]]], ...
     ("code-credentials", ("auth", "credential"), _code_credentials),
     ("prose-secret", ("password", "passwd", "passphrase", "secret", "token", "api"), _prose),
     ("pgpass", (":",), _pgpass),
-    (
-        "config-password",
-        ("requirepass", "masterauth", "masterpass", "rpcpassword", "auth_pass"),
-        _contextual(
-            rf"(?m){_BOL}[ \t]*(?:requirepass|masterauth|masterpass|rpcpassword|auth_pass)[ \t]+"
-            rf"(?P<s>\\?\"[^\"\\\n]*\\?\"|'[^'\n]*'|{_WORD}){_EOL}",
-            None,
-            ports_ok=True,
-        ),
+    *(
+        (
+            "config-password",
+            (directive,),
+            _contextual(
+                rf"(?m){directive}[ \t]+"
+                rf"(?P<s>\\?\"[^\"\\\n]*\\?\"|'[^'\n]*'|{_WORD}){_EOL}",
+                None,
+                ports_ok=True,
+                line_start=True,
+            ),
+        )
+        for directive in ("requirepass", "masterauth", "masterpass", "rpcpassword", "auth_pass")
     ),
 )
 
