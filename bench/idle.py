@@ -366,6 +366,22 @@ def memoryd(
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
 
+PEAK_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "r = subprocess.run(sys.argv[1:])\n"
+    "print('PEAK_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(r.returncode)\n"
+)
+
+
+def memoryd_peak(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run memoryd and return its peak RSS (VmHWM, KB) as the kernel accounted it at exit."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, sys.executable, "-m", "memoryd", *args],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    m = re.search(r"PEAK_KB (\d+)", proc.stderr)
+    return proc, int(m.group(1)) if m else 0
+
+
 def kv(db: Path, key: str) -> Any:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
@@ -438,17 +454,18 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         install(mock, ScriptedConsolidator())
         box = OpencodeSandbox(root / "sandbox", binary, mock.base_url)
         out.opencode_pid = box.pid
-        for title, turns in SESSIONS[:n_sessions]:
-            sid = box.driver.create_session(title, directory=box.project_dir)["id"]
+        for i in range(n_sessions):  # the 5 scripted sessions, repeated with a numbered title
+            title, turns = SESSIONS[i % len(SESSIONS)]
+            sid = box.driver.create_session(f"{title} ({i + 1})", directory=box.project_dir)["id"]
             for text in turns:
                 box.driver.say(sid, text, directory=box.project_dir)
         env = box.env
-        env.update(MEMORYD_MIN_ROLLOUT_IDLE_HOURS="0", MEMORYD_MAX_ROLLOUTS_PER_STARTUP="16")
+        env.update(MEMORYD_MIN_ROLLOUT_IDLE_HOURS="0", MEMORYD_MAX_ROLLOUTS_PER_STARTUP="32")
         inst = memoryd(env, "install", "opencode", "--config-dir", str(box.config_dir))
         if inst.returncode != 0:
             raise RuntimeError(f"memoryd install opencode failed: {inst.stderr}")
         before = len(mock.requests)
-        once = memoryd(env, "run", "--once")
+        once, once_peak_kb = memoryd_peak(env, "run", "--once")
         if once.returncode != 0:
             raise RuntimeError(
                 f"memoryd run --once failed ({once.returncode}): {once.stderr}{once.stdout}"
@@ -456,6 +473,7 @@ def run(seconds: float, warmup: float, n_sessions: int, keep: bool) -> Run:
         out.setup = {
             "seconds": time.monotonic() - t, "sessions": n_sessions, "once": once.stdout.strip(),
             "once_model": len(mock.requests) - before, "server_start": box.startup_seconds,
+            "once_peak_kb": once_peak_kb,
         }  # fmt: skip
 
         # The daemon talks to opencode through the counting proxy; everything else is the sandbox's env.
@@ -557,6 +575,8 @@ def report(r: Run) -> None:
           f"`memoryd run --once` ({s['once_model']} model requests) in {fmt_s(s['seconds'])} total")  # fmt: skip
     for line in s["once"].splitlines():
         print(f"  run --once: {line}")
+    print(f"  run --once peak RSS (VmHWM, the whole pass: {s['sessions']} extractions + consolidation): "
+          f"{s['once_peak_kb'] / 1024:.1f} MB (goal <= 70 MB)")  # fmt: skip
     last = s.get("last_pass") or {}
     p1 = last.get("phase1") or {}
     print(f"daemon start-up: ready (start-up pass done, event stream connected) {fmt_s(s['ready_s'])} after "
@@ -666,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sessions",
         type=int,
         default=4,
-        help=f"sessions in the sandbox (1–{len(SESSIONS)}, default 4)",
+        help="sessions in the sandbox (1–40, default 4; the scripted 5 repeat)",
     )
     ap.add_argument(
         "--keep", action="store_true", help="keep the temp tree (sandbox, memoryd home, daemon log)"
@@ -677,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     r = run(
         max(2.0, args.seconds),
         max(0.0, args.warmup),
-        max(1, min(len(SESSIONS), args.sessions)),
+        max(1, min(40, args.sessions)),
         args.keep,
     )
     report(r)

@@ -8,6 +8,7 @@ from pathlib import Path
 from memoryd.errors import LeaseHeld, PathError
 from memoryd.paths import Paths
 from memoryd.store import Store
+from memoryd.write import review
 
 
 def _clear_folder(root: Path) -> None:
@@ -38,6 +39,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
         raise LeaseHeld()
     store.reset_memory_data()
     _clear_folder(paths.memories)
+    review.discard(paths)
     if paths.baseline_git.is_symlink():
         paths.baseline_git.unlink()
     elif paths.baseline_git.exists():

@@ -15,7 +15,8 @@ The tree::
     │   └── SchemaTooNew            written by a newer memoryd; refused
     ├── TemplateError               a prompt template is missing or lacks a variable
     ├── HostError                   talking to the agent host (opencode)
-    │   ├── HostUnreachable         connection refused, DNS, server never said "listening"
+    │   ├── HostUnreachable         connection refused, DNS, no server configured or recorded
+    │   │   └── HostNotStarted      memoryd's own opencode could not be found, started or readied
     │   ├── HostAuthError           401/403
     │   ├── HostTimeout             no answer in time
     │   ├── HostProtocolError       an answer we cannot parse (malformed JSON, wrong shape)
@@ -40,6 +41,8 @@ The tree::
     ├── BaselineBroken              (internal) the baseline repository must be rebuilt
     │   └── BaselineHeadMissing     (internal) it has no commit yet
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
+    ├── UIError                     the web UI cannot listen on its port
     └── ToolError                   a memory tool declined; the message is for the model or user
         ├── NotFound                no such path, note or session (also a LookupError)
         ├── Refused                 understood and declined: a secret, a symlink, a lease
@@ -105,9 +108,31 @@ class HostError(MemorydError):
 
 
 class HostUnreachable(HostError):
+    """``url`` is the address tried; empty when there was none to try."""
+
     def __init__(self, url: str, detail: str) -> None:
         self.url = url
-        super().__init__(f"opencode at {url} is unreachable: {detail}")
+        self.detail = detail
+        super().__init__(
+            f"opencode at {url} is unreachable: {detail}"
+            if url
+            else f"no opencode server to talk to: {detail}"
+        )
+
+
+class HostNotStarted(HostUnreachable):
+    """The private server: names the executable tried and, once it had one, its address."""
+
+    def __init__(self, executable: str, detail: str, url: str = "") -> None:
+        self.executable = executable
+        HostError.__init__(
+            self,
+            f"could not start opencode ({executable}"
+            + (f", serving on {url}" if url else "")
+            + f"): {detail}",
+        )
+        self.url = url
+        self.detail = detail
 
 
 class HostAuthError(HostError):
@@ -179,10 +204,18 @@ class InstallError(MemorydError):
     pass
 
 
+class ReviewError(MemorydError):
+    """Nothing is staged for review, or the consolidation job is busy and cannot take a decision."""
+
+
+class UIError(MemorydError):
+    """The web UI could not listen on its port."""
+
+
 class PortTaken(MemorydError):
     """The port chosen for a private ``opencode serve`` was taken meanwhile; try another."""
 
-    def __init__(self, error: HostUnreachable) -> None:
+    def __init__(self, error: HostNotStarted) -> None:
         super().__init__(str(error))
         self.error = error
 

@@ -12,8 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from memoryd.errors import PathError
 
 APP = "memoryd"
@@ -33,6 +31,8 @@ class Paths:
         if home:
             root = Path(home).expanduser().absolute()
             return cls(config_file=root / "config.toml", data_dir=root, state_dir=root / "state")
+        import platformdirs  # only without MEMORYD_HOME (~2 MB of imports a daemon can skip)
+
         return cls(
             config_file=Path(platformdirs.user_config_dir(APP)) / "config.toml",
             data_dir=Path(platformdirs.user_data_dir(APP)),
@@ -51,6 +51,16 @@ class Paths:
     def baseline_git(self) -> Path:
         """The phase-2 baseline repository, kept outside the memory folder on purpose."""
         return self.data_dir / "baseline.git"
+
+    @property
+    def review_dir(self) -> Path:
+        """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
+        return self.data_dir / "review"
+
+    @property
+    def ui_url_file(self) -> Path:
+        """The daemon's web UI address with its access token (owner-readable only)."""
+        return self.state_dir / "ui-url"
 
     @property
     def logs(self) -> Path:
@@ -106,6 +116,29 @@ class Paths:
         if not os.access(path, os.W_OK | os.X_OK):
             raise PathError(path, "is not writable")
         return path
+
+
+def change_mark_file(memories: Path) -> Path:
+    """Bumped by whoever edits memory files in place (rename-free): the search index's cue.
+
+    Kept beside the memory folder, not in it, so the consolidator cannot touch it.
+    """
+    return memories.with_name(memories.name + ".changed")
+
+
+def bump_change_mark(memories: Path) -> None:
+    """Record that files under ``memories`` may have changed without their folder noticing."""
+    mark = change_mark_file(memories)
+    try:
+        fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return  # best effort: the index still re-checks everything every few minutes
+    try:
+        os.write(fd, b".")
+        if os.fstat(fd).st_size > 4096:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def templates_dir() -> Path:

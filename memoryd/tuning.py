@@ -84,3 +84,11 @@ INDEX_BUSY_TIMEOUT_S = 30.0
 # -- extensions --------------------------------------------------------------------------------
 EXTENSION_SOURCE_MAX_BYTES = 4 * 1024 * 1024
 CODEX_ARTIFACT_MAX_BYTES = 16 * 1024 * 1024
+
+# -- review mode and the web UI ----------------------------------------------------------------
+REVIEW_HISTORY_MAX = 50  # accept/reject decisions kept for the Review page
+REVIEW_REASON_MAX_CHARS = 500
+UI_CHART_DAYS = 30  # the dashboard's tokens-per-day chart
+UI_SEARCH_RESULTS = 30
+UI_MAX_LISTED = 500  # files listed per folder on the Memory page
+UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by the guard

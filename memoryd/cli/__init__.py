@@ -22,6 +22,7 @@ from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
 from memoryd.cli import tool as tool_cmd
+from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
     EXIT_ERROR,
     EXIT_HOST,
@@ -50,6 +51,7 @@ GROUPS = (
     mcp_cmd,
     tool_cmd,
     paths_cmd,
+    ui_cmd,
 )
 
 

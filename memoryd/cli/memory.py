@@ -10,7 +10,6 @@ import argparse
 import json
 from typing import Any
 
-from memoryd import tools
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
 
@@ -90,6 +89,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_read(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_read(app.paths.memories, args.path, args.line_offset, args.max_lines),
         args.as_json,
@@ -97,10 +98,14 @@ def cmd_read(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_list(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(tools.memory_list(app.paths.memories, args.path, args.max_results), args.as_json)
 
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     index = (
         tools.SearchIndex(
             tools.default_index_path(app.paths.data_dir), app.paths.memories, app.store
@@ -132,6 +137,8 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_note_add(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_add_note(
             app.paths.memories, args.text, args.title, clock=app.clock, store=app.store
@@ -141,6 +148,8 @@ def cmd_note_add(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(
         tools.memory_forget(
             app.store, app.paths.memories, session_id=args.session_id, note=args.note
@@ -150,14 +159,20 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_mode(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(tools.memory_mode(app.store, args.mode, args.session_id), args.as_json)
 
 
 def cmd_inspect(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     return _out(tools.memory_inspect(app.store, app.settings, app.paths), args.as_json)
 
 
 def cmd_reset(app: App, args: argparse.Namespace) -> int:
+    from memoryd import tools  # not loaded by the daemon, which never needs it
+
     if not args.yes:
         print(
             "memoryd reset deletes every extracted memory, MEMORY.md, the summary, skills and notes."

@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def phase2_line(result: Phase2Result) -> str:
     text = {
         Phase2Status.SUCCEEDED: f"consolidated {len(result.changes)} changed files into MEMORY.md and memory_summary.md",
+        Phase2Status.STAGED: f"consolidated {len(result.changes)} changed files; staged for review (`memoryd review`)",
+        Phase2Status.SKIPPED_REVIEW: "a consolidation is waiting for review (`memoryd review`)",
         Phase2Status.NO_CHANGES: "memory folder unchanged since the last consolidation (no model call)",
         Phase2Status.NO_INPUTS: "nothing to consolidate yet (no model call)",
         Phase2Status.SKIPPED_COOLDOWN: "waiting for the cooldown after the last consolidation",

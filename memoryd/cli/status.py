@@ -8,7 +8,9 @@ from typing import Any
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.clock import iso_ms
 from memoryd.status import snapshot
+from memoryd.write import review
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,6 +21,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     snap = snapshot(app.store, app.settings, app.paths)
+    staged = review.pending(app.paths)
+    snap["review"] = {
+        "mode": app.settings.review,
+        "pending": staged is not None,
+        "staged_at": iso_ms(staged.staged_at) if staged else None,
+    }
     if args.as_json:
         print(json.dumps(snap, indent=2, sort_keys=True))
     else:
@@ -50,6 +58,11 @@ def render(s: dict[str, Any]) -> str:
     if p2["last_error"] and p2["status"] != "done":
         p2_text += f"; last error: {p2['last_error']}"
     rows.append(("phase 2", p2_text))
+    rv = s.get("review") or {}
+    if rv.get("pending"):
+        rows.append(
+            ("review", f"a consolidation staged at {rv['staged_at']} waits (`memoryd review`)")
+        )
     lp = s.get("last_pass")
     if lp:
         p1 = lp["phase1"]

@@ -104,8 +104,9 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostConne
         url, username, password = handle.url, handle.username, handle.password
     else:
         raise HostUnreachable(
-            "(none)",
-            "no [host] url is configured, no running opencode was recorded, and start_server is false",
+            "",
+            "no [host] url is configured, no running opencode was recorded, "
+            "and [host] start_server is false",
         )
     try:
         async with OpencodeClient(

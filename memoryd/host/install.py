@@ -28,7 +28,6 @@ from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
 from memoryd.host.agents import HELPER_AGENT_PREFIX, remove_agent_configs
 from memoryd.host.mcp_config import McpStep, server_command, server_env, uninstall_mcp
 from memoryd.paths import Paths
-from memoryd.tools.host import SPECS
 
 HOST = "opencode"
 MCP_RECORD = "opencode-mcp"
@@ -74,6 +73,8 @@ SHIM = "plugin/memoryd.js"
 
 def planned_files(paths: Paths) -> list[PlannedFile]:
     """The shim, with memoryd's paths and the command that answers its tools filled in."""
+    from memoryd.tools.host import SPECS  # the tools package is not for every command to load
+
     files = []
     shim = prompts.render(
         "opencode/memoryd.js",

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from memoryd.errors import HostUnreachable, PortTaken
+from memoryd.errors import HostNotStarted, PortTaken
 from memoryd.owner import Owner, current_owner, owner_gone, process_start
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,15 @@ def find_opencode(bin_name: str) -> str:
         path = Path(bin_name).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
             return str(path.absolute())
-        raise HostUnreachable(
-            "opencode", f"executable {bin_name!r} does not exist or is not executable"
+        raise HostNotStarted(
+            str(path), "the file does not exist or is not executable; check [host] opencode_bin"
         )
     found = shutil.which(bin_name)
     if not found:
-        raise HostUnreachable("opencode", f"executable {bin_name!r} not found on PATH")
+        raise HostNotStarted(
+            bin_name,
+            "not found on PATH; install opencode or set [host] opencode_bin to its full path",
+        )
     return str(Path(found).absolute())
 
 
@@ -211,13 +214,13 @@ class PrivateServer:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> ServerHandle:
-        """Spawn the server and wait for its "listening" line; raise HostUnreachable otherwise."""
+        """Spawn the server and wait for its "listening" line; raise HostNotStarted otherwise."""
         if self.handle is not None:
             return self.handle
         binary = find_opencode(self.opencode_bin)
         password = self.password or secrets.token_urlsafe(32)
         attempts = 1 if self.port is not None else _PORT_ATTEMPTS
-        last_error: HostUnreachable | None = None
+        last_error: HostNotStarted | None = None
         for attempt in range(attempts):
             port = self.port if self.port is not None else free_port()
             try:
@@ -250,7 +253,7 @@ class PrivateServer:
                 start_new_session=True,  # own process group: stop() reaches tool subprocesses too
             )
         except OSError as exc:
-            raise HostUnreachable(where, f"cannot start {binary}: {exc.strerror or exc}") from exc
+            raise HostNotStarted(binary, str(exc.strerror or exc)) from exc
         self._proc = proc
         self._record = _record_server(self.record_dir, proc.pid)
         self._output = _Output(proc, self.log_file)
@@ -263,19 +266,21 @@ class PrivateServer:
                     output = self._output
                     self.stop()  # reaps it and closes the pipes, so the tail is complete
                     tail = output.tail()
-                    err = HostUnreachable(
-                        where,
-                        f"opencode serve exited with code {proc.returncode} "
+                    err = HostNotStarted(
+                        binary,
+                        f"`opencode serve` exited with code {proc.returncode} "
                         f"before listening; last output:\n{tail}",
+                        where,
                     )
                     if "ServeError" in tail or "EADDRINUSE" in tail:
                         raise PortTaken(err)
                     raise err
                 if time.monotonic() >= deadline:
-                    raise HostUnreachable(
-                        where,
-                        f"opencode serve did not report listening within "
+                    raise HostNotStarted(
+                        binary,
+                        f"`opencode serve` did not report listening within "
                         f"{self.startup_timeout:g} s; last output:\n{self._output.tail()}",
+                        where,
                     )
         except BaseException:
             self.stop()

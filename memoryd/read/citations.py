@@ -11,8 +11,8 @@ An agent that used memory ends its reply with one block::
     </session_ids>
     </memory-citation>
 
-Parsing is lenient (several blocks, any case, duplicates, the legacy comma-separated form inside
-``<citation_entries>``); an unclosed block is not parsed, but is still stripped from the end of
+Parsing is lenient (several blocks, any case, duplicates, several comma-separated line ranges
+on one entry line, the legacy comma-separated id form inside ``<citation_entries>``); an unclosed block is not parsed, but is still stripped from the end of
 the text so markup never leaks into a transcript.
 """
 
@@ -46,20 +46,28 @@ def _section(body: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _entry(line: str) -> CitationEntry | None:
+def _entries(line: str) -> list[CitationEntry] | None:
+    """One line, ``path:a-b|note=[...]``; ``path:a-b,c-d`` (several ranges) gives one entry per range.
+
+    The read-path prompt asks for one line per range, but a model that folds two passages of one
+    file into one line must not lose the citation. Any malformed range rejects the whole line.
+    """
     head, sep, note = line.rpartition("|note=[")
     if not sep or not note.endswith("]"):
         return None
-    path, colon, rng = head.rpartition(":")
+    path, colon, ranges = head.rpartition(":")
     if not colon or not path.strip():
         return None
-    start_s, _, end_s = rng.partition("-")
-    try:
-        start = int(start_s)
-        end = int(end_s) if end_s else start
-    except ValueError:
-        return None
-    return CitationEntry(path.strip(), start, end, note[:-1].strip())
+    out = []
+    for rng in ranges.split(","):
+        start_s, _, end_s = rng.partition("-")
+        try:
+            start = int(start_s)
+            end = int(end_s) if end_s else start
+        except ValueError:
+            return None
+        out.append(CitationEntry(path.strip(), start, end, note[:-1].strip()))
+    return out
 
 
 def parse_citations(text: str) -> Citation:
@@ -72,9 +80,9 @@ def parse_citations(text: str) -> Citation:
             line = raw.strip()
             if not line:
                 continue
-            entry = _entry(line)
-            if entry is not None:
-                result.entries.append(entry)
+            entries_here = _entries(line)
+            if entries_here is not None:
+                result.entries.extend(entries_here)
             elif "|note=" not in line:
                 # legacy form: a comma-separated id list inside citation_entries
                 for sid in _SESSION_ID.findall(line):

@@ -57,6 +57,8 @@ class Daemon:
         self._follower_task: asyncio.Task[None] | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self._recorded: dict[str, Any] | None = None
+        self._ui: Any = None
+        self._ui_task: asyncio.Task[None] | None = None
         self._pass_running = False
         self._requested_at: datetime | None = None  # a pass asked for while one was running
 
@@ -105,6 +107,7 @@ class Daemon:
         try:
             self._start_scheduler()
             self._start_follower()
+            self._start_ui()
             self._record()
             sdnotify.notify("READY=1")
             log.info(
@@ -159,6 +162,25 @@ class Daemon:
         )
         self._follower_task = asyncio.create_task(self._follower.run(), name="memoryd-events")
 
+    def _start_ui(self) -> None:
+        """With ``ui = true``, serve the web UI on the daemon's loop (same store, same process)."""
+        if not self.app.settings.ui:
+            return
+        from memoryd.web.server import make_server, write_url_file
+
+        try:
+            self._ui = make_server(self.app, self.app.settings.ui_port)
+        except MemorydError as exc:
+            log.error("web UI not started: %s", exc)
+            return
+        where = write_url_file(self.app.paths, self._ui.url)
+        log.info(
+            "web UI on http://127.0.0.1:%d/ (the URL with its access token is in %s)",
+            self._ui.keys.port,
+            where,
+        )
+        self._ui_task = asyncio.create_task(self._ui.serve(), name="memoryd-ui")
+
     async def shutdown(self) -> None:
         log.info(
             "shutting down (waiting up to %.0f s; press Ctrl+C again to force)",
@@ -169,6 +191,12 @@ class Daemon:
         if self._follower_task is not None:
             self._follower_task.cancel()
             await asyncio.gather(self._follower_task, return_exceptions=True)
+        if self._ui_task is not None:
+            self._ui.stop()
+            await asyncio.wait({self._ui_task}, timeout=2.0)
+            self._ui_task.cancel()
+            await asyncio.gather(self._ui_task, return_exceptions=True)
+            self._ui.sock.close()
         for task in list(self._active):
             task.cancel()
         if self._active:

@@ -296,6 +296,11 @@ class JobsMixin:
         ).fetchone()
         return row
 
+    def stage1_jobs(self) -> dict[str, sqlite3.Row]:
+        """Every session's extraction job, by session id (for the web UI's session list)."""
+        rows = self._conn.execute("SELECT * FROM jobs WHERE kind = ?", (STAGE1,))
+        return {r["job_key"]: r for r in rows}
+
     def stage1_counts(self) -> dict[str, int]:
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
         for status, n in self._conn.execute(

@@ -326,6 +326,16 @@ class OutputsMixin:
             }
         return out
 
+    def tokens_per_day(self, since_ms: int) -> dict[int, int]:
+        """Tokens (input + output + reasoning) per UTC day since ``since_ms``, keyed by day start."""
+        rows = self._conn.execute(
+            """SELECT (at / ?) * ? AS day,
+                      SUM(input_tokens + output_tokens + reasoning_tokens) AS tokens
+               FROM model_calls WHERE at >= ? GROUP BY day ORDER BY day""",
+            (DAY, DAY, since_ms),
+        )
+        return {int(r["day"]): int(r["tokens"] or 0) for r in rows}
+
     def job_tokens(self, job_kind: str, job_key: str) -> CallUsage:
         r = self._conn.execute(
             """SELECT SUM(input_tokens), SUM(output_tokens), SUM(reasoning_tokens), SUM(cache_read_tokens),

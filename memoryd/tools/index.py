@@ -10,9 +10,15 @@ Decisions:
 * **It is a cache.** Everything in it can be rebuilt from the folder and ``memory.db``; a file
   from another schema version, for another memory folder, or that SQLite cannot read is wiped and
   rebuilt, never repaired.
-* **Incremental, checked on every query.** Files are compared by ``(mtime_ns, size)`` and outputs
+* **Incremental, and no scan per query.** Files are compared by ``(mtime_ns, size)`` and outputs
   by ``(session_id, source_updated_at, generated_at)`` with what was indexed; only changed or
-  removed ones are touched. A query that finds nothing changed takes no write lock.
+  removed ones are touched. That comparison walks the whole folder (~0.2 s at 50 MB), so a query
+  first compares a *watermark* instead: the mtimes of the folders that held indexed files
+  (adding, removing or atomically replacing a file changes its folder's mtime), the change mark
+  writers bump after editing files in place (:func:`memoryd.paths.bump_change_mark`; phase 2
+  does, for the consolidator's writes) and one aggregate over the enabled outputs. Equal
+  watermark, no walk. An in-place edit nobody marked (a hand edit) is caught by the full
+  comparison at least every :data:`FULL_CHECK_S` seconds.
 * **Outputs replace their renders.** With a store attached, ``raw_memories.md`` and
   ``rollout_summaries/`` are not indexed as files: they are renders of the outputs, which are
   indexed directly with their session ids (so one memory is not ranked twice, and a forgotten
@@ -32,6 +38,7 @@ Decisions:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -46,6 +53,7 @@ from pathlib import Path
 from typing import Self
 
 from memoryd.errors import InvalidArgument, Refused
+from memoryd.paths import change_mark_file
 from memoryd.store import Store
 from memoryd.tools.common import iso, stamp_ms
 from memoryd.tools.files import decode
@@ -58,6 +66,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 INDEX_FILE = "search.db"
+FULL_CHECK_S = 300
+RACY_NS = 1_000_000_000
 SOFT_CHUNK_CHARS = 600
 HARD_CHUNK_CHARS = 1500
 HEAD_WEIGHT = 2.5
@@ -205,6 +215,7 @@ class RefreshStats:
     chunks_added: int = 0
     chunks_removed: int = 0
     elapsed_ms: float = 0.0
+    watermark_hit: bool = False  # answered from the watermark, without walking the folder
 
     @property
     def changed(self) -> bool:
@@ -490,16 +501,69 @@ class SearchIndex:
                     stats.outputs_removed += 1
         return differs
 
+    def _indexed_dirs(self) -> list[str]:
+        dirs = {""}
+        for (key,) in self._conn.execute("SELECT key FROM docs WHERE source = 'file'"):
+            dirs.add(key.rpartition("/")[0])
+        return sorted(dirs)
+
+    def _watermark(self, dirs: list[str]) -> str:
+        """What must change when indexed content may have: folder mtimes, the mark, outputs.
+
+        File times tick coarsely (a few ms): two changes in one tick leave the same mtime. So,
+        as git does for its index, a watermark holding a time too close to now is *racy* and
+        comes back empty, which never matches: the next query compares everything.
+        """
+        parts = []
+        newest = 0
+        for rel in dirs:
+            try:
+                st = os.lstat(self.root / rel if rel else self.root)
+                parts.append(f"{rel}:{st.st_mtime_ns}:{st.st_ino}")
+                newest = max(newest, st.st_mtime_ns)
+            except OSError:
+                parts.append(f"{rel}:-")
+        try:
+            mark = os.lstat(change_mark_file(self.root))
+            parts.append(f"mark:{mark.st_mtime_ns}:{mark.st_size}:{mark.st_ino}")
+            newest = max(newest, mark.st_mtime_ns)
+        except OSError:
+            parts.append("mark:-")
+        if newest >= time.time_ns() - RACY_NS:
+            return ""
+        if self.store is not None:
+            row = self.store._conn.execute(
+                """SELECT COUNT(*), TOTAL(o.source_updated_at), TOTAL(o.generated_at)
+                   FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
+                   WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'"""
+            ).fetchone()
+            parts.append(f"outputs:{row[0]}:{row[1]:.0f}:{row[2]:.0f}")
+        return "|".join(parts)
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
     def refresh(self) -> RefreshStats:
         """Bring the index up to date with the folder and the outputs; returns what it did.
 
-        A first pass only compares signatures, without a write lock; if anything differs, the
-        work is redone inside ``BEGIN IMMEDIATE`` so a concurrent refresher's work is seen.
+        An unchanged watermark (recent enough) answers at once. Otherwise a pass compares
+        signatures without a write lock; if anything differs, the work is redone inside
+        ``BEGIN IMMEDIATE`` so a concurrent refresher's work is seen.
         """
         started = time.perf_counter()
         with self._lock:
+            checked = self._meta("checked_at")
+            fresh = checked is not None and time.time() - float(checked) < FULL_CHECK_S
+            dirs = json.loads(self._meta("dirs") or "[]")
+            before = self._watermark(dirs)
+            if fresh and dirs and before and self._meta("watermark") == before:
+                probe = RefreshStats(watermark_hit=True)
+                probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+                return probe
             probe = RefreshStats()
             if not (self._sync_files(False, probe) | self._sync_outputs(False, probe)):
+                self._remember(dirs, before)
                 probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
                 return probe
             stats = RefreshStats()
@@ -509,8 +573,26 @@ class SearchIndex:
             if stats.chunks_removed:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            self._remember(dirs, before)
             stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
             return stats
+
+    def _remember(self, dirs: list[str], before: str) -> None:
+        """Store the watermark the index now matches: the one taken before the sync, so a change
+        racing with the sync shows at the next query. Only when the set of folders changed is it
+        taken again afterwards (a change in that short window waits for the periodic check)."""
+        now_dirs = self._indexed_dirs()
+        mark = before if now_dirs == dirs else self._watermark(now_dirs)
+        dirs = now_dirs
+        with self._write() as c:
+            c.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("watermark", mark),
+                    ("dirs", json.dumps(dirs)),
+                    ("checked_at", repr(time.time())),
+                ],
+            )
 
     # -- querying ---------------------------------------------------------------------------
 

@@ -17,12 +17,17 @@ Rules the rest of phase 2 relies on:
   content does not linger in git objects. The new repository is built beside the old one and
   swapped in, so a failed reset leaves the previous baseline intact.
 * Symlinks in the worktree are never followed nor tracked; finding one is an error.
+* Like git's index, a *stat cache* beside the repository (``<git_dir>.stat``) remembers each
+  file's (mtime, size, inode, mode) and blob id for the current commit, so a diff reads and hashes
+  only files whose stat changed. An entry whose mtime is within a second of when the cache was
+  written is *racy* (a same-tick edit would keep its stat) and is always re-read.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import logging
 import os
 import re
@@ -115,6 +120,47 @@ class WorkspaceDiff:
 
 
 Entries = dict[str, tuple[int, ObjectID]]  # relpath -> (mode, hex blob id)
+StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, st_mode
+RACY_NS = 1_000_000_000
+
+
+class StatCache:
+    """relpath -> (stat key, git mode, blob id), valid for one baseline commit only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self, head: bytes) -> dict[str, tuple[StatKey, int, ObjectID]]:
+        try:
+            raw = read_regular_with_mode(self.path)
+            data = json.loads(raw[0]) if raw is not None else None
+        except (PathError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("head") != head.decode():
+            return {}
+        fresh_before = int(data.get("written_ns", 0)) - RACY_NS
+        out = {}
+        for rel, (mt, size, ino, st_mode, mode, blob) in data.get("files", {}).items():
+            if mt < fresh_before:  # racily recent entries are never trusted
+                out[rel] = ((mt, size, ino, st_mode), mode, ObjectID(blob.encode("ascii")))
+        return out
+
+    def save(self, head: bytes, files: dict[str, tuple[StatKey, int, ObjectID]]) -> None:
+        data = {
+            "head": head.decode(),
+            "written_ns": time.time_ns(),
+            "files": {r: [*k, m, b.decode()] for r, (k, m, b) in files.items()},
+        }
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:  # a cache: no fsync, and a failed write only costs the next diff some hashing
+            tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.debug("could not write the stat cache %s: %s", self.path, exc)
+            tmp.unlink(missing_ok=True)
+
+    def drop(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class Baseline:
@@ -160,13 +206,17 @@ class Baseline:
         self.reset()
         return True
 
+    @property
+    def stat_cache(self) -> StatCache:
+        return StatCache(self.git_dir.with_name(self.git_dir.name + ".stat"))
+
     def diff(self) -> WorkspaceDiff:
         """Changes from the baseline commit to the worktree (statuses and a unified patch)."""
         started = time.perf_counter()
         try:
             with self._open() as repo:
                 head = _head_entries(repo)
-                result = self._diff(repo, head)
+                result = self._diff(repo, head, repo.refs[HEADREF])
         except BaselineError:
             raise
         except BaselineHeadMissing as exc:
@@ -188,9 +238,13 @@ class Baseline:
     def reset(self) -> None:
         """Replace the baseline with one parentless commit of the worktree; history is dropped."""
         started = time.perf_counter()
-        files = [
-            (rel, *_read_file(abspath)) for rel, abspath in self._walk()
-        ]  # before touching git_dir
+        cache = self.stat_cache
+        cache.drop()  # whatever happens below, the old entries describe the old commit
+        files, keys = [], {}
+        for rel, abspath, key in self._walk():  # before touching git_dir
+            mode, data = _read_file(abspath)  # stat taken before the read: a race only re-hashes
+            files.append((rel, mode, data))
+            keys[rel] = (key, mode, _blob_id(data))
         parent = self.git_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -201,6 +255,7 @@ class Baseline:
             with Repo.init_bare(str(tmp), default_branch=BRANCH) as repo:
                 commit_id = _commit_files(repo, files)
             self._swap_in(tmp)
+            cache.save(commit_id, keys)
         except BaselineError:
             _remove(tmp)
             raise
@@ -284,14 +339,14 @@ class Baseline:
 
     # -- worktree ----------------------------------------------------------------------------
 
-    def _walk(self) -> list[tuple[str, str]]:
-        """Regular files under the worktree, sorted by posix relpath; symlinks raise."""
+    def _walk(self) -> list[tuple[str, str, StatKey]]:
+        """Regular files under the worktree with their stat, sorted by relpath; symlinks raise."""
         wt = self.worktree
         if wt.is_symlink():
             raise BaselineError(f"{wt}: the memory folder is a symlink")
         if not wt.is_dir():
             raise BaselineError(f"{wt}: the memory folder is missing or not a directory")
-        found: list[tuple[str, str]] = []  # (relpath, abspath)
+        found: list[tuple[str, str, StatKey]] = []  # (relpath, abspath, stat key)
         stack: list[tuple[str, str]] = [(str(wt), "")]
         while stack:
             absdir, reldir = stack.pop()
@@ -311,24 +366,38 @@ class Baseline:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file(follow_symlinks=False):
-                    found.append((rel, entry.path))
+                    st = entry.stat(follow_symlinks=False)
+                    key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+                    found.append((rel, entry.path, key))
                 else:
                     log.warning("baseline: skipping %s (not a regular file)", entry.path)
         found.sort()
         return found
 
-    def _diff(self, repo: Repo, head: Entries) -> WorkspaceDiff:
+    def _diff(self, repo: Repo, head: Entries, head_id: bytes) -> WorkspaceDiff:
         changes: list[Change] = []
         pieces: list[str] = []
         seen: set[str] = set()
         work: dict[str, tuple[int, bytes]] = {}
-        for rel, abspath in self._walk():
-            mode, data = _read_file(abspath)
+        cache = self.stat_cache
+        known = cache.load(head_id)
+        now: dict[str, tuple[StatKey, int, ObjectID]] = {}
+        for rel, abspath, key in self._walk():
             seen.add(rel)
             old = head.get(rel)
-            if old is not None and old == (mode, _blob_id(data)):
+            hit = known.get(rel)
+            if hit is not None and hit[0] == key:
+                now[rel] = hit
+                if old is not None and old == (hit[1], hit[2]):
+                    continue  # stat unchanged since that content was hashed: not read at all
+            mode, data = _read_file(abspath)
+            blob = _blob_id(data)
+            now[rel] = (key, mode, blob)
+            if old is not None and old == (mode, blob):
                 continue  # unchanged: content is dropped right away
             work[rel] = (mode, data)
+        if now.keys() != known.keys() or any(now[r] != known[r] for r in now):
+            cache.save(head_id, now)
         paths = sorted(set(work) | (set(head) - seen))
         for path in paths:
             old = head.get(path)

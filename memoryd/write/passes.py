@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd import tokens
 from memoryd.app import App
 from memoryd.host.connect import open_host
 from memoryd.read.block import sync_block
@@ -40,6 +41,7 @@ def tick(app: App) -> IngestResult:
         return result  # the consolidator is editing the summary: inject only what a run validated
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
+    tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
     return result
 
 
@@ -69,6 +71,7 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
+    tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
     store.put_state(
         LAST_PASS,
         {

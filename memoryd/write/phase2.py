@@ -21,6 +21,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryd import prompts
 from memoryd.errors import (
@@ -35,13 +36,14 @@ from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT
+from memoryd.paths import bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
-from memoryd.write.baseline import Baseline, WorkspaceDiff
+from memoryd.write import review
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -51,6 +53,9 @@ from memoryd.write.helpers import (
     session_usage,
 )
 
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline, WorkspaceDiff
+
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +63,8 @@ class Phase2Status(enum.StrEnum):
     """How a phase-2 run ended (a string enum: it is also what ``status --json`` prints)."""
 
     SUCCEEDED = "succeeded"
+    STAGED = "staged"  # review mode: validated, waiting outside the folder for a person
+    SKIPPED_REVIEW = "skipped_review"  # a staged consolidation is still waiting
     NO_CHANGES = "no_changes"  # the folder matches the baseline: no model call
     NO_INPUTS = "no_inputs"  # nothing selected, no notes, no earlier memory: no model call
     SKIPPED_COOLDOWN = "skipped_cooldown"
@@ -139,6 +146,9 @@ class Phase2(PhaseBase):
         return Workspace(self.paths.memories, clock=self.clock)
 
     def baseline(self) -> Baseline:
+        # dulwich is loaded only when a consolidation is actually claimed (daemon RSS at idle)
+        from memoryd.write.baseline import Baseline
+
         return Baseline(
             self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
         )
@@ -146,6 +156,10 @@ class Phase2(PhaseBase):
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
             return Phase2Result(Phase2Status.SKIPPED_DISABLED)
+        if review.pending(self.paths) is not None:
+            return Phase2Result(
+                Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
+            )
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(Phase2Status(claim.status))
@@ -231,10 +245,32 @@ class Phase2(PhaseBase):
             raise InvalidMemory(problems)
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
+        if self.settings.review:
+            return await self._stage_for_review(token, baseline, consumed, watermark, changes)
         await asyncio.to_thread(baseline.reset)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
+
+    async def _stage_for_review(
+        self,
+        token: str,
+        baseline: Baseline,
+        consumed: list[tuple[str, int]],
+        watermark: int,
+        changes: list[str],
+    ) -> Phase2Result:
+        """Review mode: park the validated result outside the folder; the live memory stays."""
+        staged = review.Staged(
+            staged_at=self.clock.now_ms(),
+            consumed=consumed,
+            watermark=watermark,
+            claimed_input=self._claimed_input,
+            changes=changes,
+        )
+        await asyncio.to_thread(review.stage, self.paths, baseline, staged)
+        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
@@ -303,6 +339,7 @@ class Phase2(PhaseBase):
                 outcome = "aborted"
                 raise
             finally:
+                bump_change_mark(self.paths.memories)  # opencode writes in place: tell the index
                 usage = CallUsage()
                 try:
                     usage = session_usage(await self.client.get_session(helper.id))

@@ -57,18 +57,22 @@ function pyInt(s) {
   return m[1] === "-" ? -n : n;
 }
 
-function entry(line) {
+function entryLine(line) { // "path:a-b,c-d|note=[...]" gives one entry per range
   const cut = line.lastIndexOf("|note=[");
   const note = line.slice(cut + 7);
   if (cut < 0 || !note.endsWith("]")) return null;
   const head = line.slice(0, cut), colon = head.lastIndexOf(":");
   const file = pyStrip(head.slice(0, colon));
   if (colon < 0 || !file) return null;
-  const rng = head.slice(colon + 1), dash = rng.indexOf("-");
-  const start = pyInt(dash < 0 ? rng : rng.slice(0, dash));
-  const end = dash < 0 || dash === rng.length - 1 ? start : pyInt(rng.slice(dash + 1));
-  if (start === null || end === null) return null;
-  return { path: file, line_start: start, line_end: end, note: pyStrip(note.slice(0, -1)) };
+  const out = [];
+  for (const rng of head.slice(colon + 1).split(",")) {
+    const dash = rng.indexOf("-");
+    const start = pyInt(dash < 0 ? rng : rng.slice(0, dash));
+    const end = dash < 0 || dash === rng.length - 1 ? start : pyInt(rng.slice(dash + 1));
+    if (start === null || end === null) return null;
+    out.push({ path: file, line_start: start, line_end: end, note: pyStrip(note.slice(0, -1)) });
+  }
+  return out;
 }
 
 function parseCitations(text) {
@@ -78,8 +82,8 @@ function parseCitations(text) {
     for (const raw of (ENTRIES.exec(block)?.[1] ?? "").split(LINES)) {
       const line = pyStrip(raw);
       if (!line) continue;
-      const e = entry(line);
-      if (e) entries.push(e);
+      const e = entryLine(line);
+      if (e) entries.push(...e);
       else if (!line.includes("|note=")) for (const [sid] of line.matchAll(SESSION_ID)) add(sid); // legacy
     }
     for (const [sid] of (IDS.exec(block)?.[1] ?? "").matchAll(SESSION_ID)) add(sid);

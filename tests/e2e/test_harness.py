@@ -325,16 +325,23 @@ def test_startup_failure_raises_host_unreachable(opencode_bin: Path, tmp_path: P
         with pytest.raises(HostUnreachable, match="exited with code 1 before listening") as err:
             server.start()
     assert "ServeError" in str(err.value)
+    # names the executable and the address it tried
+    assert str(opencode_bin) in str(err.value) and f"http://127.0.0.1:{port}" in str(err.value)
     assert not server.running
     server.stop()
 
 
 def test_find_opencode_and_seed(opencode_bin: Path, tmp_path: Path) -> None:
     assert find_opencode(str(opencode_bin)) == str(opencode_bin)
-    with pytest.raises(HostUnreachable, match="not found on PATH"):
+    with pytest.raises(
+        HostUnreachable,
+        match=r"^could not start opencode \(no-such-opencode-binary\): not found on PATH",
+    ):
         find_opencode("no-such-opencode-binary")
-    with pytest.raises(HostUnreachable, match="does not exist"):
-        find_opencode(str(tmp_path / "missing" / "opencode"))
+    missing = tmp_path / "missing" / "opencode"
+    with pytest.raises(HostUnreachable, match="does not exist") as err:
+        find_opencode(str(missing))
+    assert str(missing) in str(err.value) and "opencode at opencode" not in str(err.value)
 
     seed_config_dir(tmp_path / "cfg")
     assert (tmp_path / "cfg" / "node_modules").is_dir()

@@ -258,7 +258,11 @@ def test_leftovers_of_an_interrupted_reset_are_swept(bl: Baseline, gd: Path, wt:
 
     assert bl.ensure() is False
 
-    assert sorted(p.name for p in gd.parent.iterdir()) == ["baseline.git", "unrelated"]
+    assert sorted(p.name for p in gd.parent.iterdir()) == [
+        "baseline.git",
+        "baseline.git.stat",
+        "unrelated",
+    ]
 
 
 # -- diff -------------------------------------------------------------------------------------
@@ -554,7 +558,7 @@ def test_reset_twice_keeps_a_single_commit(bl: Baseline, gd: Path, wt: Path) -> 
         bl.reset()
     assert len(commits(gd)) == 1
     assert len(list((gd / "objects" / "pack").glob("*.pack"))) == 1
-    assert sorted(p.name for p in gd.parent.iterdir()) == ["baseline.git"]
+    assert sorted(p.name for p in gd.parent.iterdir()) == ["baseline.git", "baseline.git.stat"]
 
 
 def test_identical_files_share_a_blob(bl: Baseline, gd: Path, wt: Path) -> None:
@@ -767,3 +771,37 @@ def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(
     added = [l for l in diff.patch.splitlines() if l.startswith("+description")]
     assert len(removed) == len(added) == len(changed)
     assert all("changed memory" in l for l in added) and all("stable memory" in l for l in removed)
+
+
+def test_stat_cache_reads_only_files_whose_stat_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memoryd.write.baseline as bmod
+
+    wt = tmp_path / "mem"
+    wt.mkdir()
+    for i in range(20):
+        (wt / f"f{i}.md").write_text(f"line {i}\n")
+    past = time.time_ns() - 5_000_000_000
+    for p in wt.iterdir():
+        os.utime(p, ns=(past, past))
+    bl = Baseline(tmp_path / "baseline.git", wt)
+    bl.ensure()
+    bl.diff()  # the cache written by reset() is racy (files were just read): this refreshes it
+    reads: list[str] = []
+    real = bmod._read_file
+    monkeypatch.setattr(bmod, "_read_file", lambda path: reads.append(path) or real(path))
+    assert bl.diff().changes == [] and reads == []  # nothing read, nothing hashed
+    # same size, new content, new mtime: read and reported
+    (wt / "f3.md").write_text("LINE 3\n")
+    os.utime(wt / "f3.md", ns=(past + 10**9, past + 10**9))
+    d = bl.diff()
+    assert [c.path for c in d.changes] == ["f3.md"] and reads == [str(wt / "f3.md")]
+    # a recent (racy) file is always re-read, even with the stat it had
+    reads.clear()
+    (wt / "f3.md").write_text("line 3\n")
+    bl.diff()
+    assert reads == [str(wt / "f3.md")]
+    # a reset makes a cache for the new commit; a corrupt cache is ignored
+    bl.stat_cache.path.write_text("{not json")
+    assert bl.diff().changes == []

@@ -34,6 +34,9 @@ REQUIRED = {
     "uppercase_tags",
     "no_citation",
     "malformed_entries",
+    "two_ranges_two_lines",  # the read-path prompt's form for two passages of one file
+    "two_ranges_one_line",  # the folded form a model may write instead
+    "bad_range_in_list",
 }
 
 

@@ -750,3 +750,19 @@ def test_is_helper_session() -> None:
     assert not is_helper_session(_session("fix the bug"))
     assert not is_helper_session(_session("fix the bug", {"other": 1}))
     assert not is_helper_session(_session("about memoryd-things"))
+
+
+def test_host_errors_name_what_was_tried() -> None:
+    from memoryd.errors import HostNotStarted
+
+    assert str(HostUnreachable("http://127.0.0.1:9", "refused")) == (
+        "opencode at http://127.0.0.1:9 is unreachable: refused"
+    )
+    assert str(HostUnreachable("", "nothing configured")).startswith("no opencode server")
+    err = HostNotStarted("/opt/oc/bin/opencode", "exited", "http://127.0.0.1:5")
+    assert isinstance(err, HostUnreachable) and err.url == "http://127.0.0.1:5"
+    assert (
+        str(err)
+        == "could not start opencode (/opt/oc/bin/opencode, serving on http://127.0.0.1:5): exited"
+    )
+    assert "opencode at opencode" not in str(HostNotStarted("opencode", "not found on PATH"))

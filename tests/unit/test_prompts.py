@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -380,3 +381,207 @@ def test_consolidate_agent_front_matter():
     assert last_deny < first_allow
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", body.strip()) if s]
     assert 3 <= len(sentences) <= 5
+
+
+# --- content rules of the revised prompts (issue 17) ---------------------------------------------
+
+MARKERS = ("[user]", "[verified]", "[adopted]", "[proposed]", "[rejected]")
+# The standing sections, named alike in both extraction formats and in MEMORY.md.
+SECTIONS = ("Preferences", "Decisions", "Failures and fixes", "Knowledge")
+EXTRACTION_FIXED_BYTES_MAX = 16 * 1024
+
+
+def _system() -> str:
+    return prompts.render("stage_one_system.md")
+
+
+def _fence_after(text: str, heading: str) -> str:
+    """The first fenced block after ``heading``."""
+    rest = text[text.index(heading) :]
+    start = rest.index("```")
+    body_start = rest.index("\n", start) + 1
+    return rest[body_start : rest.index("```", body_start)]
+
+
+def _labels(block: str) -> list[str]:
+    """Section labels of a format skeleton: lines like ``Preferences:`` (nothing after the colon)."""
+    return [ln[:-1] for ln in block.split("\n") if re.fullmatch(r"[A-Z][A-Za-z ]+:", ln)]
+
+
+def test_extraction_fixed_part_stays_under_16_kb():
+    """Everything memoryd sends for an extraction that does not depend on the session."""
+    _, agent_body = _front_matter(
+        (TEMPLATES / "agents" / "memoryd-extract.md").read_text(encoding="utf-8")
+    )
+    empty_input = prompts.render(
+        "stage_one_input.md", session_id="", session_cwd="", session_title="", transcript=""
+    )
+    fixed = (
+        _system().encode()
+        + empty_input.encode()
+        + agent_body.encode()
+        + json.dumps(prompts.EXTRACTION_SCHEMA).encode()
+    )
+    assert len(fixed) <= EXTRACTION_FIXED_BYTES_MAX, len(fixed)
+
+
+def test_extraction_ranks_preferences_first_with_their_evidence():
+    flat = _flat(_system())
+    worth = flat[flat.index("## What is worth remembering") : flat.index("## Who said it")]
+    assert "save the user time" in worth
+    assert worth.index("1. **User preferences") < worth.index("2. **What failed")
+    assert worth.index("2. **What failed") < worth.index("3. **Decisions")
+    for signal in ("correction or undo", "interruption", "repeated ask", "anticipated"):
+        assert signal in worth, signal
+
+
+def test_certainty_markers_are_defined_and_carried_through():
+    system, consolidation = _system(), _consolidation()
+    read = prompts.render(
+        "read_path.md", **dict(SAMPLES["read_path.md"], memory_summary="## User profile")
+    )
+    for marker in MARKERS:
+        assert f"- `{marker}`:" in system, marker  # defined as a list item
+        assert f"`{marker}`" in consolidation, marker
+    assert "A proposal is not a decision" in system
+    assert "never a decision" in _flat(consolidation)
+    assert "`[proposed]` were never adopted" in _flat(read)
+
+
+def test_extraction_formats_share_section_names():
+    system = _system()
+    summary = _labels(_fence_after(system, "### `rollout_summary`"))
+    raw = _labels(_fence_after(system, "### `raw_memory`"))
+    assert [s for s in summary if s in SECTIONS] == list(SECTIONS)
+    assert [s for s in raw if s in SECTIONS] == list(SECTIONS)
+    assert set(raw) - {"Outcome"} <= set(summary) | {"References"}
+    # MEMORY.md's standing sections use the same names, in the same order.
+    memory_format = _fence_after(_consolidation(), "## `MEMORY.md` format")
+    headings = [ln[3:] for ln in memory_format.split("\n") if ln.startswith("## ")]
+    assert headings[: len(SECTIONS)] == list(SECTIONS)
+
+
+def test_extraction_format_asks_for_no_project_line():
+    system = _system()
+    for block in (
+        _fence_after(system, "### `rollout_summary`"),
+        _fence_after(system, "### `raw_memory`"),
+    ):
+        assert not re.search(r"^Project:", block, re.MULTILINE)
+    assert "Working directory: <absolute working directory>" in system
+
+
+def test_rollout_summary_cap_matches_schema():
+    figure = f"{prompts.ROLLOUT_SUMMARY_WORDS:,} words"
+    assert f"under about {figure}" in _flat(_system())
+    assert figure in prompts.EXTRACTION_SCHEMA["properties"]["rollout_summary"]["description"]
+    assert "800 words" not in _system()
+
+
+def _example_answer() -> dict[str, object]:
+    block = _fence_after(_system(), "## Examples")
+    return dict(json.loads(block))
+
+
+def test_worked_example_validates_against_the_real_schema():
+    from memoryd.host.models import PromptResult
+    from memoryd.write.phase1 import ExtractionOutput, validate_extraction
+
+    answer = _example_answer()
+    ExtractionOutput.model_validate(answer)  # strict, no extra keys
+    result = PromptResult.model_validate(
+        {
+            "info": {
+                "id": "msg_x",
+                "sessionID": "ses_x",
+                "role": "assistant",
+                "time": {"created": 1},
+                "structured": answer,
+            },
+            "parts": [],
+        }
+    )
+    extracted = validate_extraction(result)  # also rejects echoed skeleton placeholders
+    assert extracted is not None and extracted.rollout_slug == answer["rollout_slug"]
+    raw, summary = str(answer["raw_memory"]), str(answer["rollout_summary"])
+    # The example practises what the prompt preaches.
+    for text in (raw, summary):
+        assert "[rejected]" in text and "[verified]" in text and "[user]" in text
+        assert "<" not in text.replace("->", "")
+        assert not re.search(r"^Project:", text, re.MULTILINE)
+    assert [s for s in _labels(raw) if s in SECTIONS] == [
+        "Preferences",
+        "Decisions",
+        "Failures and fixes",
+    ]
+    assert raw.startswith("---\ndescription: ") and "\ncwd: /" in raw
+    assert len(raw.split()) <= 400 and len(summary.split()) <= prompts.ROLLOUT_SUMMARY_WORDS
+
+
+def test_extraction_has_no_failure_contradiction():
+    """Lessons from failure are kept; only a failure fixed at once with no lesson is transient."""
+    flat = _flat(_system())
+    assert "today's failing test that was then fixed" not in flat
+    assert "A test that failed once and passed after an obvious edit teaches nothing" in flat
+
+
+def test_consolidation_names_recency_as_rendered():
+    """Every header field the prompt names is one memoryd really renders into the workspace."""
+    from memoryd.store.outputs import Output
+    from memoryd.workspace import render_raw_memories, render_rollout_summary
+
+    flat = _flat(_consolidation())
+    assert "their order says nothing about age" in flat
+    assert "later `updated_at:` wins" in flat
+    named = set(re.findall(r"`([a-z_]+):`", flat))
+    assert {"updated_at", "cwd", "title", "rollout_summary_file", "session_id"} <= named
+    out = Output(
+        session_id="ses_abc123",
+        raw_memory="- a fact [user]",
+        rollout_summary="# t",
+        rollout_slug="s",
+        cwd="/w",
+        title="t",
+        source_updated_at=1_800_000_000_000,
+        generated_at=1_800_000_000_000,
+        usage_count=0,
+        last_usage=None,
+        selected_for_phase2=True,
+    )
+    rendered = render_raw_memories([out]) + render_rollout_summary(out)
+    for field in named:
+        assert re.search(rf"^{field}: ", rendered, re.MULTILINE), field
+    assert "## Session `ses_abc123`" in rendered
+
+
+def test_summary_pointers_name_project_and_section():
+    text = _consolidation()
+    skeleton = _fence_after(text, "## `memory_summary.md` format")
+    assert 'see MEMORY.md "<project heading>" > "<section heading>"' in skeleton
+    flat = _flat(text)
+    assert 'see MEMORY.md "shop (/home/ana/shop)" > "Failures and fixes"' in flat
+    assert "never guess a name" in flat
+
+
+def test_read_path_frames_memory_as_notes_and_covers_second_pass_and_drift():
+    flat = _flat(
+        prompts.render("read_path.md", **dict(SAMPLES["read_path.md"], memory_summary="x"))
+    )
+    assert "never instructions" in flat
+    assert "decide what you do" in flat
+    assert "same error returns" in flat and "exact error text" in flat
+    assert "Drift-prone" in flat and "may be stale" in flat
+    assert "two passages of one file are two lines" in flat
+
+
+def test_read_path_example_cites_two_ranges_of_one_file():
+    from memoryd.read.citations import parse_citations
+
+    text = (TEMPLATES / "read_path.md").read_text(encoding="utf-8")
+    example = text[text.index("<memory-citation>") : text.index("</memory-citation>") + 18]
+    ranges = [
+        (e.line_start, e.line_end)
+        for e in parse_citations(example).entries
+        if e.path == "MEMORY.md"
+    ]
+    assert len(ranges) == 2 and ranges[0] != ranges[1]

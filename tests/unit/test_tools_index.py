@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
+import memoryd.tools.index as index_mod
 from memoryd.clock import DAY, ManualClock
+from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
 from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
@@ -220,8 +223,53 @@ def test_incremental_refresh_reindexes_only_the_touched_file(
     assert (again.files_indexed, again.files_unchanged, again.changed) == (0, 10, False)
     st = os.stat(root / "f3.md")
     os.utime(root / "f3.md", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000))
+    bump_change_mark(root)  # an in-place edit is announced by its writer
     third = index.refresh()
     assert (third.files_indexed, third.files_unchanged, third.files_removed) == (1, 9, 0)
+
+
+def age(root: Path, seconds: float = 5.0) -> None:
+    """Move every folder's (and the mark's) times into the past: no longer racily recent."""
+    then = time.time_ns() - int(seconds * 1e9)
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        os.utime(d, ns=(then, then))
+    mark = change_mark_file(root)
+    if mark.exists():
+        os.utime(mark, ns=(then, then))
+
+
+def test_unchanged_watermark_answers_without_walking(
+    root: Path, index: SearchIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(5):
+        write(root, f"sub/f{i}.md", f"otter {i}\n")
+    age(root)
+    assert index.refresh().files_indexed == 5
+    walked: list[int] = []
+    real_walk = index_mod.walk_files
+    monkeypatch.setattr(index_mod, "walk_files", lambda *a: walked.append(1) or real_walk(*a))
+    hit = index.refresh()
+    assert hit.watermark_hit and walked == []
+    # an atomic replace (rename) changes its folder's mtime: noticed without any mark
+    tmp = root / "sub" / ".f1.tmp"
+    tmp.write_text("beaver\n")
+    os.replace(tmp, root / "sub" / "f1.md")
+    st = index.refresh()
+    assert not st.watermark_hit and st.files_indexed == 1 and walked
+    assert ranked(root, index, "beaver").total == 1
+    # an unannounced in-place edit waits for the periodic full check
+    age(root)
+    index.refresh()
+    (root / "sub" / "f2.md").write_text("walrus\n")  # in place: no folder time changes
+    assert ranked(root, index, "walrus").total == 0
+    monkeypatch.setattr(index_mod, "FULL_CHECK_S", 0)
+    assert ranked(root, index, "walrus").total == 1
+
+
+def test_a_racily_recent_change_is_never_trusted(root: Path, index: SearchIndex) -> None:
+    write(root, "a.md", "heron\n")
+    index.refresh()
+    assert not index.refresh().watermark_hit  # the folder changed within the last second
 
 
 def test_query_reports_its_refresh(root: Path, index: SearchIndex) -> None:
@@ -234,6 +282,7 @@ def test_edited_file_drops_old_words(root: Path, index: SearchIndex) -> None:
     p = write(root, "a.md", "the old password rotation rule\n")
     assert ranked(root, index, "rotation").total == 1
     p.write_text("a completely new text about llamas, longer than before\n")
+    bump_change_mark(root)
     assert ranked(root, index, "rotation").total == 0
     assert ranked(root, index, "llamas").total == 1
 

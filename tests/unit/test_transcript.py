@@ -204,3 +204,15 @@ def test_secret_straddling_the_tool_output_cut_is_still_redacted() -> None:
         ]
     )
     assert SECRET[:20] not in t.text and SECRET[-20:] not in t.text
+
+
+def test_tokenizer_loads_on_demand_and_is_released() -> None:
+    tokens.release()
+    assert not tokens.loaded()
+    assert tokens.truncate_middle("short", 100) == "short"  # fits in bytes: never tokenized
+    assert not tokens.loaded()
+    assert tokens.count("hello world") == 2
+    assert tokens.loaded()
+    tokens.release()
+    assert not tokens.loaded()
+    assert tokens.count("hello world") == 2  # loads again when needed

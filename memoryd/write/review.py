@@ -1,0 +1,277 @@
+"""Review mode: a validated consolidation waits for a person before it goes live.
+
+With ``review = true`` phase 2 stops one step short of the end. Instead of resetting the baseline
+it hands the validated folder to :func:`stage`, which
+
+1. copies every tracked file of the folder (the consolidator's output *and* the inputs it saw)
+   into ``<data>/review/staged/tree`` — outside the memory folder, so neither the read path nor a
+   later consolidator can see or touch it;
+2. puts the live agent-owned files (``MEMORY.md``, the summary, ``skills/``) back as the baseline
+   has them, so the block keeps injecting what was live before.
+
+While something is staged, phase 2 does not run (:func:`pending`), so the staged diff stays the
+one a person is looking at. :func:`accept` writes the staged agent files into the folder and makes
+the staged tree the new baseline (so inputs that arrived after staging still show up as changes
+next time); :func:`reject` drops it, records why, and starts the usual cooldown so the same diff is
+not re-consolidated on the next pass. Without review mode none of this runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memoryd.errors import BaselineError, PathError, ReviewError
+from memoryd.extensions.codex import export_codex
+from memoryd.fsutil import atomic_write, read_json_object, read_regular
+from memoryd.paths import Paths
+from memoryd.read.block import sync_block
+from memoryd.settings import Settings
+from memoryd.store import Store
+from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
+from memoryd.workspace import is_agent_owned, is_tracked
+
+if TYPE_CHECKING:
+    from memoryd.write.baseline import Baseline
+
+log = logging.getLogger(__name__)
+
+STAGED = "staged"
+META = "meta.json"
+TREE = "tree"
+HISTORY_KEY = "review_history"
+WORKER = "memoryd-review"
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What a staged consolidation needs to finish the phase-2 job when it is accepted."""
+
+    staged_at: int
+    consumed: list[tuple[str, int]]
+    watermark: int
+    claimed_input: int | None
+    changes: list[str] = field(default_factory=list)
+
+
+def _staged_dir(paths: Paths) -> Path:
+    return paths.review_dir / STAGED
+
+
+def pending(paths: Paths) -> Staged | None:
+    """The staged consolidation, or ``None``; a half-written or damaged stage counts as none."""
+    meta = _staged_dir(paths) / META
+    try:
+        data = read_json_object(meta, ReviewError)
+    except (ReviewError, PathError):
+        return None
+    if not data or not (_staged_dir(paths) / TREE).is_dir():
+        return None
+    try:
+        return Staged(
+            staged_at=int(data["staged_at"]),
+            consumed=[(str(s), int(w)) for s, w in data["consumed"]],
+            watermark=int(data["watermark"]),
+            claimed_input=None if data["claimed_input"] is None else int(data["claimed_input"]),
+            changes=[str(c) for c in data.get("changes", [])],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _tracked_files(root: Path) -> dict[str, bytes]:
+    """Every tracked regular file under ``root`` (links are never followed nor copied)."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if is_tracked(f"{rel_dir}/{d}" if rel_dir else d)
+            and not os.path.islink(os.path.join(dirpath, d))
+        )
+        for name in sorted(filenames):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if not is_tracked(rel):
+                continue
+            data = read_regular(Path(dirpath) / name)
+            if data is not None:
+                out[rel] = data
+    return out
+
+
+def _agent_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {p: d for p, d in files.items() if is_agent_owned(p)}
+
+
+def _write_tree(target: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _put_agent_files(root: Path, wanted: dict[str, bytes]) -> None:
+    """Make the folder's agent-owned files exactly ``wanted`` (atomic writes, extras removed)."""
+    current = _agent_files(_tracked_files(root))
+    for rel in sorted(set(current) - set(wanted)):
+        (root / rel).unlink(missing_ok=True)
+    for rel, data in wanted.items():
+        if current.get(rel) != data:
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, data)
+
+
+def _live_baseline_files(baseline: Baseline) -> dict[str, bytes]:
+    try:
+        return baseline.head_files()
+    except BaselineError:
+        return {}  # no baseline commit yet: nothing was live
+
+
+def stage(paths: Paths, baseline: Baseline, staged: Staged) -> None:
+    """Move a validated consolidation out of the folder into the review area (file work only)."""
+    files = _tracked_files(paths.memories)
+    area = paths.review_dir
+    paths.ensure_dir(area)
+    tmp = Path(tempfile.mkdtemp(prefix=".staged-", dir=area))
+    try:
+        _write_tree(tmp / TREE, files)
+        atomic_write(tmp / META, json.dumps(asdict(staged), sort_keys=True))
+        discard(paths)
+        os.rename(tmp, _staged_dir(paths))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _put_agent_files(paths.memories, _agent_files(_live_baseline_files(baseline)))
+    log.info("consolidation staged for review (%d change(s))", len(staged.changes))
+
+
+def discard(paths: Paths) -> bool:
+    target = _staged_dir(paths)
+    if not os.path.lexists(target):
+        return False
+    if target.is_symlink() or not stat.S_ISDIR(os.lstat(target).st_mode):
+        target.unlink()
+    else:
+        shutil.rmtree(target)
+    return True
+
+
+def staged_agent_files(paths: Paths) -> dict[str, bytes]:
+    return _agent_files(_tracked_files(_staged_dir(paths) / TREE))
+
+
+def live_agent_files(paths: Paths) -> dict[str, bytes]:
+    if not paths.memories.is_dir() or paths.memories.is_symlink():
+        return {}
+    return _agent_files(_tracked_files(paths.memories))
+
+
+def diff_text(paths: Paths) -> str:
+    """Unified diff of the live memory (``a/``) against the staged one (``b/``)."""
+    live, new = live_agent_files(paths), staged_agent_files(paths)
+    out: list[str] = []
+    for rel in sorted(set(live) | set(new)):
+        a = live.get(rel, b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+        b = new.get(rel, b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+        if a == b:
+            continue
+        lines = difflib.unified_diff(
+            a,
+            b,
+            fromfile=f"a/{rel}" if rel in live else "/dev/null",
+            tofile=f"b/{rel}" if rel in new else "/dev/null",
+        )
+        out.extend(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(out)
+
+
+def _record(store: Store, entry: dict[str, Any]) -> None:
+    raw = store.get_state(HISTORY_KEY)
+    history = raw if isinstance(raw, list) else []
+    store.put_state(HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
+
+
+def history(store: Store) -> list[dict[str, Any]]:
+    raw = store.get_state(HISTORY_KEY)
+    return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
+
+
+def _claim(store: Store) -> str:
+    claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
+    if not claim.claimed or claim.token is None:
+        raise ReviewError(f"the consolidation job is busy ({claim.status}); try again shortly")
+    return claim.token
+
+
+def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
+    """Make the staged memory live and the baseline; re-render the block at once."""
+    staged = pending(paths)
+    if staged is None:
+        raise ReviewError("no consolidation is waiting for review")
+    token = _claim(store)
+    try:
+        _put_agent_files(paths.memories, staged_agent_files(paths))
+        from memoryd.write.baseline import Baseline  # dulwich only when it is needed
+
+        Baseline(
+            paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)
+        ).reset()
+    except BaseException as exc:
+        store.release_phase2(token, f"waiting: review accept failed: {exc}")
+        raise
+    if not store.mark_phase2_succeeded(
+        token,
+        staged.consumed,
+        consolidated=True,
+        watermark=staged.watermark,
+        claimed_input=staged.claimed_input,
+    ):
+        raise ReviewError("lost the consolidation job while accepting; try again")
+    discard(paths)
+    entry = {"decision": "accepted", "at": store.clock.now_ms(), "staged_at": staged.staged_at}
+    _record(store, entry)
+    try:
+        sync_block(paths, settings)
+    except PathError as exc:
+        log.warning("could not re-render the memory block after accepting: %s", exc)
+    export_codex(settings, paths.memories)
+    return entry
+
+
+def reject(store: Store, paths: Paths, reason: str | None) -> dict[str, Any]:
+    """Drop the staged memory and say why; the live memory and the baseline stay as they are.
+
+    The job finishes as if the run had consolidated (its model cost was spent), so the cooldown
+    applies and the same diff is tried again only after it, together with whatever arrived since.
+    """
+    staged = pending(paths)
+    if staged is None:
+        raise ReviewError("no consolidation is waiting for review")
+    why = " ".join((reason or "").split())[:REVIEW_REASON_MAX_CHARS] or None
+    token = _claim(store)
+    keep = [(o.session_id, o.source_updated_at) for o in store.outputs() if o.selected_for_phase2]
+    if not store.mark_phase2_succeeded(
+        token, keep, consolidated=True, watermark=0, claimed_input=staged.claimed_input
+    ):
+        raise ReviewError("lost the consolidation job while rejecting; try again")
+    discard(paths)
+    entry = {
+        "decision": "rejected",
+        "at": store.clock.now_ms(),
+        "staged_at": staged.staged_at,
+        "reason": why,
+    }
+    _record(store, entry)
+    return entry
