@@ -1,9 +1,15 @@
 """``memoryd mcp``: the memory tools over MCP (stdio), on the official ``mcp`` SDK.
 
 The tools are thin: each one calls the same function the CLI calls (:mod:`memoryd.tools`) and
-returns its readable text. No exception ever reaches the host: a memoryd error becomes a string
-starting with ``<tool> error:`` that the model can act on. Tool descriptions are written for a
-model deciding when and how to call them.
+returns its readable text. A failure reaches the host as a tool error (``isError: true``) whose
+text starts with ``<tool> error:``, so the model can tell it from an answer and act on it. Tool
+descriptions are written for a model deciding when and how to call them.
+
+Only looking and noting are offered (:data:`MODEL_TOOLS`). Erasing or excluding memory
+(``memoryd forget``, ``memoryd mode``, ``memoryd reset``) is the user's decision, and a model's
+``confirm=true`` is not the user's consent: a model steered by text it read would give it just
+as readily. Those operations live in the CLI only, so with no one at the keyboard nothing can be
+erased.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from memoryd import __version__, tools
 from memoryd.app import App
@@ -27,6 +34,9 @@ INSTRUCTIONS = (
     "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
     "the user asks you to remember it (memory_add_note)."
 )
+
+# Everything a model may call. Forgetting, session modes and reset are deliberately absent.
+MODEL_TOOLS = ("memory_read", "memory_list", "memory_search", "memory_add_note", "memory_inspect")
 
 
 class MemoryTools:
@@ -44,14 +54,15 @@ class MemoryTools:
         )
 
     def call(self, name: str, fn: Callable[[], Any]) -> str:
+        """Run one tool; a failure becomes a :class:`ToolError` (an ``isError`` result, never a crash)."""
         try:
             text: str = fn().to_text()
             return text
         except MemorydError as exc:
-            return f"{name} error: {exc}"
-        except Exception as exc:  # never raise into the host
+            raise ToolError(f"{name} error: {exc}") from exc
+        except Exception as exc:
             log.exception("%s failed", name)
-            return f"{name} error: internal error ({type(exc).__name__}: {exc})"
+            raise ToolError(f"{name} error: internal error ({type(exc).__name__}: {exc})") from exc
 
 
 def build_server(app: App) -> MCPServer:
@@ -135,42 +146,11 @@ def build_server(app: App) -> MCPServer:
         )
 
     @server.tool(
-        description=(
-            "Forget: give session_id (ses_…) to drop everything learned from that session, or note (a note file "
-            "name) to delete a note. The next consolidation removes it from MEMORY.md and the summary too."
-        )
-    )
-    def memory_forget(session_id: str | None = None, note: str | None = None) -> str:
-        return t.call(
-            "memory_forget",
-            lambda: tools.memory_forget(app.store, root, session_id=session_id, note=note),
-        )
-
-    @server.tool(
         description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder."
     )
     def memory_inspect() -> str:
         return t.call(
             "memory_inspect", lambda: tools.memory_inspect(app.store, app.settings, app.paths)
-        )
-
-    @server.tool(
-        description=(
-            "Set whether a session is remembered: enabled, disabled (never extracted) or polluted (excluded)."
-        )
-    )
-    def memory_mode(mode: Literal["enabled", "disabled", "polluted"], session_id: str) -> str:
-        return t.call("memory_mode", lambda: tools.memory_mode(app.store, mode, session_id))
-
-    @server.tool(
-        description=(
-            "Erase ALL memory (every extracted session memory, MEMORY.md, the summary, skills and notes). Only "
-            "when the user clearly asks; requires confirm=true. Refused while a consolidation is running."
-        )
-    )
-    def memory_reset(confirm: bool = False) -> str:
-        return t.call(
-            "memory_reset", lambda: tools.memory_reset(app.store, app.paths, confirm, index=t.index)
         )
 
     return server

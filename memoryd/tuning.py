@@ -58,7 +58,18 @@ EVENT_PROBE_TIMEOUT_S = 3.0  # a starting server accepts connections and never a
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3
 
+# -- sync across machines (sync_remote) ------------------------------------------------------
+SYNC_CHECK_S = 30  # the daemon looks this often whether a sync is due (interval or backoff)
+SYNC_INTERVAL_MS = 5 * MINUTE  # between syncs when nothing asks for one sooner
+SYNC_BACKOFF_MIN_MS = 30_000  # after a failed sync, doubling on each further failure...
+SYNC_BACKOFF_MAX_MS = 1 * HOUR  # ...up to this
+SYNC_MAX_PUSH_RACES = 8  # pushes lost to another machine in a row before a sync counts as failed
+SYNC_MAX_SESSION_BYTES = 256 * 1024  # one published session file read back from the remote
+SYNC_MAX_NOTE_BYTES = 64 * 1024
+SYNC_MAX_TOMBSTONES_BYTES = 4 * 1024 * 1024
+
 # -- host --------------------------------------------------------------------------------------
+HOST_RETRY_DELAYS_S = (0.5, 1.5)  # an idempotent request's retries after a transient fault
 HOST_ABORT_TIMEOUT_S = 2.0
 HOST_DELETE_TIMEOUT_S = 10.0
 HOST_CONFIRM_TIMEOUT_S = 5.0

@@ -58,8 +58,14 @@ AD_HOC_INSTRUCTIONS = "extensions/ad_hoc/instructions.md"
 AD_HOC_NOTES = "extensions/ad_hoc/notes"
 SUMMARY_VERSION = b"v1"
 
-# The only things the consolidation agent may change; a trailing "/" means the whole subtree.
-AGENT_OWNED: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE, SKILLS_DIR + "/")
+# The only things the consolidation agent may change; a trailing "/" means the whole subtree and
+# a "*" segment any one name (project summary layers: ``projects/<key>/memory_summary.md``).
+AGENT_OWNED: tuple[str, ...] = (
+    MEMORY_FILE,
+    SUMMARY_FILE,
+    SKILLS_DIR + "/",
+    "projects/*/" + SUMMARY_FILE,
+)
 
 LAYOUT_DIRS: tuple[str, ...] = (
     SUMMARIES_DIR,
@@ -91,14 +97,33 @@ def is_tracked(relpath: str) -> bool:
 
 def is_agent_owned(relpath: str) -> bool:
     """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
-    rel = "/".join(_parts(relpath))
+    parts = _parts(relpath)
+    rel = "/".join(parts)
     for owned in AGENT_OWNED:
         if owned.endswith("/"):
             if rel == owned[:-1] or rel.startswith(owned):
                 return True
-        elif rel == owned:
+        elif _segments_match(owned.split("/"), parts):
             return True
     return False
+
+
+def holds_agent_owned(relpath: str) -> bool:
+    """Whether a folder at ``relpath`` is, or may contain, something the agent owns."""
+    parts = _parts(relpath)
+    if is_agent_owned(relpath):
+        return True
+    return any(
+        len(parts) < len(owned.rstrip("/").split("/"))
+        and _segments_match(owned.rstrip("/").split("/")[: len(parts)], parts)
+        for owned in AGENT_OWNED
+    )
+
+
+def _segments_match(pattern: list[str], parts: list[str]) -> bool:
+    return len(pattern) == len(parts) and all(
+        p in ("*", q) for p, q in zip(pattern, parts, strict=True)
+    )
 
 
 def _protected(relpath: str) -> bool:
@@ -303,6 +328,16 @@ class Workspace:
 
     def _write(self, relpath: str, data: bytes, *, mode: int = 0o644) -> None:
         atomic_write(self._path(relpath, make_parents=True), data, mode=mode)
+
+    def write_file(self, relpath: str, data: bytes) -> None:
+        """Write one file atomically, never through a link (used by the rollback)."""
+        self._write(relpath, data)
+
+    def remove_file(self, relpath: str) -> None:
+        path = self._path(relpath)
+        st = lstat_or_none(path)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(path)
 
     def _write_if_changed(self, relpath: str, text: str) -> bool:
         data = text.encode("utf-8")

@@ -21,6 +21,7 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import sync as sync_cmd
 from memoryd.cli import tool as tool_cmd
 from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
@@ -34,16 +35,17 @@ from memoryd.cli.exitcodes import (
 from memoryd.cli.logs import LOG_NAME
 from memoryd.errors import (
     ConfigError,
-    HostAuthError,
-    HostUnreachable,
+    HostError,
     MemorydError,
     StartupFailure,
+    is_host_fault,
 )
 from memoryd.runtime.logconfig import configure
 
 GROUPS = (
     run_cmd,
     status_cmd,
+    sync_cmd,
     memory_cmd,
     setup_cmd,
     service_cmd,
@@ -86,11 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"memoryd: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (HostUnreachable, HostAuthError) as exc:
+    except HostError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
-        return EXIT_HOST
+        return EXIT_HOST if is_host_fault(exc) else EXIT_ERROR
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:  # a disk that refuses writes: say so, no traceback
+        print(f"memoryd: file system error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # e.g. `memoryd status --json | head`
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
 from memoryd.runtime.daemon import Daemon
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
@@ -46,6 +47,7 @@ def phase2_line(result: Phase2Result) -> str:
         Phase2Status.SKIPPED_DISABLED: "generate_memories is off",
         Phase2Status.SKIPPED_BUDGET: f"waiting: {result.detail}",
         Phase2Status.SKIPPED_HOST: f"opencode went away; will retry: {result.detail}",
+        Phase2Status.SKIPPED_DISK: f"cannot write; will retry once it is fixed: {result.detail}",
         Phase2Status.FAILED: f"failed: {result.detail}",
         Phase2Status.HEARTBEAT_LOST: f"aborted: {result.detail}",
     }[result.status]
@@ -79,6 +81,9 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
         for err in result.phase1.errors:
             print(f"  failed: {err}")
         print(phase2_line(result.phase2))
+        if result.phase2.status == Phase2Status.SKIPPED_DISK:
+            print(f"memoryd: {result.phase2.detail}", file=sys.stderr)
+            return EXIT_ERROR
         return EXIT_OK
     asyncio.run(Daemon(app, interval_s=args.interval).serve())
     return EXIT_OK

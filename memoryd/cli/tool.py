@@ -23,5 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_tool(app: App, args: argparse.Namespace) -> int:
     from memoryd.tools import host
 
-    print(host.call(app, args.name, host.parse_args(args.arguments), args.session_id))
+    print(
+        host.call(app.paths, app.clock, args.name, host.parse_args(args.arguments), args.session_id)
+    )
     return 0

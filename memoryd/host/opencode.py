@@ -34,6 +34,7 @@ from memoryd.errors import (
     HostTimeout,
     HostUnreachable,
     ModelCallError,
+    is_transient,
 )
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.tuning import (
@@ -41,6 +42,7 @@ from memoryd.tuning import (
     HOST_CONFIRM_TIMEOUT_S,
     HOST_DELETE_TIMEOUT_S,
     HOST_HEALTH_TIMEOUT_S,
+    HOST_RETRY_DELAYS_S,
 )
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,12 @@ def _sid(session_id: str) -> str:
     return quote(session_id, safe="")
 
 
+def tls_verify(url: str) -> bool:
+    """Certificate checks only where there is TLS: for plain ``http://`` (opencode's loopback
+    default) httpx would still load the CA bundle, ~1 MB per client for nothing."""
+    return url.startswith("https://")
+
+
 class OpencodeClient:
     """One connection pool to one opencode server; cheap to keep for the daemon's lifetime."""
 
@@ -135,6 +143,7 @@ class OpencodeClient:
             timeout=self._timeout_for(timeout),
             headers={"accept": "application/json"},
             follow_redirects=False,
+            verify=tls_verify(self.base_url),
         )
 
     # ---------------------------------------------------------------------------------- lifecycle
@@ -160,6 +169,31 @@ class OpencodeClient:
         return httpx.Timeout(seconds, connect=min(seconds, 10.0))
 
     async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str | int] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        what: str | None = None,
+    ) -> httpx.Response:
+        """:meth:`_send`, retried with a short bounded backoff when an idempotent request
+        (``GET``, ``DELETE``) meets a transient host fault (refused, reset, 5xx, 429)."""
+        delays = HOST_RETRY_DELAYS_S if method in ("GET", "DELETE") else ()
+        for delay in delays:
+            try:
+                return await self._send(
+                    method, path, params=params, body=body, timeout=timeout, what=what
+                )
+            except HostError as exc:
+                if not is_transient(exc):
+                    raise
+                log.info("%s %s: %s; retrying in %.1f s", method, path, exc, delay)
+                await anyio.sleep(delay)
+        return await self._send(method, path, params=params, body=body, timeout=timeout, what=what)
+
+    async def _send(
         self,
         method: str,
         path: str,
@@ -472,6 +506,17 @@ class OpencodeClient:
     async def dispose_instance(self, directory: str) -> None:
         """``POST /instance/dispose``: re-read agents and plugins for one directory (pitfall 17)."""
         await self._request("POST", "/instance/dispose", params={"directory": directory})
+
+    async def worktree(self, directory: str) -> str:
+        """The worktree opencode uses for ``directory`` (``GET /path``): its git root, or ``/``.
+
+        File permission patterns are matched against paths relative to it.
+        """
+        info = await self._get_json("/path", _DICT, params={"directory": directory})
+        value = info.get("worktree")
+        if not isinstance(value, str) or not value:
+            raise HostProtocolError("GET /path", f"no worktree for {directory}")
+        return value
 
     async def session_status(self, *, directory: str | None = None) -> dict[str, dict[str, Any]]:
         """``GET /session/status``: busy/retry sessions by id; idle sessions are absent."""

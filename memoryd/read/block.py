@@ -1,7 +1,9 @@
 """The read path: the memory block the opencode shim injects into every turn of the user's agent.
 
 memoryd renders ``templates/read_path.md`` (how to use the memory folder, how to cite it) with the
-current ``memories/memory_summary.md`` and keeps the result in :attr:`Paths.readpath_block`. The
+last *validated* ``memory_summary.md`` (:mod:`memoryd.validated`, never the live folder file a
+consolidation may be editing or may have left invalid) and keeps the result in
+:attr:`Paths.readpath_block`. The
 shim only has to read that one file; everything that costs (tokenizing, truncating) happens here,
 in the daemon, and only when an input really changed.
 
@@ -21,6 +23,9 @@ Rules for the block:
   (a trailing ``\\r`` tolerated); a summary without it is shown as is. Leading and trailing blank
   space is trimmed too. Line numbers in citations come from the agent's own read/grep of the file,
   never from the injected copy, so the shift does not matter.
+* **Reference notes, fenced.** The summary sits between the template's begin/end lines. Runs of
+  five or more ``=`` inside the summary are shortened, so no text in it can forge the end line
+  and continue outside the fence as if memoryd had written it.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
 :func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
@@ -45,6 +50,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -57,6 +63,7 @@ from memoryd.paths import Paths, templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET
+from memoryd.validated import ValidatedMemory
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -78,9 +85,10 @@ SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
-STAMP_VERSION = 1
+STAMP_VERSION = 2
 RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
+_FENCE_RUN = re.compile(r"={5,}")
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -97,9 +105,8 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
-def _summary_text(root: Path) -> str | None:
+def _summary_text(path: Path) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
-    path = root / SUMMARY_FILE
     try:
         data = read_regular(path)  # never follows a link, never blocks on a FIFO
     except PathError as exc:
@@ -112,6 +119,7 @@ def _summary_text(root: Path) -> str | None:
     if first.rstrip("\r") == VERSION_LINE:
         text = rest if sep else ""
     text = redact(text).strip()  # hand edits and model output alike: nothing secret is injected
+    text = _FENCE_RUN.sub("=", text)
     return text or None
 
 
@@ -129,7 +137,7 @@ def render_block(paths: Paths) -> str | None:
     root = paths.memories
     if not _root_ok(root):
         return None
-    summary = _summary_text(root)
+    summary = _summary_text(ValidatedMemory(paths).summary_path)
     if summary is None:
         return None
     base = str(root)
@@ -190,7 +198,7 @@ def _input_stamp(paths: Paths, settings: Settings) -> dict[str, Any]:
     return {
         "inputs": _inputs_hash(paths, settings),
         "root": _lstat_sig(root),
-        "summary": _lstat_sig(root / SUMMARY_FILE),
+        "summary": _lstat_sig(ValidatedMemory(paths).summary_path),
         "template": _lstat_sig(templates_dir() / TEMPLATE),
     }
 

@@ -33,8 +33,16 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
-from memoryd.tuning import BACKLOG_RETRY_S, COALESCED_DELAY_S, EVENT_DEBOUNCE_S, TICK_S
+from memoryd.sync.engine import request_sync, run_sync, sync_due
+from memoryd.tuning import (
+    BACKLOG_RETRY_S,
+    COALESCED_DELAY_S,
+    EVENT_DEBOUNCE_S,
+    SYNC_CHECK_S,
+    TICK_S,
+)
 from memoryd.write.passes import run_pass, tick
+from memoryd.write.phase2 import Phase2Status
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +151,17 @@ class Daemon:
             coalesce=True,
             misfire_grace_time=None,
         )
+        if self.app.settings.sync_remote:
+            sched.add_job(
+                self._sync_job,
+                "interval",
+                seconds=SYNC_CHECK_S,
+                id="sync",
+                next_run_time=now,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+            )
         sched.start()
         self.scheduler = sched
 
@@ -246,18 +265,16 @@ class Daemon:
     async def _pass_body(self) -> None:
         try:
             result = await self._tracked(run_pass(self.app))
-        except HostError as exc:
+        except HostError as exc:  # run_pass recorded it for `status`
             log.warning("pass skipped: %s", exc)
-            self.app.store.put_state(
-                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
-            )
             return
-        except MemorydError as exc:
+        except (MemorydError, OSError) as exc:
             log.error("pass failed: %s", exc)
-            self.app.store.put_state(
-                "last_pass_error", {"at": self.app.clock.now_ms(), "error": str(exc)}
-            )
             return
+        if result.phase2.status == Phase2Status.SUCCEEDED and self.app.settings.sync_remote:
+            # Publish what a validated consolidation used (sooner only if no backoff holds it).
+            request_sync(self.app.store, self.app.clock)
+            self._bring_sync_forward()
         p1 = result.phase1
         backlog = (
             p1.eligible
@@ -286,6 +303,23 @@ class Daemon:
         if not self.should_exit:
             tick(self.app)
             self._record()
+
+    async def _sync_job(self) -> None:
+        app = self.app
+        if self.should_exit or not sync_due(app.store, app.settings, app.clock):
+            return
+        try:
+            outcome = await self._tracked(run_sync(app.store, app.settings, app.paths, app.clock))
+        except MemorydError as exc:  # the DB or the data folder, not the remote (that is recorded)
+            log.error("sync failed: %s", exc)
+            return
+        if outcome.honoured or outcome.inputs_changed:
+            self._bring_forward(EVENT_DEBOUNCE_S)  # fold other machines' changes in soon
+
+    def _bring_sync_forward(self) -> None:
+        job = self.scheduler.get_job("sync") if self.scheduler and not self.should_exit else None
+        if job is not None:
+            job.modify(next_run_time=datetime.now(UTC))
 
     def _bring_forward(self, delay_s: float, *, coalesced: bool = False) -> None:
         if self.scheduler is None or self.should_exit:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from memoryd.clock import Clock
+from memoryd.host.opencode import tls_verify
 from memoryd.tuning import (
     EVENT_BACKOFF_MAX_S,
     EVENT_BACKOFF_START_S,
@@ -102,7 +103,7 @@ class EventFollower:
     async def _follow(self) -> None:
         timeout = httpx.Timeout(10.0, read=EVENT_IDLE_TIMEOUT_S)
         async with httpx.AsyncClient(
-            auth=self.auth, timeout=timeout, transport=self.transport
+            auth=self.auth, timeout=timeout, transport=self.transport, verify=tls_verify(self.url)
         ) as client:
             # A server that is still starting accepts connections but never answers them; a short
             # health probe finds that out in seconds instead of a whole stream read timeout.

@@ -160,6 +160,33 @@ def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m010_output_signature_index(conn: sqlite3.Connection) -> None:
+    """A covering index of what identifies an output's version: the search index's watermark
+    and its signature check then read this index, not every row's (large, overflowing) text."""
+    _run(
+        conn,
+        """
+        CREATE INDEX idx_stage1_outputs_signature
+            ON stage1_outputs (session_id, source_updated_at, generated_at);
+        """,
+    )
+
+
+@migration
+def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
+    """Sessions forgotten on this machine, published so every other machine forgets them too."""
+    _run(
+        conn,
+        """
+        CREATE TABLE sync_tombstones (
+            session_id TEXT PRIMARY KEY,
+            at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

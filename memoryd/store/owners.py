@@ -53,6 +53,26 @@ class OwnersMixin:
                 (session_id, kind, (owner or current_owner()).encode(), self._clock.now_ms()),
             )
 
+    def rename_helper(self, old: str, new: str) -> None:
+        with write_tx(self._conn) as c:
+            c.execute("UPDATE helper_sessions SET session_id = ? WHERE session_id = ?", (new, old))
+
+    def mark_helper_lost(self, session_id: str) -> None:
+        """The create call failed: nobody holds this helper any more (an empty owner)."""
+        with write_tx(self._conn) as c:
+            c.execute("UPDATE helper_sessions SET owner = '' WHERE session_id = ?", (session_id,))
+
+    def lost_helper_nonces(self) -> set[str]:
+        """Nonces of helpers whose create answer never came back, and whose creator is done."""
+        rows = self._conn.execute(
+            "SELECT session_id, owner FROM helper_sessions WHERE session_id LIKE 'pending:%'"
+        ).fetchall()
+        return {
+            r["session_id"].split(":", 1)[1]
+            for r in rows
+            if r["owner"] == "" or owner_gone(Owner.decode(r["owner"]))
+        }
+
     def forget_helper(self, session_id: str) -> None:
         with write_tx(self._conn) as c:
             c.execute("DELETE FROM helper_sessions WHERE session_id = ?", (session_id,))
@@ -60,7 +80,8 @@ class OwnersMixin:
     def orphaned_helpers(self) -> list[str]:
         """Helper sessions whose creator is provably gone (to delete in the host now)."""
         rows = self._conn.execute(
-            "SELECT session_id, owner FROM helper_sessions ORDER BY created_at"
+            "SELECT session_id, owner FROM helper_sessions "
+            "WHERE session_id NOT LIKE 'pending:%' ORDER BY created_at"
         ).fetchall()
         return [r["session_id"] for r in rows if owner_gone(Owner.decode(r["owner"]))]
 

@@ -22,19 +22,42 @@ Path safety for all of them lives in :mod:`memoryd.tools.guard`.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from memoryd.errors import InvalidArgument, NotFound, Refused, ToolError
-from memoryd.tools.admin import (
-    InspectReport,
-    ModeResult,
-    ResetResult,
-    memory_inspect,
-    memory_mode,
-    memory_reset,
-)
 from memoryd.tools.files import ListEntry, ListResult, ReadResult, memory_list, memory_read
 from memoryd.tools.index import RefreshStats, SearchIndex, default_index_path
 from memoryd.tools.notes import ForgetResult, NoteResult, memory_add_note, memory_forget
 from memoryd.tools.search import SearchMatch, SearchResult, memory_search
+
+if TYPE_CHECKING:
+    from memoryd.tools.admin import (
+        InspectReport,
+        ModeResult,
+        ResetResult,
+        memory_inspect,
+        memory_mode,
+        memory_reset,
+    )
+
+# The admin tools pull in settings, pydantic and the write side; `memoryd tool`, run once per
+# model tool call, needs none of it, so they load on first use.
+_ADMIN = {
+    "InspectReport",
+    "ModeResult",
+    "ResetResult",
+    "memory_inspect",
+    "memory_mode",
+    "memory_reset",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADMIN:
+        return getattr(importlib.import_module("memoryd.tools.admin"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ForgetResult",

@@ -19,6 +19,7 @@ from memoryd import tokens
 from memoryd.control import reset_memory
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.paths import Paths
+from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
@@ -174,6 +175,8 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             obj = obj.model_dump()
         if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
             obj = "********"
+        elif key == "sync_remote" and isinstance(obj, str):
+            obj = redact(obj)  # an https URL may carry a token
         effective[key] = {"value": obj, "source": sources.get(key, "default")}
     return InspectReport(
         selection=selection,

@@ -15,9 +15,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryd import tools
-from memoryd.app import App
+from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument
+from memoryd.paths import Paths
+from memoryd.store import Store
+from memoryd.tools.files import memory_read
+from memoryd.tools.index import SearchIndex, default_index_path
+from memoryd.tools.notes import memory_add_note
+from memoryd.tools.search import memory_search
 
 SEARCH_RESULTS = 20
 
@@ -58,13 +63,19 @@ def _line(value: Any) -> int:
     raise InvalidArgument("line must be a whole number (1 = the start)")
 
 
-def call(app: App, name: str, args: dict[str, Any], session_id: str | None = None) -> str:
-    """Run one tool call; memoryd errors propagate (the CLI edge turns them into messages)."""
-    root = app.paths.memories
+def call(
+    paths: Paths, clock: Clock, name: str, args: dict[str, Any], session_id: str | None = None
+) -> str:
+    """Run one tool call; memoryd errors propagate (the CLI edge turns them into messages).
+
+    Kept to what the three tools need (no settings, no host client): this runs once per call.
+    """
+    root = paths.memories
     if name == "memory_search":
-        index = tools.SearchIndex(tools.default_index_path(app.paths.data_dir), root, app.store)
+        store = _store(paths, clock)
+        index = SearchIndex(default_index_path(paths.data_dir), root, store)
         try:
-            return tools.memory_search(
+            return memory_search(
                 root,
                 [_text(args, "query")],
                 ranked=True,
@@ -73,14 +84,24 @@ def call(app: App, name: str, args: dict[str, Any], session_id: str | None = Non
             ).to_text()
         finally:
             index.close()
+            store.close()
     if name == "memory_read":
-        return tools.memory_read(root, _text(args, "path"), _line(args.get("line"))).to_text()
+        return memory_read(root, _text(args, "path"), _line(args.get("line"))).to_text()
     if name == "memory_note":
         sid = session_id if session_id and session_id.startswith("ses_") else None
-        return tools.memory_add_note(
-            root, _text(args, "note"), None, sid, clock=app.clock, store=app.store
-        ).to_text()
+        store = _store(paths, clock)
+        try:
+            return memory_add_note(
+                root, _text(args, "note"), None, sid, clock=clock, store=store
+            ).to_text()
+        finally:
+            store.close()
     raise InvalidArgument(f"unknown tool {name!r} (known: {', '.join(SPECS)})")
+
+
+def _store(paths: Paths, clock: Clock) -> Store:
+    paths.ensure_dir(paths.data_dir)
+    return Store(paths.db, clock=clock)
 
 
 def parse_args(raw: str) -> dict[str, Any]:
@@ -91,3 +112,29 @@ def parse_args(raw: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument("arguments must be a JSON object")
     return data
+
+
+def main(argv: list[str]) -> int:
+    """``memoryd tool NAME ARGS [--session ID]`` without loading the CLI package (settings, host
+    client, daemon): the shim starts one per model tool call, so start-up time is its latency.
+    Same contract as the CLI: the answer on stdout, or ``memoryd: <reason>`` on stderr and 1."""
+    import argparse
+    import sys
+
+    from memoryd.clock import SystemClock
+    from memoryd.errors import MemorydError
+
+    parser = argparse.ArgumentParser(prog="memoryd tool")
+    parser.add_argument("name")
+    parser.add_argument("arguments", nargs="?", default="{}")
+    parser.add_argument("--session", dest="session_id")
+    args = parser.parse_args(argv)
+    try:
+        text = call(
+            Paths.from_env(), SystemClock(), args.name, parse_args(args.arguments), args.session_id
+        )
+    except MemorydError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0

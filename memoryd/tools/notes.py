@@ -69,6 +69,11 @@ class ForgetResult(Result):
         )
         if self.target == "note":
             return f"deleted note {self.note}{tail}"
+        if not (self.removed_output or self.removed_job):
+            return (
+                f"forgot session {self.session_id} (from another machine): every synced machine "
+                f"will drop it{tail}"
+            )
         what = "its extracted memory" if self.removed_output else "its pending extraction"
         return f"forgot session {self.session_id}: deleted {what} and disabled memory for it{tail}"
 
@@ -230,13 +235,25 @@ def memory_add_note(
     )
 
 
-def _forget_session(store: Store, session_id: str) -> ForgetResult:
+def _forget_session(store: Store, root: Path, session_id: str) -> ForgetResult:
     had_output = store.output(session_id) is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
-        raise NotFound(f"memoryd holds no memory for session {session_id}")
+        # Imported here: the shim's `memoryd tool` path must not load settings (pydantic) or dulwich.
+        from memoryd.sync.inputs import remote_session_present
+
+        if not remote_session_present(root, session_id):
+            raise NotFound(f"memoryd holds no memory for session {session_id}")
+        # Another machine's session: the tombstone makes every machine (its own included) forget it.
+        store.add_tombstone(session_id)
+        store.set_mode(session_id, "disabled", reason="forgotten on request")
+        store.enqueue_phase2(urgent=True)
+        return ForgetResult(
+            target="session", session_id=session_id, disabled=True, phase2_enqueued=True
+        )
     store.delete_session_memory(session_id)
     store.set_mode(session_id, "disabled", reason="forgotten on request")
+    store.add_tombstone(session_id)  # published by sync, so other machines forget it too
     if had_output:
         store.enqueue_phase2(urgent=True)
     return ForgetResult(
@@ -277,7 +294,7 @@ def memory_forget(
     if session_id not in (None, ""):
         if not isinstance(session_id, str):
             raise InvalidArgument("session_id must be a string")
-        return _forget_session(store, session_id)
+        return _forget_session(store, root, session_id)
     if not isinstance(note, str):
         raise InvalidArgument("note must be a string")
     return _forget_note(store, root, note)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +23,12 @@ from memoryd.clock import Clock
 from memoryd.errors import (
     AgentMissing,
     BudgetWait,
-    HostAuthError,
     HostError,
     HostNotFound,
-    HostUnreachable,
     MemorydError,
     ModelCallError,
+    PathError,
+    is_host_fault,
 )
 from memoryd.host.agents import agent_homes, write_agent_config
 from memoryd.host.models import PromptResult, Session
@@ -38,6 +39,9 @@ from memoryd.store import CallUsage, Store
 from memoryd.write.budget import Budget
 
 log = logging.getLogger(__name__)
+
+NONCE_KEY = "memoryd_nonce"  # metadata that ties a helper session to its record in memory.db
+PENDING_PREFIX = "pending:"  # a record made before the helper was created (its nonce)
 
 # opencode adds these whenever an MCP server is configured, whatever the agent's permissions say;
 # memoryd's helpers must not browse other servers' resources, so every helper prompt removes them.
@@ -71,11 +75,28 @@ async def helper_session(
     title: str,
     metadata: dict[str, Any],
     store: Store | None = None,
+    permission: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Session]:
-    session = await client.create_session(directory=directory, title=title, metadata=metadata)
+    """Create, yield, always delete. With a store, the helper is recorded *before* it exists
+    (under a nonce it carries in its metadata), so even one whose create answer was lost (a reset
+    or garbled reply after opencode made it) can be found and deleted by the next pass."""
+    pending = None
+    if store is not None:
+        nonce = uuid.uuid4().hex[:16]
+        metadata = {**metadata, NONCE_KEY: nonce}
+        pending = PENDING_PREFIX + nonce
+        store.record_helper(pending, str(metadata.get("memoryd", "helper")))
     try:
-        if store is not None:
-            store.record_helper(session.id, str(metadata.get("memoryd", "helper")))
+        session = await client.create_session(
+            directory=directory, title=title, metadata=metadata, permission=permission
+        )
+    except BaseException:
+        if store is not None and pending is not None:
+            store.mark_helper_lost(pending)  # it may exist anyway: the next pass looks for it
+        raise
+    try:
+        if store is not None and pending is not None:
+            store.rename_helper(pending, session.id)
         yield session
     finally:
         await asyncio.shield(_delete(client, session.id, store))
@@ -96,13 +117,23 @@ async def _delete(client: OpencodeClient, session_id: str, store: Store | None =
     return True
 
 
-async def remove_orphaned_helpers(client: OpencodeClient, store: Store) -> int:
-    """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone)."""
+async def remove_orphaned_helpers(
+    client: OpencodeClient, store: Store, listed: Sequence[Session] = ()
+) -> int:
+    """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone),
+    and those whose create answer never arrived (found in ``listed`` by their nonce)."""
     removed = 0
     for sid in store.orphaned_helpers():
         if await _delete(client, sid, store):
             removed += 1
             log.info("removed helper session %s left by a memoryd that was killed", sid)
+    lost = store.lost_helper_nonces()
+    for s in listed:
+        nonce = (s.metadata or {}).get(NONCE_KEY)
+        if isinstance(nonce, str) and nonce in lost and await _delete(client, s.id, store):
+            store.forget_helper(PENDING_PREFIX + nonce)
+            removed += 1
+            log.info("removed helper session %s whose creation memoryd never heard back", s.id)
     return removed
 
 
@@ -142,7 +173,10 @@ class Verdict(enum.Enum):
     """What a claimed job becomes after an exception (the one failure policy of both phases)."""
 
     WAIT_BUDGET = "wait_budget"  # budget spent or rate-limited: release, burn no retry
-    WAIT_HOST = "wait_host"  # opencode went away or refuses us: release, burn no retry
+    WAIT_HOST = (
+        "wait_host"  # opencode failed (gone, refusing, 5xx, hung, garbled): release, burn no retry
+    )
+    WAIT_DISK = "wait_disk"  # our own disk refused a write (read-only, full): release, no retry
     FAIL = "fail"  # the job itself failed: burn a retry and back off
 
 
@@ -188,8 +222,10 @@ class PhaseBase:
         if isinstance(exc, ModelCallError) and exc.is_rate_limit:
             self.budget.trip(model)
             return Failure(Verdict.WAIT_BUDGET, str(exc))
-        if isinstance(exc, (HostUnreachable, HostAuthError)):
+        if is_host_fault(exc):
             return Failure(Verdict.WAIT_HOST, str(exc))
+        if isinstance(exc, (OSError, PathError)):
+            return Failure(Verdict.WAIT_DISK, f"cannot write memoryd's files: {exc}")
         if isinstance(exc, MemorydError):
             return Failure(Verdict.FAIL, str(exc))
         log.exception("unexpected error in %s", type(self).__name__)  # a bug fails the job

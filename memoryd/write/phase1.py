@@ -186,7 +186,7 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store)
+        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
         report.stale_helpers += await self._remove_stale_helpers(sessions)
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)

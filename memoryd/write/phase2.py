@@ -6,12 +6,17 @@ then compared with the last good baseline. Only a non-empty diff (or invalid art
 model call: a consolidation agent whose opencode session is rooted in the memory folder, and
 whose permissions deny everything but file tools there.
 
-What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``skills/``). Every
-other file is snapshotted before it runs and put back afterwards; a run whose agent touched
-protected files, left a symlink or produced invalid artifacts fails, and the baseline stays where
-it was so the next run sees the same diff. Only a validated run replaces the baseline (with a
-fresh single commit: redacted or forgotten text must not linger in git history) and marks which
-outputs were consumed.
+What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``skills/``, project
+summary layers), and it is confined twice. In opencode: the session carries permission rules
+built for the folder (:mod:`memoryd.host.permissions`), the instance is booted afresh from a
+folder swept of everything outside memoryd's layout, and a run is refused when opencode would
+load config from the folder's parents (:mod:`memoryd.write.confine`). After it: every other
+tracked file is put back from a snapshot, every entry outside the layout is removed, and a run
+that needed either, or left invalid artifacts, fails. A run that fails, is aborted or is killed
+leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.write.rollback`),
+which is also all the read path ever injects. The baseline stays where it was so the next run
+sees the same diff. Only a validated run replaces the baseline (with a fresh single commit:
+redacted or forgotten text must not linger in git history) and marks which outputs were consumed.
 """
 
 from __future__ import annotations
@@ -21,31 +26,35 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd import prompts
 from memoryd.errors import (
+    ConfinementError,
     HostError,
     InvalidMemory,
     ModelCallError,
     OwnershipLost,
     PathError,
-    ProtectedFilesChanged,
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.host.agents import CONSOLIDATE_AGENT
+from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
+from memoryd.host.permissions import consolidator_rules
 from memoryd.paths import bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
+from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.sync.inputs import import_sync
+from memoryd.sync.publish import machine_id
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
-from memoryd.write import review
+from memoryd.write import review, rollback
+from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
-    UNGOVERNED_TOOLS,
     PhaseBase,
     Verdict,
     ensure_agent,
@@ -73,6 +82,7 @@ class Phase2Status(enum.StrEnum):
     SKIPPED_DISABLED = "skipped_disabled"
     SKIPPED_BUDGET = "skipped_budget"
     SKIPPED_HOST = "skipped_host"
+    SKIPPED_DISK = "skipped_disk"  # the memory folder or state refused a write; nothing changed
     FAILED = "failed"
     HEARTBEAT_LOST = "heartbeat_lost"
 
@@ -180,23 +190,49 @@ class Phase2(PhaseBase):
                 status = {
                     Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
                     Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
+                    Verdict.WAIT_DISK: Phase2Status.SKIPPED_DISK,
                 }[failure.verdict]
+                log.warning("phase 2 waits: %s", failure.reason)
                 return Phase2Result(status, failure.reason)
             self.store.mark_phase2_failed(token, failure.reason)
             log.warning("phase 2 failed: %s", failure.reason)
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
+    def _sync_inputs(self) -> dict[str, Any]:
+        """What the sync import needs from the DB, read here (on the store's thread)."""
+        enabled = bool(self.settings.sync_remote)
+        forgotten = set(self.store.tombstones())
+        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        return {
+            "enabled": enabled,
+            "own_id": machine_id(self.store) if enabled else None,
+            "forgotten": forgotten,
+            "limit": self.settings.max_raw_memories_for_consolidation,
+        }
+
     def _prepare(
-        self, ws: Workspace, baseline: Baseline, selected: list[Output]
-    ) -> tuple[WorkspaceDiff, list[str]]:
-        """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread)."""
+        self,
+        ws: Workspace,
+        baseline: Baseline,
+        selected: list[Output],
+        sync_inputs: dict[str, Any],
+    ) -> tuple[WorkspaceDiff, list[str], list[str]]:
+        """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread).
+
+        Also returns what was removed because it had no place in memoryd's layout: whoever put it
+        there, opencode must not find it when it boots in the folder.
+        """
+        if rollback.interrupted(self.paths):
+            rollback.restore(self.paths, self.clock)  # a run was killed: finish its rollback
+            rollback.clear_running(self.paths)
         removed = ws.ensure_layout()
+        ws.remove_diff_file()
+        removed += sweep(self.paths.memories)
         if removed:
             log.warning(
-                "removed symlinks from the memory folder before phase 2: %s", ", ".join(removed)
+                "removed entries outside memoryd's layout before phase 2: %s", ", ".join(removed)
             )
-        ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
         ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
@@ -205,7 +241,13 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        return baseline.diff(), ws.validate()
+        # Other machines' memory (the last fetched sync head; no network here).
+        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
+        problems = ws.validate()
+        if not problems:
+            # Valid as it stands (a hand edit included): that is what a failed run returns to.
+            rollback.record(self.paths, source="the memory folder before a run")
+        return baseline.diff(), problems, removed
 
     async def _run_claimed(self, token: str) -> Phase2Result:
         self.paths.ensure_dir(self.paths.data_dir)
@@ -217,7 +259,11 @@ class Phase2(PhaseBase):
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
         watermark = max((wm for _, wm in consumed), default=0)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
-        diff, problems = await asyncio.to_thread(self._prepare, ws, baseline, selected)
+        diff, problems, swept = await asyncio.to_thread(
+            self._prepare, ws, baseline, selected, self._sync_inputs()
+        )
+        if swept:
+            self._note_swept("before a consolidation", swept)
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
@@ -230,24 +276,44 @@ class Phase2(PhaseBase):
         self.budget.check(self.settings.consolidation_model)
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
+        rollback.mark_running(self.paths)
         try:
-            await self._consolidate_with_heartbeat(token)
-        finally:
-            restored = ws.restore_protected(snapshot)
-            ws.remove_diff_file()
-            redact_agent_files(
-                self.paths.memories
-            )  # also after a failed run: the read path may show it
-        problems = ws.validate()
-        if restored:
-            raise ProtectedFilesChanged(restored)
-        if problems:
-            raise InvalidMemory(problems)
-        if not self.store.heartbeat_phase2(token):
-            raise OwnershipLost()
-        if self.settings.review:
-            return await self._stage_for_review(token, baseline, consumed, watermark, changes)
-        await asyncio.to_thread(baseline.reset)
+            try:
+                await self._consolidate_with_heartbeat(token)
+            finally:
+                restored = ws.restore_protected(snapshot)
+                ws.remove_diff_file()
+                foreign = sweep(self.paths.memories)
+                redact_agent_files(self.paths.memories)
+            undone = [*foreign, *(r for r in restored if r not in foreign)]
+            if undone:
+                self._note_swept("after a consolidation", undone)
+            problems = ws.validate()
+            if undone:
+                raise ConfinementError(
+                    "the consolidator went outside its own files; undone (removed or restored)",
+                    undone,
+                )
+            if problems:
+                raise InvalidMemory(problems)
+            if not self.store.heartbeat_phase2(token):
+                raise OwnershipLost()
+            if self.settings.review:
+                result = await self._stage_for_review(token, baseline, consumed, watermark, changes)
+                # staging put the baseline's files back; the validated copy may be newer
+                rollback.restore(self.paths, self.clock)
+                rollback.clear_running(self.paths)
+                return result
+            await asyncio.to_thread(baseline.reset)
+            rollback.record(self.paths, source="a validated consolidation")
+        except OwnershipLost:
+            raise  # another worker owns the folder now; its run decides what stays
+        except BaseException:
+            # Failed, aborted or cancelled: only validated memory may stay in the folder.
+            rollback.restore(self.paths, self.clock)
+            rollback.clear_running(self.paths)
+            raise
+        rollback.clear_running(self.paths)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
@@ -271,6 +337,11 @@ class Phase2(PhaseBase):
         await asyncio.to_thread(review.stage, self.paths, baseline, staged)
         self.store.release_phase2(token, "waiting: a consolidation is staged for review")
         return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
+
+    def _note_swept(self, when: str, entries: list[str]) -> None:
+        self.store.put_state(
+            FOLDER_SWEPT, {"at": self.clock.now_ms(), "when": when, "removed": entries}
+        )
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
@@ -303,8 +374,35 @@ class Phase2(PhaseBase):
                 agent.cancel()
                 await asyncio.gather(agent, return_exceptions=True)
 
+    async def _confinement(self, root: str) -> list[dict[str, str]]:
+        """Boot opencode afresh in the (swept) folder; the session rules for it, or refuse."""
+        # An instance booted earlier may hold config loaded before the sweep: start a new one.
+        await self.client.dispose_instance(root)
+        worktree = await self.client.worktree(root)
+        # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
+        home = agent_homes(self.paths)[CONSOLIDATE_AGENT]
+        ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
+        planted = planted_parent_config(self.paths.memories, worktree, managed=ours)
+        if planted:
+            raise ConfinementError(
+                "opencode would load these into the consolidator's session from folders above "
+                "the memory folder; remove them or move MEMORYD_HOME",
+                [str(p) for p in planted],
+            )
+        return consolidator_rules(root, worktree)
+
     async def _consolidate(self) -> None:
         root = str(self.paths.memories)
+        rules = await self._confinement(root)
+        try:
+            await self._consolidate_in(root, rules)
+        finally:
+            try:  # nothing the run left behind stays loaded in a long-lived server
+                await asyncio.shield(self.client.dispose_instance(root))
+            except HostError as exc:
+                log.warning("could not dispose the memory folder's opencode instance: %s", exc)
+
+    async def _consolidate_in(self, root: str, rules: list[dict[str, str]]) -> None:
         await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = prompts.render(
             "consolidation.md",
@@ -320,6 +418,7 @@ class Phase2(PhaseBase):
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
             store=self.store,
+            permission=rules,
         ) as helper:
             outcome = "ok"
             try:
@@ -328,7 +427,9 @@ class Phase2(PhaseBase):
                     directory=root,
                     text=text,
                     agent=CONSOLIDATE_AGENT,
-                    disable_tools=UNGOVERNED_TOOLS,
+                    # No per-prompt tools map: opencode 1.18 turns one into the session's whole
+                    # permission list, replacing the rules above. Those rules deny the MCP
+                    # resource tools' reads ("mcp:*") instead.
                     model=model,
                     timeout=self.settings.host.prompt_timeout_s,
                 )

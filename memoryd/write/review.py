@@ -38,6 +38,7 @@ from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 from memoryd.workspace import is_agent_owned, is_tracked
+from memoryd.write import rollback
 
 if TYPE_CHECKING:
     from memoryd.write.baseline import Baseline
@@ -225,6 +226,7 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         _put_agent_files(paths.memories, staged_agent_files(paths))
         from memoryd.write.baseline import Baseline  # dulwich only when it is needed
 
+        rollback.record(paths, source="an accepted review")  # what turns see from now on
         Baseline(
             paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)
         ).reset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -88,3 +89,25 @@ def test_nothing_waits_after_a_crash(make_sandbox, mock_llm: MockLLM) -> None:
     )
     assert list((home / "state" / "private-servers").glob("*.json")) == []
     assert [p for p in processes_under(box.root) if p != box.pid] == []
+
+
+def test_seeded_chaos_slice(tmp_path: Path) -> None:
+    """A few seeded kills across the pipeline, a crash takeover and three host faults drawn by
+    the seed (``CHAOS_SEED`` replays another schedule), each followed by the full invariant check."""
+    import random
+
+    from bench.chaos import host_faults, storm
+    from bench.chaos_world import World
+
+    seed = int(os.environ.get("CHAOS_SEED", "11"))
+    rng = random.Random(seed)
+    w = World(tmp_path, rng)
+    try:
+        w.add_sessions(3, "slice")
+        figs = [storm(w, rng, kills=6), host_faults(w, rng, hang_s=4.0, passes=1, kinds=3)]
+    finally:
+        w.close()
+    for fig in figs:
+        assert (fig.lost, fig.duplicated, fig.corrupt) == (0, 0, 0), (fig.name, fig.failures)
+        assert fig.failures == [], (fig.name, fig.notes, fig.failures)
+        assert fig.injected >= 3, (fig.name, fig.notes)

@@ -72,3 +72,27 @@ def test_lint_clean() -> None:
         text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None:
+    """Issue 11: a ``run --once`` that cannot reach opencode exits 3 and ``status`` says why."""
+    import json as _json
+
+    from memoryd.cli import main
+
+    monkeypatch.setenv("MEMORYD_HOST_URL", "http://127.0.0.1:9")  # nothing listens on discard
+    monkeypatch.setattr("memoryd.host.opencode.HOST_RETRY_DELAYS_S", (0.0,))
+    assert main(["run", "--once"]) == 3
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    snap = _json.loads(capsys.readouterr().out)
+    assert "127.0.0.1:9" in snap["last_pass_error"]["error"]
+
+
+def test_every_phase2_status_has_a_line() -> None:
+    """Issue 11 (chaos, disk trouble): a new status once crashed ``run --once`` with a KeyError."""
+    from memoryd.cli.run import phase2_line
+    from memoryd.write.phase2 import Phase2Result, Phase2Status
+
+    for status in Phase2Status:
+        assert phase2_line(Phase2Result(status, "why")).startswith("phase 2: ")

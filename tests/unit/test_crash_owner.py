@@ -140,3 +140,36 @@ def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
         for p in procs:
             p.kill()
             p.wait()
+
+
+async def test_a_helper_whose_create_answer_was_lost_is_found_and_deleted(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    """Issue 11 (chaos, host faults): opencode made the helper but the answer was reset on the way
+    back. Before: it stayed in the user's session list for 90 minutes."""
+    import httpx
+
+    host = FakeOpencode()
+    host.add_session("ses_user000001", updated=clock.now_ms() - 7 * HOUR)
+    real = host.handle
+    lost: list[str] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        resp = await real(request)
+        if request.method == "POST" and request.url.path == "/session" and not lost:
+            lost.append(resp.json()["id"])
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return resp
+
+    host.handle = handle  # type: ignore[method-assign]
+    client = OpencodeClient("http://opencode.test", transport=httpx.MockTransport(handle))
+    p1 = Phase1(
+        store=store, client=client, settings=Settings(), paths=paths, clock=clock, worker_id="t"
+    )
+    first = await p1.run_pass()
+    assert first.released == 1 and first.failed == 0
+    assert lost and lost[0] in host.sessions  # it exists, and memoryd never learned its id
+    second = await p1.run_pass()
+    assert lost[0] not in host.sessions and second.stale_helpers == 1
+    assert second.succeeded == 1 and host.helper_sessions == []
+    assert store.helper_count() == 0

@@ -752,6 +752,41 @@ def test_is_helper_session() -> None:
     assert not is_helper_session(_session("about memoryd-things"))
 
 
+@pytest.mark.anyio
+async def test_idempotent_requests_ride_out_transient_faults(monkeypatch) -> None:
+    """Issue 11: a reset or a 503 on a GET is retried with a short, bounded backoff; a POST is not
+    (it may have happened), and a fault that persists still surfaces."""
+    import memoryd.host.opencode as opencode_mod
+
+    monkeypatch.setattr(opencode_mod, "HOST_RETRY_DELAYS_S", (0.0, 0.0))
+    calls: list[str] = []
+    faults = [
+        lambda r: (_ for _ in ()).throw(httpx.ReadError("reset", request=r)),
+        lambda r: httpx.Response(503, json={"name": "Busy", "data": {"message": "later"}}),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if faults:
+            return faults.pop(0)(request)
+        if request.method == "POST":
+            return httpx.Response(500, json={})
+        return httpx.Response(200, json={"healthy": True, "version": "1.18.33"})
+
+    async with OpencodeClient(BASE, transport=httpx.MockTransport(handler)) as client:
+        assert await client.health() == "1.18.33"
+        assert calls == ["GET", "GET", "GET"]
+        calls.clear()
+        with pytest.raises(HostHTTPError):
+            await client.create_session(directory="/tmp", title="t", metadata={})
+        assert calls == ["POST"]
+        faults.extend([lambda r: httpx.Response(502, json={})] * 3)
+        calls.clear()
+        with pytest.raises(HostHTTPError):
+            await client.health()
+        assert calls == ["GET", "GET", "GET"]
+
+
 def test_host_errors_name_what_was_tried() -> None:
     from memoryd.errors import HostNotStarted
 

@@ -180,6 +180,20 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
             },
             "too long",
         ),
+    ],
+)
+async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, fragment) -> None:
+    host.reply = reply
+    report = await make(store, host, paths, clock).run_pass()
+    assert report.failed == 2 and report.succeeded == 0
+    assert fragment in report.errors[0]
+    assert store.output_count() == 0
+    assert host.helper_sessions == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "fragment"),
+    [
         (
             lambda b: {
                 "http_status": 500,
@@ -187,18 +201,25 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
             },
             "HTTP 500",
         ),
+        (lambda b: {"http_status": 429, "json": {}}, "HTTP 429"),
         (lambda b: {"http_status": 200, "content": b"<html>not json"}, "unexpected answer"),
     ],
 )
-async def test_bad_model_or_host_answers_fail_the_job(
+async def test_host_faults_release_claims_without_burning_retries(
     store, host, paths, clock, reply, fragment
 ) -> None:
+    """Issue 11: a 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
-    assert report.failed == 2 and report.succeeded == 0
-    assert fragment in report.errors[0]
-    assert store.output_count() == 0
+    assert report.failed == 0 and report.released == 2 and report.succeeded == 0
+    assert fragment in (report.waiting or "")
+    for sid in ("ses_old0aaaaaa", "ses_old1aaaaaa"):
+        job = store.stage1_job(sid)
+        assert job["status"] == "pending" and job["retry_remaining"] == 3, dict(job)
+        assert fragment in job["last_error"]
     assert host.helper_sessions == []
+    host.reply = good_reply
+    assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
 
 async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None:

@@ -146,3 +146,30 @@ async def test_a_spent_budget_waits_without_a_model_call_or_a_failure(
     assert consolidation_prompts(host) == 0
     job = store.phase2_job()
     assert job["status"] == "pending" and job["retry_remaining"] == 3  # no retry burned
+
+
+async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
+    store: Store, paths: Paths, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 (chaos, disk trouble): a read-only or full memory folder is not the job's fault.
+    Before: an "internal error" with a traceback and an hour of backoff after the disk was fixed."""
+    import errno
+
+    from memoryd.workspace import Workspace
+
+    host = FakeOpencode(consolidate=write_memory)
+    p2 = await extracted(store, host, paths, clock)
+    real_sync = Workspace.sync
+
+    def refuse(self: Workspace, selected: list) -> object:
+        raise OSError(errno.EROFS, "Read-only file system", str(self.root / "raw_memories.md"))
+
+    monkeypatch.setattr(Workspace, "sync", refuse)
+    result = await p2.run()
+    assert result.status is Phase2Status.SKIPPED_DISK
+    assert "Read-only file system" in result.detail
+    job = store.phase2_job()
+    assert job["status"] == "pending" and job["retry_at"] is None and job["retry_remaining"] == 3
+    assert consolidation_prompts(host) == 0
+    monkeypatch.setattr(Workspace, "sync", real_sync)  # the disk is fixed: the next run just works
+    assert (await p2.run()).status is Phase2Status.SUCCEEDED

@@ -1,0 +1,695 @@
+"""bench/chaos.py: crash, fault and concurrency figures for memoryd against the real opencode.
+
+Seeded (``--seed``): the kill moments, the fault order and the fault hits all come from one
+``random.Random``, so a run can be replayed and another seed gives another schedule. Scenarios:
+
+1. kill -9 storm over real sessions with a slow scripted model, then one clean pass and the checks
+2. nothing waits after a crash (kill ``run --once`` mid-extraction, start another)
+3. host faults through a fault-injecting proxy, and opencode killed and restarted mid-pass
+4. concurrency: two daemons and a stream of CLI commands on one home
+5. disk trouble: read-only memory folder, read-only state folder, ENOSPC (tmpfs)
+6. load: both cores saturated; idle-to-extracted latency; a 500-session backlog (fake host)
+
+``--quick`` is the small slice the test suite runs. Full run: ``.venv/bin/python bench/chaos.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import machine, table
+from bench.chaos_world import (
+    FAULTS,
+    PY,
+    FaultProxy,
+    Figures,
+    World,
+    alive,
+    cpu_hog,
+    kill9,
+    memoryd_servers,
+)
+from tests.e2e.consolidator import is_consolidation
+from tests.e2e.mockllm import RecordedRequest, last_user_text, transcript_of
+
+VERBOSE = os.environ.get("CHAOS_VERBOSE") == "1"
+T0 = time.monotonic()
+
+
+def log(msg: str) -> None:
+    if VERBOSE:
+        print(f"  [{time.monotonic() - T0:6.1f}] {msg}", file=sys.stderr, flush=True)
+
+
+def clean_pass(w: World, fig: Figures, env: dict[str, str] | None = None) -> float:
+    t0 = time.monotonic()
+    out = w.cli("run", "--once", "--force-consolidation", env=env)
+    took = time.monotonic() - t0
+    if out.returncode != 0 or "phase 2: failed" in out.stdout:
+        fig.fail(f"clean pass: exit {out.returncode}: {out.stdout[-300:]} {out.stderr[-500:]}")
+    return took
+
+
+# -- 1. kill -9 storm ---------------------------------------------------------------------------
+
+
+def storm(w: World, rng: random.Random, kills: int) -> Figures:
+    fig = Figures("1 kill -9 storm")
+    w.slow = (0.02, 0.3)
+    w.cli("run", "--once", "--force-consolidation")
+    for sid in w.sessions[:2]:
+        w.touch(sid)
+    t0 = time.monotonic()
+    w.cli("run", "--once", "--force-consolidation")  # a typical pass: two extractions + phase 2
+    span = min(max(time.monotonic() - t0, 2.0), 15.0)
+    log(f"first pass took {span:.1f} s")
+    steps: Counter[str] = Counter()
+    url_env, private_env = w.env(), w.env(private=True)
+    done = 0
+    while fig.injected < kills:
+        fig.runs += 1
+        # A third of the kills at a uniform moment, the rest just after a model call starts
+        # (extraction, or consolidation), plus a seeded delay that also reaches the finalizers.
+        aim = rng.choice(["uniform", "extract", "consolidate"])
+        stage1_pending, phase2_pending = w.pending_work()
+        if (aim == "extract" and not stage1_pending) or (
+            aim == "consolidate" and not (stage1_pending or phase2_pending)
+        ):
+            w.touch(rng.choice(w.sessions))
+        if aim == "consolidate":
+            args: tuple[str, ...] = ("run", "--once", "--force-consolidation")
+        elif aim == "extract":
+            args = rng.choice([("run", "--once"), ("run",)])
+        else:
+            args = rng.choice(
+                [("run", "--once"), ("run", "--once", "--force-consolidation"), ("run",)]
+            )
+        private = rng.random() < 0.08
+        proc = w.spawn(*args, env=private_env if private else url_env)
+        at = rng.uniform(0.2, span * 1.3 + (3.0 if private else 0.0))
+        extra = rng.uniform(0.0, 1.5)
+        if not _wait_for_moment(w, proc, aim, at, extra, deadline=span * 2 + 10):
+            done += 1
+            proc.communicate(timeout=300)
+            continue
+        step = (
+            "consolidation call"
+            if w.inflight["consolidate"]
+            else "extraction call"
+            if w.inflight["extract"]
+            else "start/discovery/claim/finalize/sync/diff/audit/baseline"
+        )
+        steps[step + (" (daemon)" if args == ("run",) else "")] += 1
+        kill9(proc)
+        fig.injected += 1
+        log(f"kill {fig.injected} at {at:.1f} s ({step})")
+        if w.integrity() != "ok":
+            fig.corrupt += 1
+            fig.fail(f"integrity_check failed after kill {fig.injected}")
+        if fig.injected % 20 == 0:  # recovery: the next undisturbed run, start to clean finish
+            t1 = time.monotonic()
+            out = w.cli("run", "--once")
+            fig.recovery_s.append(time.monotonic() - t1)
+            running = [k for k, j in w.jobs().items() if j["status"] == "running"]
+            if out.returncode != 0 or running:
+                fig.fail(f"recovery run: exit {out.returncode}, still running {running}")
+    w.slow = (0.0, 0.0)
+    clean_pass(w, fig)
+    w.check(fig)
+    fig.notes.append(f"{done} runs finished before their kill moment")
+    fig.notes.append("kills by step: " + ", ".join(f"{k} {v}" for k, v in steps.most_common()))
+    return fig
+
+
+def _wait_for_moment(
+    w: World, proc: subprocess.Popen[str], aim: str, at: float, extra: float, deadline: float
+) -> bool:
+    """Wait for the chosen kill moment; False when the process finished first."""
+    t0 = time.monotonic()
+    hit: float | None = None
+    while proc.poll() is None:
+        now = time.monotonic() - t0
+        if aim == "uniform" and now >= at:
+            return True
+        if (
+            aim != "uniform"
+            and hit is None
+            and w.inflight["extract" if aim == "extract" else "consolidate"]
+        ):
+            hit = now
+        if hit is not None and now >= hit + extra:
+            return True
+        if now >= deadline:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# -- 2. nothing waits after a crash -------------------------------------------------------------
+
+
+def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
+    fig = Figures("2 nothing waits after a crash")
+    env = w.env(private=True)
+    for _ in range(runs):
+        fig.runs += 1
+        touched = rng.sample(w.sessions, k=min(3, len(w.sessions)))
+        for sid in touched:
+            w.touch(sid)
+        w.slow = (60.0, 60.0)
+        proc = w.spawn("run", "--once", env=env)
+        deadline = time.monotonic() + 90
+        while w.inflight["extract"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(rng.uniform(0.0, 1.0))
+        kill9(proc)
+        fig.injected += 1
+        w.slow = (0.0, 0.0)
+        held = [k for k, j in w.jobs().items() if j["status"] == "running"]
+        helpers = len(w.helper_sessions())
+        t0 = time.monotonic()
+        out = w.cli("run", "--once", env=env)
+        fig.recovery_s.append(time.monotonic() - t0)
+        jobs = w.jobs()
+        burned = [k for k in held if jobs[k]["retry_remaining"] != 3]
+        if out.returncode != 0 or burned:
+            fig.fail(f"after crash: exit {out.returncode}, retries burned {burned}")
+        if w.helper_sessions():
+            fig.fail("helper sessions of the killed run are still there")
+        if memoryd_servers(w.home):
+            fig.fail("the killed run's opencode serve is still running")
+        fig.notes.append(f"{len(held)} claims held and {helpers} helpers left by the kill")
+    clean_pass(w, fig, env)
+    w.check(fig)
+    return fig
+
+
+# -- 3. host faults -----------------------------------------------------------------------------
+
+
+def host_faults(
+    w: World, rng: random.Random, hang_s: float, passes: int, kinds: int | None = None
+) -> Figures:
+    """Every fault kind (or ``kinds`` of them, drawn by the seed), then opencode restarted."""
+    fig = Figures("3 host faults")
+    proxy = FaultProxy(w.box.url, rng, hang_s=hang_s)
+    env = w.env(url=proxy.url, MEMORYD_HOST_REQUEST_TIMEOUT_S=str(max(5.0, hang_s / 3)))
+    said_why = 0
+    order = list(FAULTS)
+    rng.shuffle(order)
+    order = order[:kinds] if kinds is not None else order
+    try:
+        for mode in [*order, "opencode_restart"]:
+            for sid in rng.sample(w.sessions, k=min(2, len(w.sessions))):
+                w.touch(sid)
+            before = proxy.injected
+            t_fault = time.monotonic()
+            if mode == "opencode_restart":
+                w.slow = (1.5, 2.5)
+                proc = w.spawn("run", "--once", env=env)
+                deadline = time.monotonic() + 60
+                while w.inflight["extract"] < 1 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                w.box.restart()
+                fig.injected += 1
+                out_text, err = proc.communicate(timeout=300)
+                w.slow = (0.0, 0.0)
+                _judge_run(fig, mode, proc.returncode, err)
+            elif mode == "sse_cut":
+                proxy.set(mode, 1.0)
+                daemon = w.spawn("run", "--interval", "3600", env=env)
+                time.sleep(8)
+                if daemon.poll() is not None:
+                    fig.fail(f"daemon died on a cut event stream: {daemon.communicate()[1][-800:]}")
+                st = _status(w, env)
+                reconnects = ((st.get("daemon") or {}).get("events") or {}).get("reconnects", 0)
+                if reconnects < 1:
+                    fig.fail("the event follower did not notice the cut stream")
+                daemon.terminate()
+                daemon.communicate(timeout=30)
+                fig.injected += proxy.injected - before
+            else:
+                rate = 1.0 if mode in ("refused", "hang") else 0.35
+                proxy.set(mode, rate)
+                if mode == "hang":
+                    proxy.rate = 1.0
+                for _ in range(1 if mode == "hang" else passes):
+                    fig.runs += 1
+                    proc = w.spawn("run", "--once", env=env)
+                    if mode == "hang":
+                        time.sleep(3)
+                        proxy.set("pass", 0.0)  # one hang is enough: later requests pass
+                    out_text, err = proc.communicate(timeout=hang_s * 4 + 300)
+                    _judge_run(fig, mode, proc.returncode, err)
+                    surfaced = proc.returncode != 0 or "waiting:" in out_text
+                    if surfaced and _explained(w, env):
+                        said_why += 1
+                    elif surfaced:
+                        fig.fail(f"status does not say why ({mode})")
+                fig.injected += (proxy.injected - before) if mode != "refused" else passes
+            proxy.set("pass", 0.0)
+            t0 = time.monotonic()
+            out = w.cli("run", "--once", env=env)
+            fig.recovery_s.append(time.monotonic() - t0)
+            if out.returncode != 0:
+                fig.fail(f"recovery after {mode}: exit {out.returncode} {out.stderr[-300:]}")
+            jobs = w.jobs()
+            burned = sorted(k for k, j in jobs.items() if j["retry_remaining"] != 3)
+            if burned:
+                fig.fail(f"{mode}: a host fault burned retries of {len(burned)} jobs")
+            fig.notes.append(f"{mode}: {time.monotonic() - t_fault:.1f} s")
+    finally:
+        proxy.close()
+    clean_pass(w, fig)
+    w.check(fig)
+    fig.notes.append(f"status explained {said_why} fault kinds")
+    return fig
+
+
+def _judge_run(fig: Figures, mode: str, code: int | None, err: str) -> None:
+    if code not in (0, 3) or "Traceback" in err:
+        fig.fail(f"{mode}: memoryd exited {code}: {err[-600:]}")
+
+
+def _status(w: World, env: dict[str, str]) -> dict:  # type: ignore[type-arg]
+    out = w.cli("status", "--json", env=env)
+    try:
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+    except ValueError:
+        return {}
+
+
+def _explained(w: World, env: dict[str, str]) -> bool:
+    st = _status(w, env)
+    last = st.get("last_pass") or {}
+    return bool(
+        st.get("last_pass_error")
+        or (st.get("stage1") or {}).get("last_errors")
+        or (last.get("phase1") or {}).get("waiting")
+        or (st.get("phase2") or {}).get("last_error")
+        or (st.get("host") or {}).get("last_error")
+    )
+
+
+# -- 4. concurrency -----------------------------------------------------------------------------
+
+
+def concurrency(w: World, rng: random.Random, seconds: float) -> Figures:
+    fig = Figures("4 concurrency")
+    env = w.env(MEMORYD_MAX_ROLLOUTS_PER_STARTUP="2")
+    w.mock.clear()
+    w.slow = (0.05, 0.4)
+    first = w.spawn("run", "--interval", "5", env=env)
+    time.sleep(2)
+    second = w.spawn("run", "--interval", "5", env=env)
+    try:
+        second.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill9(second)
+    fig.runs += 2
+    if second.returncode != 4:
+        fig.fail(f"the second daemon exited {second.returncode}, not 4")
+    codes: Counter[str] = Counter()
+    locked: list[str] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+    seed = rng.randrange(1 << 30)
+
+    def worker(k: int) -> None:
+        r = random.Random(seed + k)
+        notes: list[str] = []
+        while time.monotonic() < stop:
+            pick = r.choice(["note", "forget", "search", "once", "status"])
+            if pick == "note":
+                args = ["note", "add", f"chaos note {r.randrange(1 << 20)}: prefer small commits"]
+            elif pick == "forget" and notes:
+                args = ["forget", "--note", notes.pop()]
+            elif pick == "search":
+                args = ["search", "--ranked", "runbook"]
+            elif pick == "once":
+                args = ["run", "--once"]
+            else:
+                args = ["status"]
+            out = w.cli(*args, env=env, timeout=300)
+            text = out.stdout + out.stderr
+            if pick == "note":
+                m = re.search(r"notes/\S+\.md", text)
+                if m:
+                    notes.append(m.group(0).rstrip("."))
+            with lock:
+                codes[f"{args[0]} {out.returncode}"] += 1
+                if "database is locked" in text or "Traceback" in text:
+                    locked.append(f"{' '.join(args)} -> {text[-300:]}")
+
+    def toucher() -> None:
+        r = random.Random(seed - 1)
+        while time.monotonic() < stop:
+            w.touch(r.choice(w.sessions))
+            time.sleep(r.uniform(1, 4))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    threads.append(threading.Thread(target=toucher))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.slow = (0.0, 0.0)
+    first.terminate()
+    first.communicate(timeout=30)
+    fig.runs += sum(codes.values())
+    fig.injected = sum(codes.values())
+    bad = {k: v for k, v in codes.items() if not k.endswith(" 0")}
+    if bad:
+        fig.fail(f"CLI exit codes: {bad}")
+    if locked:
+        fig.fail(f"{len(locked)} commands showed a lock error or traceback: {locked[:2]}")
+    overlap = _overlapping_consolidations(w.mock.requests)
+    if overlap:
+        fig.fail(f"{overlap} overlapping consolidations")
+    dup = _duplicate_extractions(w.mock.requests, w.sessions)
+    fig.duplicated += dup
+    if dup:
+        fig.fail(f"{dup} session versions extracted twice")
+    clean_pass(w, fig)
+    w.check(fig)
+    fig.notes.append("CLI: " + ", ".join(f"{k}×{v}" for k, v in sorted(codes.items())))
+    return fig
+
+
+def _overlapping_consolidations(reqs: list[RecordedRequest]) -> int:
+    spans: dict[str, list[float]] = {}
+    for r in reqs:
+        if r.session_id and is_consolidation(r.body):
+            s = spans.setdefault(r.session_id, [r.at, r.at])
+            s[0], s[1] = min(s[0], r.at), max(s[1], r.at)
+    ordered = sorted(spans.values())
+    return sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[0] < a[1])
+
+
+def _duplicate_extractions(reqs: list[RecordedRequest], sessions: list[str]) -> int:
+    seen: Counter[tuple[str, str]] = Counter()
+    for r in reqs:
+        if not r.is_extraction:
+            continue
+        text = last_user_text(r.body)
+        sid = next((s for s in sessions if s in text), "?")
+        seen[(sid, hashlib.sha1(transcript_of(r.body).encode()).hexdigest())] += 1
+    return sum(n - 1 for n in seen.values() if n > 1)
+
+
+# -- 5. disk trouble ----------------------------------------------------------------------------
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+def disk(w: World, rng: random.Random) -> Figures:
+    fig = Figures("5 disk trouble")
+    mem, state = w.paths.memories, w.paths.state_dir
+    cases: list[tuple[str, Callable[[], bool], Callable[[], None]]] = []
+
+    def ro(path: Path) -> Callable[[], bool]:
+        return lambda: (
+            _mount("--bind", str(path), str(path)) and _mount("-o", "remount,bind,ro", str(path))
+        )
+
+    def unmount(path: Path) -> Callable[[], None]:
+        return lambda: None if subprocess.run(["umount", str(path)]).returncode == 0 else None
+
+    cases.append(("read-only memory folder", ro(mem), unmount(mem)))
+    cases.append(("read-only state folder", ro(state), unmount(state)))
+    stash = Path(tempfile.mkdtemp(prefix="chaos-enospc-"))
+
+    def enospc_on() -> bool:
+        shutil.copytree(mem, stash / "mem")
+        if not _mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mem)):
+            return False
+        shutil.copytree(stash / "mem", mem, dirs_exist_ok=True)
+        with contextlib.suppress(OSError), (mem / ".fill").open("wb") as f:
+            while True:
+                f.write(b"\0" * 4096)
+        return True
+
+    def enospc_off() -> None:
+        (mem / ".fill").unlink(missing_ok=True)
+
+    cases.append(("ENOSPC (256 KB tmpfs)", enospc_on, enospc_off))
+    try:
+        for name, on, off in cases:
+            for sid in rng.sample(w.sessions, k=min(2, len(w.sessions))):
+                w.touch(sid)
+            if not on():
+                fig.notes.append(f"{name}: could not set up here")
+                continue
+            fig.injected += 1
+            fig.runs += 1
+            out = w.cli("run", "--once", "--force-consolidation")
+            lines = out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or [""]
+            msg = lines[-1]
+            if "Traceback" in out.stderr:
+                fig.fail(f"{name}: traceback: {out.stderr[-500:]}")
+            if w.integrity() != "ok":
+                fig.corrupt += 1
+            fig.notes.append(f"{name}: exit {out.returncode}, said {msg.strip()[:140]!r}")
+            off()
+            t0 = time.monotonic()
+            clean_pass(w, fig)
+            fig.recovery_s.append(time.monotonic() - t0)
+            w.check(fig)
+    finally:
+        if subprocess.run(["mountpoint", "-q", str(mem)]).returncode == 0:
+            keep = stash / "after"
+            shutil.copytree(mem, keep, ignore=shutil.ignore_patterns(".fill"))
+            subprocess.run(["umount", str(mem)])
+            shutil.rmtree(mem)
+            shutil.copytree(keep, mem)
+        for p in (mem, state):
+            while subprocess.run(["mountpoint", "-q", str(p)]).returncode == 0:
+                subprocess.run(["umount", str(p)])
+        shutil.rmtree(stash, ignore_errors=True)
+    clean_pass(w, fig)
+    w.check(fig)
+    return fig
+
+
+# -- 6. load ------------------------------------------------------------------------------------
+
+
+def load(w: World, rng: random.Random, idle_runs: int, backlog: int) -> Figures:
+    fig = Figures("6 load")
+    env = w.env()
+    with cpu_hog(os.cpu_count() or 2):
+        daemon = w.spawn("run", "--interval", "3600", env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                ev = ((_status(w, env).get("daemon") or {}).get("events") or {}).get("state")
+                if ev == "connected":
+                    break
+                time.sleep(0.5)
+            for _ in range(idle_runs):
+                fig.runs += 1
+                sid = w.add_sessions(1, "load")[0]
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 60:
+                    if w.jobs().get(sid) is not None and w.jobs()[sid]["status"] == "done":
+                        break
+                    time.sleep(0.2)
+                took = time.monotonic() - t0
+                fig.recovery_s.append(took)
+                if took > 30:
+                    fig.fail(f"idle session extracted after {took:.1f} s (> 30 s) under load")
+        finally:
+            daemon.terminate()
+            daemon.communicate(timeout=30)
+        if backlog:
+            out = subprocess.run(
+                [PY, __file__, "--_backlog", str(backlog)], capture_output=True, text=True
+            )
+            try:
+                b = json.loads(out.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                fig.fail(f"backlog run failed: {out.stderr[-800:]}")
+            else:
+                fig.runs += b["passes"]
+                if b["outputs"] != backlog:
+                    fig.lost += backlog - b["outputs"]
+                    fig.fail(f"backlog: {b['outputs']} of {backlog} extracted")
+                growth = b["rss_end_kb"] / max(b["rss_steady_kb"], 1)
+                if growth > 1.15:
+                    fig.fail(f"RSS grew {growth:.2f}× past its steady state")
+                fig.notes.append(
+                    f"backlog {backlog} sessions (in-process fake host) drained in {b['passes']} "
+                    f"passes, {b['seconds']:.1f} s; RSS steady {b['rss_steady_kb'] / 1024:.1f} MB, "
+                    f"end {b['rss_end_kb'] / 1024:.1f} MB, peak {b['rss_peak_kb'] / 1024:.1f} MB"
+                )
+    clean_pass(w, fig)
+    w.check(fig)
+    return fig
+
+
+def backlog_child(n: int) -> None:
+    """Drain ``n`` sessions with the daemon's pass loop against the in-process fake host."""
+    import asyncio
+
+    from memoryd.clock import HOUR, ManualClock
+    from memoryd.host.opencode import OpencodeClient
+    from memoryd.paths import Paths
+    from memoryd.settings import Settings
+    from memoryd.store import Store
+    from memoryd.write.phase1 import Phase1
+    from memoryd.write.phase2 import Phase2
+    from tests.fakehost import FakeOpencode, write_memory
+
+    def rss() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    async def main() -> dict[str, float]:
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = Paths.from_env({"MEMORYD_HOME": tmp})
+            paths.ensure_dir(paths.data_dir)
+            clock = ManualClock(1_800_000_000_000)
+            store = Store(paths.db, clock=clock)
+            host = FakeOpencode(consolidate=write_memory)
+            for i in range(n):
+                host.add_session(
+                    f"ses_backlog{i:06d}",
+                    updated=clock.now_ms() - 7 * HOUR - i,
+                    turns=[("user", f"decision {i}: use tool {i % 7}"), ("assistant", "ok")],
+                )
+            settings = Settings(max_rollouts_per_startup=16, max_raw_memories_for_consolidation=512)
+            common = dict(
+                store=store,
+                client=OpencodeClient("http://opencode.test", transport=host.transport()),
+                settings=settings,
+                paths=paths,
+                clock=clock,
+                worker_id="backlog",
+            )
+            t0 = time.monotonic()
+            samples, passes = [], 0
+            while store.output_count() < n and passes < n:
+                await Phase1(**common).run_pass()  # type: ignore[arg-type]
+                await Phase2(**common).run(force=True)  # type: ignore[arg-type]
+                passes += 1
+                clock.advance(60_000)
+                samples.append(rss())
+            steady = max(samples[2:6] or samples)
+            return {
+                "passes": passes,
+                "outputs": store.output_count(),
+                "seconds": time.monotonic() - t0,
+                "rss_steady_kb": steady,
+                "rss_end_kb": samples[-1],
+                "rss_peak_kb": max(samples),
+            }
+
+    print(json.dumps(asyncio.run(main())))
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--quick", action="store_true", help="the small slice the test suite runs")
+    ap.add_argument("--scenarios", default="1,2,3,4,5,6")
+    ap.add_argument("--kills", type=int, default=None)
+    ap.add_argument("--hang-s", type=float, default=None)
+    ap.add_argument("--sessions", type=int, default=None)
+    ap.add_argument("--_backlog", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args._backlog:
+        backlog_child(args._backlog)
+        return 0
+    q = args.quick
+    kills = args.kills if args.kills is not None else (12 if q else 200)
+    hang_s = args.hang_s if args.hang_s is not None else (6.0 if q else 60.0)
+    n_sessions = args.sessions if args.sessions is not None else (3 if q else 8)
+    wanted = {int(s) for s in args.scenarios.split(",") if s}
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    figs: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="memoryd-chaos-") as tmp:
+        w = World(Path(tmp), rng)
+        try:
+            w.add_sessions(n_sessions, "chaos")
+            plan: list[tuple[int, Callable[[], Figures]]] = [
+                (1, lambda: storm(w, rng, kills)),
+                (2, lambda: after_crash(w, rng, 1 if q else 3)),
+                (3, lambda: host_faults(w, rng, hang_s, 1 if q else 2)),
+                (4, lambda: concurrency(w, rng, 15 if q else 60)),
+                (5, lambda: disk(w, rng)),
+                (6, lambda: load(w, rng, 1 if q else 3, 100 if q else 500)),
+            ]
+            for k, fn in plan:
+                if k in wanted:
+                    t0 = time.monotonic()
+                    fig = fn()
+                    fig.notes.insert(0, f"{time.monotonic() - t0:.0f} s")
+                    figs.append(fig)
+                    print(f"[{fig.name}] done in {time.monotonic() - t0:.0f} s", flush=True)
+        finally:
+            w.close()
+            for pid in memoryd_servers(w.home):
+                if alive(pid):
+                    os.kill(pid, 9)
+    print(f"\nmemoryd chaos (seed {args.seed}{', quick' if q else ''}) — {machine()}")
+    rows = [
+        (
+            f.name,
+            str(f.runs),
+            str(f.injected),
+            str(f.lost),
+            str(f.duplicated),
+            str(f.corrupt),
+            f.pct(50),
+            f.pct(95),
+            "ok" if not f.failures else f"{len(f.failures)} FAILED",
+        )
+        for f in figs
+    ]
+    header = (
+        "scenario",
+        "runs",
+        "kills/faults",
+        "lost",
+        "dup",
+        "corrupt",
+        "recovery p50",
+        "p95",
+        "checks",
+    )
+    table(rows, header)
+    for f in figs:
+        print(f"\n{f.name}: " + "; ".join(f.notes))
+        for x in f.failures:
+            print(f"  FAILED: {x}")
+    print(f"\ntotal {time.monotonic() - started:.0f} s")
+    return 1 if any(f.failures for f in figs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+"""The world ``bench/chaos.py`` breaks: a real opencode, a scripted slow model, memoryd processes,
+a fault-injecting HTTP proxy, and the invariant checks run after every storm.
+
+Everything is seeded by the caller's ``random.Random``; nothing here decides when to break what.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import random
+import signal
+import socket
+import sqlite3
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from memoryd.clock import SystemClock
+from memoryd.paths import Paths
+from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR, Workspace, is_tracked
+from memoryd.write.baseline import Baseline
+from tests.e2e.consolidator import ScriptedConsolidator, is_consolidation
+from tests.e2e.mockllm import MockLLM, is_extraction
+from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode
+
+PY = sys.executable
+
+
+@dataclass
+class Figures:
+    """One scenario's row in the table."""
+
+    name: str
+    runs: int = 0
+    injected: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    corrupt: int = 0
+    recovery_s: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def pct(self, q: float) -> str:
+        if not self.recovery_s:
+            return "-"
+        xs = sorted(self.recovery_s)
+        if len(xs) == 1:
+            return f"{xs[0]:.2f} s"
+        return f"{statistics.quantiles(xs, n=100, method='inclusive')[int(q) - 1]:.2f} s"
+
+    def fail(self, what: str) -> None:
+        self.failures.append(what)
+
+
+class World:
+    """One sandboxed opencode + mock model + memoryd home, shared by the scenarios of a run."""
+
+    def __init__(self, root: Path, rng: random.Random) -> None:
+        self.root = root
+        self.rng = rng
+        self.mock = MockLLM().start()
+        self.mock._httpd.handle_error = lambda *a: None  # type: ignore[method-assign]  # peers hang up
+        self.consolidator = ScriptedConsolidator()
+        self.slow: tuple[float, float] = (0.0, 0.0)  # model delay range for memoryd's helpers
+        default = self.mock.default_responder
+
+        def respond(req: dict[str, Any]) -> Any:
+            kind = (
+                "consolidate" if is_consolidation(req) else "extract" if is_extraction(req) else ""
+            )
+            if not kind:
+                return default(req)
+            self.inflight[kind] += 1
+            try:
+                if self.slow[1] > 0:
+                    time.sleep(random.uniform(*self.slow))
+                return self.consolidator(req) if kind == "consolidate" else default(req)
+            finally:
+                self.inflight[kind] -= 1
+
+        self.mock.set_responder(respond)
+        self.box = OpencodeSandbox(root / "opencode", ensure_opencode(), self.mock.base_url)
+        self.home = self.box.memoryd_home
+        self.paths = Paths.from_env({"MEMORYD_HOME": str(self.home)})
+        self.inflight = {"extract": 0, "consolidate": 0}
+        self.sessions: list[str] = []
+        out = self.cli("install", "opencode")
+        if out.returncode != 0:
+            raise RuntimeError(f"memoryd install failed: {out.stderr}")
+
+    def close(self) -> None:
+        self.box.stop()
+        self.mock.stop()
+
+    # -- environment -------------------------------------------------------------------------
+
+    def env(self, *, private: bool = False, url: str | None = None, **extra: str) -> dict[str, str]:
+        env = self.box.env
+        env.update(
+            MEMORYD_MIN_ROLLOUT_IDLE_HOURS="0",
+            MEMORYD_MAX_ROLLOUTS_PER_STARTUP="4",
+            MEMORYD_LOG_LEVEL="INFO",
+        )
+        if private:
+            env.pop("MEMORYD_HOST_URL", None)
+        elif url:
+            env["MEMORYD_HOST_URL"] = url
+        env.update(extra)
+        return env
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PY, "-m", "memoryd", *args],
+            env=env or self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [PY, "-m", "memoryd", *args],
+            env=env or self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    # -- user activity -----------------------------------------------------------------------
+
+    def add_sessions(self, n: int, tag: str) -> list[str]:
+        d = self.box.driver
+        made = []
+        for _ in range(n):
+            i = len(self.sessions)
+            sid = d.create_session(f"{tag} {i}", directory=self.box.project_dir)["id"]
+            d.say(sid, decision(i, 0), directory=self.box.project_dir)
+            self.sessions.append(sid)
+            made.append(sid)
+        return made
+
+    def touch(self, sid: str) -> None:
+        """A new user turn: the session moves forward and must be extracted again."""
+        self.box.driver.say(
+            sid, decision(self.rng.randrange(10_000), 1), directory=self.box.project_dir
+        )
+
+    # -- state -------------------------------------------------------------------------------
+
+    def db(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.home / "memory.db", timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def integrity(self) -> str:
+        if not (self.home / "memory.db").exists():
+            return "ok"
+        with contextlib.closing(self.db()) as conn:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def jobs(self) -> dict[str, sqlite3.Row]:
+        with contextlib.closing(self.db()) as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE kind = 'memory_stage1'").fetchall()
+        return {r["job_key"]: r for r in rows}
+
+    def pending_work(self) -> tuple[bool, bool]:
+        """(a session awaits extraction, phase 2 has unconsumed input)."""
+        jobs = self.jobs()
+        stage1 = len(jobs) < len(self.sessions) or any(j["status"] != "done" for j in jobs.values())
+        with contextlib.closing(self.db()) as conn:
+            row = conn.execute(
+                "SELECT input_watermark, last_success_watermark, status FROM jobs "
+                "WHERE kind = 'memory_consolidate_global'"
+            ).fetchone()
+        phase2 = row is not None and (
+            row["status"] != "done"
+            or (row["input_watermark"] or 0) > (row["last_success_watermark"] or 0)
+        )
+        return stage1, phase2
+
+    def helper_sessions(self) -> list[str]:
+        sessions = self.box.driver.list_all_sessions(roots=False, archived=True)
+        return [s["id"] for s in sessions if str(s.get("title", "")).startswith("memoryd-")]
+
+    def check(self, fig: Figures, *, expect: list[str] | None = None) -> None:
+        """The invariants after a storm and one clean pass; every breach is counted and named."""
+        expect = self.sessions if expect is None else expect
+        integrity = self.integrity()
+        if integrity != "ok":
+            fig.corrupt += 1
+            fig.fail(f"integrity_check: {integrity}")
+        live = {
+            s["id"]: s
+            for s in self.box.driver.list_all_sessions(roots=True)
+            if not str(s.get("title", "")).startswith("memoryd-")
+        }
+        with contextlib.closing(self.db()) as conn:
+            outs = {
+                r["session_id"]: r["source_updated_at"]
+                for r in conn.execute("SELECT session_id, source_updated_at FROM stage1_outputs")
+            }
+            unselected = conn.execute(
+                "SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 0"
+            ).fetchone()[0]
+        for sid in expect:
+            want = live[sid]["time"]["updated"]
+            if outs.get(sid) != want:
+                fig.lost += 1
+                fig.fail(f"{sid}: output {outs.get(sid)} != session {want}")
+        if unselected:
+            fig.lost += unselected
+            fig.fail(f"{unselected} outputs not consumed by the clean consolidation")
+        mem = self.home / "memories"
+        raw = (mem / RAW_MEMORIES_FILE).read_text() if (mem / RAW_MEMORIES_FILE).exists() else ""
+        for sid in expect:
+            n = raw.count(f"## Session `{sid}`")
+            if n > 1:
+                fig.duplicated += 1
+                fig.fail(f"{sid} appears {n} times in raw_memories.md")
+        summaries = (
+            list((mem / SUMMARIES_DIR).glob("*.md")) if (mem / SUMMARIES_DIR).is_dir() else []
+        )
+        if len(summaries) != len(outs):
+            fig.duplicated += max(0, len(summaries) - len(outs))
+            fig.fail(f"{len(summaries)} rollout summaries for {len(outs)} outputs")
+        problems = Workspace(mem, clock=SystemClock()).validate()
+        for f in mem.rglob("*"):
+            if f.is_file():
+                try:
+                    f.read_text(encoding="utf-8")
+                except UnicodeDecodeError:
+                    problems.append(f"{f.name} is not UTF-8")
+        if problems:
+            fig.corrupt += 1
+            fig.fail(f"memory folder: {problems}")
+        diff = Baseline(self.paths.baseline_git, mem, exclude=lambda p: not is_tracked(p)).diff()
+        if not diff.empty:
+            fig.corrupt += 1
+            fig.fail(f"baseline and folder disagree: {[c.path for c in diff.changes][:5]}")
+        helpers = self.helper_sessions()
+        if helpers:
+            with contextlib.closing(self.db()) as conn:
+                known = {r[0] for r in conn.execute("SELECT session_id FROM helper_sessions")}
+            fig.fail(
+                f"{len(helpers)} helper sessions left in opencode "
+                f"({len(known & set(helpers))} of them recorded)"
+            )
+        left = memoryd_servers(self.home)
+        if left:
+            fig.fail(f"opencode serve started by memoryd still running: {left}")
+
+
+def decision(i: int, turn: int) -> str:
+    tools = ("pnpm", "ruff", "pytest", "uv", "nix", "make", "podman", "just")
+    return (
+        f"Decision {i}.{turn}: for this service we use {tools[i % len(tools)]} and keep the "
+        f"runbook in docs/runbook-{i}.md; the staging port is {5000 + i}."
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def memoryd_servers(home: Path) -> list[int]:
+    """``opencode serve`` processes memoryd started (cwd in its helper folder; not MCP children)."""
+    helper = str(home / "state" / "helper")
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if (
+                    any(b"opencode" in c for c in cmd[:1])
+                    and b"serve" in cmd
+                    and os.readlink(f"/proc/{pid}/cwd").startswith(helper)
+                    and alive(int(pid))
+                ):
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def kill9(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+# -- the fault-injecting proxy ------------------------------------------------------------------
+
+FAULTS = ("refused", "reset", "http500", "http429", "hang", "drip", "badjson", "sse_cut")
+
+
+class FaultProxy:
+    """An HTTP/1.0 proxy in front of opencode that breaks a seeded share of requests.
+
+    ``mode`` picks the fault, ``rate`` the share of requests it hits (``refused`` closes the
+    listening socket instead). Every injected fault is counted in ``injected``.
+    """
+
+    def __init__(self, target: str, rng: random.Random, *, hang_s: float = 60.0) -> None:
+        self.target = urlsplit(target)
+        self.rng = rng
+        self.hang_s = hang_s
+        self.mode = "pass"
+        self.rate = 0.0
+        self.injected = 0
+        self._lock = threading.Lock()
+        self.port = _free_port()
+        self._httpd: ThreadingHTTPServer | None = None
+        self.listen()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def listen(self) -> None:
+        if self._httpd is None:
+            ThreadingHTTPServer.allow_reuse_address = True
+            self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _proxy_handler(self))
+            self._httpd.daemon_threads = True
+            threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def refuse(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def set(self, mode: str, rate: float) -> None:
+        self.mode, self.rate = mode, rate
+        if mode == "refused":
+            self.refuse()
+        else:
+            self.listen()
+
+    def close(self) -> None:
+        self.refuse()
+
+    def pick(self, path: str) -> str:
+        with self._lock:
+            mode = self.mode
+            if mode == "pass" or (mode == "sse_cut") != path.startswith("/global/event"):
+                return "pass"
+            if self.rng.random() >= self.rate:
+                return "pass"
+            self.injected += 1
+            return mode
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    hop = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            fault = proxy.pick(self.path)
+            if fault == "http500":
+                return self._reply(500, b'{"name":"UnknownError","data":{"message":"injected"}}')
+            if fault == "http429":
+                return self._reply(
+                    429, b'{"name":"TooManyRequests","data":{"message":"slow down"}}'
+                )
+            if fault == "hang":
+                time.sleep(proxy.hang_s)
+            conn = http.client.HTTPConnection(
+                proxy.target.hostname, proxy.target.port, timeout=proxy.hang_s + 600
+            )
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in hop}
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+            except OSError:
+                return self._reply(502, b'{"name":"ProxyError","data":{"message":"upstream"}}')
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in hop:
+                    self.send_header(k, v)
+            self.send_header("Connection", "close")
+            stream = resp.getheader("content-type", "").startswith("text/event-stream")
+            if stream:
+                self.end_headers()
+                sent = 0
+                while True:
+                    chunk = resp.read1(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    sent += 1
+                    if fault == "sse_cut" and sent >= 2:
+                        return self._rst()
+                return None
+            data = resp.read()
+            conn.close()
+            if fault == "badjson":
+                data = data[: max(1, len(data) // 2)]
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if fault == "reset":
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                return self._rst()
+            if fault == "drip":
+                step = max(1, len(data) // 20)
+                for i in range(0, len(data), step):
+                    self.wfile.write(data[i : i + step])
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                return None
+            self.wfile.write(data)
+            return None
+
+        def _reply(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _rst(self) -> None:
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.connection.close()
+
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _any
+
+    return Handler
+
+
+@contextlib.contextmanager
+def cpu_hog(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` processes spinning on a core each, for the load scenario."""
+    procs = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
