@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memoryd.clock import Clock
+from memoryd.errors import LeaseHeld
 from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.redact import redact
 from memoryd.store.db import write_tx
@@ -512,10 +513,19 @@ class JobsMixin:
     def reset_memory_data(self) -> None:
         """Wipe outputs and jobs; leave a cooldown marker so the empty folder is not re-seeded at once.
 
-        Session modes are kept (a disabled session stays disabled).
+        Session modes are kept (a disabled session stays disabled). Refused with
+        :class:`LeaseHeld` while a consolidation holds a live lease; the check and the wipe are one
+        transaction, so no pass can claim phase 2 in between.
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
+            live = c.execute(
+                "SELECT 1 FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running'"
+                " AND lease_until > ?",
+                (GLOBAL, GLOBAL_KEY, now),
+            ).fetchone()
+            if live is not None:
+                raise LeaseHeld()
             c.execute("DELETE FROM stage1_outputs")
             c.execute("DELETE FROM jobs")
             c.execute("DELETE FROM kv WHERE key = ?", (URGENT_KEY,))

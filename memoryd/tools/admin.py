@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import tokens
 from memoryd.control import reset_memory
-from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.status import snapshot
@@ -239,16 +239,10 @@ def memory_reset(
             "memory_reset deletes every memory (extracted sessions, the memory folder, notes); "
             "call it again with confirm=true if that is really intended"
         )
-    job = store.phase2_job()
-    if (
-        job is not None
-        and job["status"] == "running"
-        and (job["lease_until"] or 0) > store.clock.now_ms()
-    ):
-        raise Refused(
-            "a consolidation is running (it holds the phase-2 lease); try again when it has finished"
-        )
-    reset_memory(store, paths)
+    try:
+        reset_memory(store, paths)
+    except LeaseHeld as exc:
+        raise Refused(str(exc)) from exc
     if index is not None:
         index.clear()
     return ResetResult(memory_root=str(paths.memories), index_cleared=index is not None)

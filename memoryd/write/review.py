@@ -305,11 +305,12 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         _put_agent_files(paths.memories, staged_agent_files(paths))
         from memoryd.write.baseline import Baseline  # dulwich only when it is needed
 
-        rollback.record(paths, source="an accepted review")  # what turns see from now on
         Baseline(
             paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)
         ).reset()
+        rollback.record(paths, source="an accepted review")  # what turns see from now on
     except BaseException as exc:
+        rollback.restore(paths, store.clock)  # the folder goes back to what turns still see
         store.release_phase2(token, f"waiting: review accept failed: {exc}")
         raise
     if not store.mark_phase2_succeeded(

@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.cli import main
 from memoryd.clock import HOUR, ManualClock
-from memoryd.errors import ReviewError
+from memoryd.errors import BaselineError, ReviewError
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
@@ -300,3 +300,31 @@ async def test_phase2_drops_a_stage_whose_session_was_forgotten(
     assert (await p2.run()).status == "staged"  # no force: the forget lifted the cooldown
     assert {sid for sid, _ in review.pending(paths).consumed} == {"ses_1"}
     assert review.history(store)[0]["decision"] == "discarded"
+
+
+async def test_a_failed_accept_leaves_the_live_memory_and_the_stage(
+    store: Store,
+    host: FakeOpencode,
+    paths: Paths,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await run_pass(store, host, paths, clock) == "succeeded"
+    host.consolidate = consolidator("second fact")
+    host.add_session("ses_2", title="two", updated=clock.now_ms() - HOUR, turns=[("user", "x")])
+    clock.advance(7 * HOUR)
+    assert await run_pass(store, host, paths, clock, review=True) == "staged"
+
+    def broken(self: Baseline) -> None:
+        raise BaselineError("disk full")
+
+    monkeypatch.setattr(Baseline, "reset", broken)
+    with pytest.raises(BaselineError):
+        review.accept(store, Settings(review=True), paths)
+    assert "first fact" in (paths.memories / "MEMORY.md").read_text()
+    assert "first fact" in block(paths)
+    assert review.pending(paths) is not None
+    assert store.phase2_job()["status"] == "pending"
+    monkeypatch.undo()
+    review.accept(store, Settings(review=True), paths)
+    assert "second fact" in block(paths)
