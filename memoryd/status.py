@@ -51,6 +51,7 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
         "pending": st.get("pending") or {},
         "blocked": st.get("blocked") or [],
         "machines": st.get("machines") or [],
+        "skipped_machines": st.get("skipped_machines") or {},
     }
 
 

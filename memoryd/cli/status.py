@@ -65,6 +65,8 @@ def sync_rows(sync: dict[str, Any]) -> list[tuple[str, str]]:
         )
     if sync["last_error"]:
         rows.append(("sync error", sync["last_error"]))
+    for mid, why in sorted((sync.get("skipped_machines") or {}).items()):
+        rows.append(("sync skipped", f"machine {mid}: {why}"))
     return rows
 
 

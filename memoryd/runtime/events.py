@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from memoryd.clock import Clock
-from memoryd.host.opencode import tls_verify
+from memoryd.host.transport import tls_verify
 from memoryd.tuning import (
     EVENT_BACKOFF_MAX_S,
     EVENT_BACKOFF_START_S,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memoryd.clock import Clock
+from memoryd.errors import LeaseHeld
 from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.redact import redact
 from memoryd.store.db import write_tx
@@ -41,6 +42,7 @@ from memoryd.tuning import (
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
+URGENT_KEY = "phase2_urgent_input"  # kv: input version of the last urgent enqueue
 
 
 ClaimStatus = Literal[
@@ -138,6 +140,26 @@ def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = 
         """,
         (GLOBAL, GLOBAL_KEY, DEFAULT_RETRIES, watermark),
     )
+    if urgent:
+        # Remembered past the run that is (or will be) finishing: a run that claimed before this
+        # input must not start the cooldown, or the forget would wait hours (review accept and
+        # reject finish a run claimed long before).
+        conn.execute(
+            """INSERT INTO kv (key, value, updated_at)
+               SELECT ?, CAST(input_watermark AS TEXT), ? FROM jobs WHERE kind = ? AND job_key = ?
+               ON CONFLICT (key) DO UPDATE SET value = excluded.value,
+               updated_at = excluded.updated_at""",
+            (URGENT_KEY, watermark, GLOBAL, GLOBAL_KEY),
+        )
+
+
+def _urgent_input(conn: sqlite3.Connection) -> int:
+    """The input version of the last urgent enqueue (0 when none)."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (URGENT_KEY,)).fetchone()
+    try:
+        return int(row[0]) if row else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 class JobsMixin:
@@ -506,6 +528,8 @@ class JobsMixin:
             current = job["input_watermark"] or 0
             seen = current if claimed_input is None else claimed_input
             status = "pending" if current > seen else "done"
+            # Something was forgotten after this run claimed: no cooldown, run again soon.
+            cooling = consolidated and _urgent_input(c) <= seen
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
@@ -517,7 +541,7 @@ class JobsMixin:
                     now,
                     DEFAULT_RETRIES,
                     seen,
-                    int(consolidated),
+                    int(cooling),
                     now + PHASE2_COOLDOWN_MS,
                     GLOBAL,
                     GLOBAL_KEY,
@@ -546,14 +570,17 @@ class JobsMixin:
             ).rowcount
             return n == 1
 
-    def release_phase2(self, token: str, note: str = "released at shutdown") -> bool:
+    def release_phase2(
+        self, token: str, note: str | None = "released at shutdown", *, status: str = "pending"
+    ) -> bool:
+        """Give the lease back without finishing; ``status`` restores what a no-op claim found."""
         with write_tx(self._conn) as c:
             return (
                 c.execute(
-                    """UPDATE jobs SET status = 'pending', lease_until = NULL, ownership_token = NULL,
+                    """UPDATE jobs SET status = ?, lease_until = NULL, ownership_token = NULL,
                        retry_at = NULL, last_error = ? WHERE kind = ? AND job_key = ?
                        AND status = 'running' AND ownership_token = ?""",
-                    (_cut(note), GLOBAL, GLOBAL_KEY, token),
+                    (status, _cut(note) if note else None, GLOBAL, GLOBAL_KEY, token),
                 ).rowcount
                 == 1
             )
@@ -561,12 +588,22 @@ class JobsMixin:
     def reset_memory_data(self) -> None:
         """Wipe outputs and jobs; leave a cooldown marker so the empty folder is not re-seeded at once.
 
-        Session modes are kept (a disabled session stays disabled).
+        Session modes are kept (a disabled session stays disabled). Refused with
+        :class:`LeaseHeld` while a consolidation holds a live lease; the check and the wipe are one
+        transaction, so no pass can claim phase 2 in between.
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
+            live = c.execute(
+                "SELECT 1 FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running'"
+                " AND lease_until > ?",
+                (GLOBAL, GLOBAL_KEY, now),
+            ).fetchone()
+            if live is not None:
+                raise LeaseHeld()
             c.execute("DELETE FROM stage1_outputs")
             c.execute("DELETE FROM jobs")
+            c.execute("DELETE FROM kv WHERE key = ?", (URGENT_KEY,))
             c.execute(
                 """INSERT INTO jobs (kind, job_key, status, finished_at, retry_remaining, input_watermark,
                    last_success_watermark, cooldown_until) VALUES (?, ?, 'done', ?, ?, 0, 0, ?)""",

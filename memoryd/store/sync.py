@@ -33,7 +33,9 @@ class SyncMixin:
 
         Same effect as a local forget (output and job gone, the session disabled so discovery
         never extracts it again), in one transaction; an urgent phase 2 follows when a removed
-        output had been consolidated.
+        output had been consolidated. Every tombstone seen is kept here too, as this machine's
+        own: a later commit that drops ``tombstones.json`` from the remote cannot bring the
+        session back (here, or through this machine's republished copy, anywhere).
         """
         wanted = sorted(set(session_ids))
         if not wanted:
@@ -42,6 +44,10 @@ class SyncMixin:
         removed: list[str] = []
         urgent = False
         with write_tx(self._conn) as c:
+            c.executemany(
+                "INSERT OR IGNORE INTO sync_tombstones (session_id, at) VALUES (?, ?)",
+                [(sid, now) for sid in wanted],
+            )
             for sid in wanted:
                 row = c.execute(
                     "SELECT selected_for_phase2 FROM stage1_outputs WHERE session_id = ?", (sid,)

@@ -11,5 +11,6 @@ race never needs a merge: the loser fetches and lays its own folder onto the new
 * :mod:`memoryd.sync.publish` — what this machine publishes, and the secret scan before a push;
 * :mod:`memoryd.sync.transport` — dulwich: fetch, commit on the fetched head, push (compare-and-swap);
 * :mod:`memoryd.sync.inputs` — other machines' folders rendered into the memory folder (phase 2);
-* :mod:`memoryd.sync.engine` — one sync, its recorded state, and the retry backoff.
+* :mod:`memoryd.sync.engine` — one sync, its recorded state, and the retry backoff;
+* :mod:`memoryd.sync.urls` — the remote as shown and stored, its credentials masked.
 """

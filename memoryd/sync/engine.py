@@ -60,6 +60,7 @@ class Exchange:
     others_after: dict[str, ObjectID] = field(default_factory=dict)
     remote_tombstones: set[str] = field(default_factory=set)
     lost: bool = False  # a file or machine vanished from another machine's folder, or it forgot
+    skipped: dict[str, str] = field(default_factory=dict)  # machines not read, and why
 
 
 def _lost(repo: SyncRepo, before: dict[str, ObjectID], after: dict[str, ObjectID]) -> bool:
@@ -68,7 +69,10 @@ def _lost(repo: SyncRepo, before: dict[str, ObjectID], after: dict[str, ObjectID
             continue
         if mid not in after:
             return True
-        old, new = repo.flat(tree), repo.flat(after[mid])
+        try:
+            old, new = repo.flat(tree), repo.flat(after[mid])
+        except Exception:  # an unreadable folder: treat as changed, phase 2 skips it
+            return True
         if any(p not in new.entries for p in old.entries):
             return True
         if old.entries.get(TOMBSTONES) != new.entries.get(TOMBSTONES):
@@ -136,7 +140,7 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
             result = Exchange(head, races=races, others_before=before)
             result.others_after = _others(repo, head, own)
             result.lost = _lost(repo, before, result.others_after)
-            result.remote_tombstones = remote_tombstones(repo, head, own)
+            result.remote_tombstones, result.skipped = remote_tombstones(repo, head, own)
             if pub is None:
                 return result
             base_root = repo.root_tree(head)
@@ -292,6 +296,7 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
         **base,
         "head": ex.head.decode() if ex.head else None,
         "machines": sorted(ex.others_after),
+        "skipped_machines": ex.skipped,
         "failures": 0,
         "retry_at": None,
         "next_due": now + SYNC_INTERVAL_MS,

@@ -18,7 +18,7 @@ from pathlib import Path
 from dulwich.objects import ObjectID
 
 from memoryd.clock import iso_ms
-from memoryd.errors import MemorydError
+from memoryd.errors import SyncError
 from memoryd.extensions.common import (
     EXTENSIONS_DIR,
     RESOURCES,
@@ -45,6 +45,11 @@ from memoryd.sync.layout import (
     session_key,
 )
 from memoryd.sync.transport import SyncRepo
+from memoryd.tuning import (
+    SYNC_MAX_MACHINES,
+    SYNC_MAX_NOTES_PER_MACHINE,
+    SYNC_MAX_SESSIONS_PER_MACHINE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,57 +65,122 @@ class RemoteMachine:
     tombstones: set[str] = field(default_factory=set)
 
 
-def read_remote(repo: SyncRepo, own_id: str | None) -> dict[str, RemoteMachine]:
-    """Every other machine's folder at the last fetched head, validated; bad files are skipped."""
-    head = repo.tracking_head()
-    machines: dict[str, RemoteMachine] = {}
+def machine_files(repo: SyncRepo, tree: ObjectID) -> dict[str, ObjectID]:
+    """A machine folder's files (relpath -> blob id), refusing one past the caps.
+
+    Raises :class:`~memoryd.errors.SyncError` (too deep, too many entries, a tree missing from
+    the cache, too many sessions or notes): the caller skips that machine, not the whole remote.
+    """
+    files = repo.flat(tree).entries
+    sessions = sum(1 for rel in files if rel.startswith(f"{SESSIONS}/"))
+    notes = sum(1 for rel in files if rel.startswith(f"{NOTES}/"))
+    if sessions > SYNC_MAX_SESSIONS_PER_MACHINE:
+        raise SyncError(
+            str(repo.git_dir),
+            f"{sessions} sessions (at most {SYNC_MAX_SESSIONS_PER_MACHINE} are read)",
+        )
+    if notes > SYNC_MAX_NOTES_PER_MACHINE:
+        raise SyncError(
+            str(repo.git_dir), f"{notes} notes (at most {SYNC_MAX_NOTES_PER_MACHINE} are read)"
+        )
+    return files
+
+
+def other_machines(
+    repo: SyncRepo, head: ObjectID | None, own_id: str | None
+) -> tuple[dict[str, ObjectID], dict[str, str]]:
+    """Other machines' folders worth reading at ``head``, and the skipped ones with why.
+
+    A folder with a name memoryd never writes is ignored silently; one past the caps, or that
+    cannot be walked, is skipped and reported, and never stops the others from being read.
+    """
+    usable: dict[str, ObjectID] = {}
+    skipped: dict[str, str] = {}
     for mid, tree in sorted(repo.machines(head).items()):
         if mid == own_id or not MACHINE_ID_RE.fullmatch(mid):
             continue
-        m = RemoteMachine(mid)
-        for rel, _mode, sha in repo.walk(tree):
-            parts = rel.split("/")
-            try:
-                if len(parts) == 3 and parts[0] == SESSIONS:
-                    key = parts[2].removesuffix(".json")
-                    if not (
-                        parts[2].endswith(".json")
-                        and SESSION_KEY_RE.fullmatch(key)
-                        and parts[1] == key[0]
-                    ):
-                        continue
-                    raw = repo.blob(sha, MAX_SESSION_BYTES)
-                    if raw is not None:
-                        m.sessions.append(parse_session(raw, key))
-                elif len(parts) == 2 and parts[0] == NOTES and NOTE_NAME_RE.fullmatch(parts[1]):
-                    raw = repo.blob(sha, MAX_NOTE_BYTES)
-                    if raw is not None:
-                        m.notes[parts[1]] = raw
-                elif rel == TOMBSTONES:
-                    raw = repo.blob(sha, MAX_TOMBSTONES_BYTES)
-                    if raw is not None:
-                        m.tombstones = parse_tombstones(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                log.warning("sync: skipping %s/%s: %s", mid, rel, exc)
-        machines[mid] = m
-    return machines
+        if len(usable) >= SYNC_MAX_MACHINES:
+            skipped[mid] = f"more than {SYNC_MAX_MACHINES} machines on the remote"
+            continue
+        usable[mid] = tree
+    return usable, skipped
 
 
-def remote_tombstones(repo: SyncRepo, head: ObjectID | None, own_id: str) -> set[str]:
-    """Every session another machine forgot, reading only their ``tombstones.json``."""
-    dead: set[str] = set()
-    for mid, tree in repo.machines(head).items():
-        if mid == own_id or not MACHINE_ID_RE.fullmatch(mid):
-            continue
-        sha = repo.flat_entry(tree, TOMBSTONES)
-        raw = repo.blob(sha, MAX_TOMBSTONES_BYTES) if sha else None
-        if raw is None:
-            continue
+def _skip(skipped: dict[str, str], mid: str, exc: BaseException) -> None:
+    reason = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
+    skipped[mid] = redact(str(reason))[:300]
+    log.warning("sync: skipping machine %s: %s", mid, skipped[mid])
+
+
+def _read_machine(repo: SyncRepo, mid: str, tree: ObjectID) -> RemoteMachine:
+    m = RemoteMachine(mid)
+    for rel, sha in sorted(machine_files(repo, tree).items()):
+        parts = rel.split("/")
         try:
-            dead |= parse_tombstones(raw)
+            if len(parts) == 3 and parts[0] == SESSIONS:
+                key = parts[2].removesuffix(".json")
+                if not (
+                    parts[2].endswith(".json")
+                    and SESSION_KEY_RE.fullmatch(key)
+                    and parts[1] == key[0]
+                ):
+                    continue
+                raw = repo.blob(sha, MAX_SESSION_BYTES)
+                if raw is not None:
+                    m.sessions.append(parse_session(raw, key))
+            elif len(parts) == 2 and parts[0] == NOTES and NOTE_NAME_RE.fullmatch(parts[1]):
+                raw = repo.blob(sha, MAX_NOTE_BYTES)
+                if raw is not None:
+                    m.notes[parts[1]] = raw
+            elif rel == TOMBSTONES:
+                raw = repo.blob(sha, MAX_TOMBSTONES_BYTES)
+                if raw is not None:
+                    m.tombstones = parse_tombstones(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            log.warning("sync: skipping %s/%s: %s", mid, rel, exc)
+    return m
+
+
+@dataclass
+class RemoteRead:
+    machines: dict[str, RemoteMachine] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # machine -> why it was not read
+
+
+def read_remote(repo: SyncRepo, own_id: str | None) -> RemoteRead:
+    """Every other machine's folder at the last fetched head, validated; bad files are skipped.
+
+    Anything a machine folder can do wrong (any exception at all: a hostile tree, an object the
+    cache lacks) skips that one machine; consolidation goes on with the others.
+    """
+    out = RemoteRead()
+    usable, out.skipped = other_machines(repo, repo.tracking_head(), own_id)
+    for mid, tree in usable.items():
+        try:
+            out.machines[mid] = _read_machine(repo, mid, tree)
+        except Exception as exc:  # one machine's folder must not stop phase 2
+            _skip(out.skipped, mid, exc)
+    return out
+
+
+def remote_tombstones(
+    repo: SyncRepo, head: ObjectID | None, own_id: str
+) -> tuple[set[str], dict[str, str]]:
+    """Every session another machine forgot (their ``tombstones.json``), and skipped machines."""
+    dead: set[str] = set()
+    usable, skipped = other_machines(repo, head, own_id)
+    for mid, tree in usable.items():
+        try:
+            machine_files(repo, tree)
+            sha = repo.flat_entry(tree, TOMBSTONES)
+            raw = repo.blob(sha, MAX_TOMBSTONES_BYTES) if sha else None
+            if raw is not None:
+                dead |= parse_tombstones(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             log.warning("sync: skipping %s/%s: %s", mid, TOMBSTONES, exc)
-    return dead
+        except Exception as exc:  # see read_remote
+            _skip(skipped, mid, exc)
+    return dead, skipped
 
 
 def _one_line(value: str | None) -> str:
@@ -146,6 +216,7 @@ class ImportReport:
     written: int = 0
     removed: int = 0
     skipped_forgotten: int = 0
+    skipped_machines: list[str] = field(default_factory=list)
 
 
 def _desired(
@@ -184,18 +255,22 @@ def import_sync(
 ) -> ImportReport:
     """Bring ``extensions/sync/`` in line with the last fetched head (see the module docstring)."""
     ext_dir = memory_root / EXTENSIONS_DIR / EXTENSION
-    machines: dict[str, RemoteMachine] = {}
+    read = RemoteRead()
     if enabled and repo_dir.is_dir():
         repo = SyncRepo(repo_dir)
         try:
-            machines = read_remote(repo, own_id)
-        except MemorydError as exc:
+            read = read_remote(repo, own_id)
+        except Exception as exc:  # a broken cache never stops phase 2
             log.warning("sync: cannot read the fetched remote memory: %s", exc)
             return ImportReport()  # leave the previous inputs as they are
         finally:
             repo.close()
+    machines = read.machines
     files, skipped, sessions = _desired(machines, forgotten, limit)
-    if not files:
+    # A machine that could not be read keeps what was rendered for it last time: a transient
+    # or hostile fault must not read as "that machine forgot everything".
+    held = set(read.skipped)
+    if not files and not held:
         gone = remove_entry(ext_dir) if real_dir(memory_root) else False
         return ImportReport(removed=int(gone), skipped_forgotten=skipped)
     ensure_dirs(memory_root, EXTENSIONS_DIR, EXTENSION, RESOURCES)
@@ -205,15 +280,20 @@ def import_sync(
     for rel, data in sorted(files.items()):
         parent = ensure_dirs(resources, *rel.split("/")[:-1])
         written += int(write_if_changed(parent / rel.rsplit("/", 1)[1], data))
-    removed = _remove_stale(resources, set(files))
+    removed = _remove_stale(resources, set(files), held)
     notes = sum(1 for rel in files if f"/{NOTES}/" in rel)
     if written or removed:
         log.info("sync: rendered %d, removed %d remote memory file(s)", written, removed)
-    return ImportReport(len(machines), sessions, notes, written, removed, skipped)
+    return ImportReport(
+        len(machines), sessions, notes, written, removed, skipped, sorted(read.skipped)
+    )
 
 
-def _remove_stale(resources: Path, keep: set[str]) -> int:
-    """Delete everything under ``resources`` that is not in ``keep`` (files) or on a kept path."""
+def _remove_stale(resources: Path, keep: set[str], held: set[str]) -> int:
+    """Delete everything under ``resources`` not in ``keep`` (files) nor on a kept path.
+
+    Top-level folders named in ``held`` (machines that could not be read) are left alone.
+    """
     keep_dirs = {"/".join(rel.split("/")[:i]) for rel in keep for i in range(1, rel.count("/") + 1)}
     removed = 0
 
@@ -221,6 +301,8 @@ def _remove_stale(resources: Path, keep: set[str]) -> int:
         nonlocal removed
         for entry in sorted(folder.iterdir()):
             rel = f"{prefix}{entry.name}"
+            if not prefix and rel in held and real_dir(entry):
+                continue
             if rel in keep_dirs and real_dir(entry):
                 visit(entry, rel + "/")
             elif rel not in keep or entry.is_symlink() or entry.is_dir():

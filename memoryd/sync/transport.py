@@ -19,6 +19,7 @@ import hashlib
 import logging
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +29,17 @@ from dulwich.client import GitClient, LocalGitClient, get_credentials_from_store
 from dulwich.client import get_transport_and_path as _transport
 from dulwich.config import StackedConfig
 from dulwich.errors import NotGitRepository
+from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.pack import OFS_DELTA, REF_DELTA
 from dulwich.protocol import ZERO_SHA
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import PushRaceLost, SyncError
-from memoryd.redact import redact
 from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
+from memoryd.sync.urls import mask_remote, mask_text
+from memoryd.tuning import SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +63,8 @@ def _copy(tree: Tree) -> Tree:
 
 
 def display_remote(remote: str) -> str:
-    """The remote as it may be shown or logged (credentials in a URL are masked)."""
-    return redact(remote)
+    """The remote as it may be shown, logged or stored (no user-info; see :mod:`.urls`)."""
+    return mask_remote(remote)
 
 
 def local_remote_path(remote: str) -> Path | None:
@@ -127,7 +131,7 @@ def _errors(remote: str) -> Callable[[BaseException], SyncError]:
             detail = f"remote unreachable ({detail})"
         elif isinstance(exc, NotGitRepository):
             detail = f"not a git repository ({detail})"
-        return SyncError(display_remote(remote), redact(detail)[:500])
+        return SyncError(display_remote(remote), mask_text(detail, remote)[:500])
 
     return wrap
 
@@ -146,6 +150,93 @@ class Flat:
         )
         removed = sorted(p for p in other.entries if p not in self.entries)
         return added, changed, removed
+
+
+def _pack_header(read: Callable[[int], bytes]) -> tuple[int, int]:
+    """A pack entry's (type, size): type in bits 4-6 of the first byte, size base-128 after."""
+    byte = read(1)[0]
+    type_num, size, shift = (byte >> 4) & 7, byte & 0x0F, 4
+    while byte & 0x80:
+        if shift > 63:
+            raise ValueError("size field too long")
+        byte = read(1)[0]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    return type_num, size
+
+
+def _skip_offset(read: Callable[[int], bytes]) -> None:
+    for _ in range(10):
+        if not read(1)[0] & 0x80:
+            return
+    raise ValueError("delta base offset too long")
+
+
+def _inflate_prefix(read: Callable[[int], bytes], want: int) -> bytes:
+    """The first ``want`` bytes of a zlib stream, inflating no more than that."""
+    z = zlib.decompressobj()
+    out = b""
+    while len(out) < want:
+        chunk = read(64)
+        if not chunk:
+            break
+        out += z.decompress(chunk, want - len(out))
+        while z.unconsumed_tail and len(out) < want:
+            out += z.decompress(z.unconsumed_tail, want - len(out))
+        if z.eof:
+            break
+    return out
+
+
+def _delta_target_size(data: bytes) -> int:
+    """A delta's result size: the second of the two varints that open it."""
+    sizes: list[int] = []
+    i = 0
+    for _ in range(2):
+        value, shift = 0, 0
+        while True:
+            if i >= len(data) or shift > 63:
+                raise ValueError("truncated delta header")
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        sizes.append(value)
+    return sizes[1]
+
+
+def object_size(store: BaseObjectStore, sha: ObjectID) -> int | None:
+    """An object's inflated size from its header only; ``None`` when missing or unreadable."""
+    try:
+        for pack in getattr(store, "packs", []):
+            try:
+                offset = pack.index.object_offset(sha)
+            except KeyError:
+                continue
+            with open(pack.data.path, "rb") as f:
+                f.seek(offset)
+                type_num, size = _pack_header(f.read)
+                if type_num in (OFS_DELTA, REF_DELTA):
+                    if type_num == OFS_DELTA:
+                        _skip_offset(f.read)
+                    else:
+                        f.read(20)
+                    return _delta_target_size(_inflate_prefix(f.read, 20))
+                return size
+        path = getattr(store, "_get_shafile_path", None)
+        if path is None:
+            return None
+        with open(path(sha), "rb") as f:
+            header = _inflate_prefix(f.read, 32)
+    except (OSError, ValueError, IndexError):
+        return None
+    _kind, sep, rest = header.partition(b" ")
+    length, nul, _ = rest.partition(b"\x00")
+    if not sep or not nul or not length.isdigit():
+        return None
+    return int(length)
 
 
 class SyncRepo:
@@ -188,7 +279,10 @@ class SyncRepo:
             return None
 
     def _tree(self, sha: ObjectID) -> Tree:
-        obj = self.repo.object_store[sha]
+        try:
+            obj = self.repo.object_store[sha]
+        except KeyError:
+            raise SyncError(str(self.git_dir), f"tree {sha.decode()} is missing") from None
         if not isinstance(obj, Tree):
             raise SyncError(str(self.git_dir), f"{sha.decode()} is not a tree")
         return obj
@@ -231,16 +325,30 @@ class SyncRepo:
     def walk(
         self, tree_id: ObjectID | None, prefix: str = ""
     ) -> Iterator[tuple[str, int, ObjectID]]:
-        """(relpath, mode, blob id) for every entry below ``tree_id``, folders expanded."""
+        """(relpath, mode, blob id) for every entry below ``tree_id``, folders expanded.
+
+        Iterative, with a depth and an entry cap: the trees come from whoever can push to the
+        remote, and a folder nested thousands deep must not exhaust the interpreter's stack.
+        Raises :class:`~memoryd.errors.SyncError` past either cap or on a tree missing from the
+        cache.
+        """
         if tree_id is None:
             return
-        for e in self._tree(tree_id).iteritems():
-            name = e.path.decode("utf-8", "replace")
-            rel = f"{prefix}{name}"
-            if e.mode == TREE_MODE:
-                yield from self.walk(e.sha, rel + "/")
-            else:
-                yield rel, e.mode, e.sha
+        stack: list[tuple[ObjectID, str, int]] = [(tree_id, prefix, 0)]
+        seen = 0
+        while stack:
+            sha, base, depth = stack.pop()
+            if depth > SYNC_MAX_TREE_DEPTH:
+                raise SyncError(str(self.git_dir), f"folders nested deeper than {depth - 1} levels")
+            for e in self._tree(sha).iteritems():
+                seen += 1
+                if seen > SYNC_MAX_TREE_ENTRIES:
+                    raise SyncError(str(self.git_dir), f"more than {seen - 1} entries in a folder")
+                rel = f"{base}{e.path.decode('utf-8', 'replace')}"
+                if e.mode == TREE_MODE:
+                    stack.append((e.sha, rel + "/", depth + 1))
+                else:
+                    yield rel, e.mode, e.sha
 
     def flat_entry(self, tree_id: ObjectID, name: str) -> ObjectID | None:
         """Blob id of the file ``name`` directly in ``tree_id``, ``None`` when absent or a folder."""
@@ -254,10 +362,16 @@ class SyncRepo:
         return Flat({rel: sha for rel, _, sha in self.walk(tree_id)})
 
     def blob(self, sha: ObjectID, limit: int) -> bytes | None:
-        """A blob's bytes, ``None`` when it is not a blob or bigger than ``limit``."""
-        store = self.repo.object_store
+        """A blob's bytes, ``None`` when it is missing, not a blob or bigger than ``limit``.
+
+        The size is read from the object's header first, so a huge (or highly compressible)
+        object pushed by anyone is never inflated whole.
+        """
+        size = object_size(self.repo.object_store, sha)
+        if size is None or size > limit:
+            return None
         try:
-            type_num, data = store.get_raw(sha)
+            type_num, data = self.repo.object_store.get_raw(sha)
         except KeyError:
             return None
         if type_num != Blob.type_num or len(data) > limit:

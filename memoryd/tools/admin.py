@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import tokens
 from memoryd.control import reset_memory
-from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
 from memoryd.paths import Paths
-from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
+from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
@@ -177,7 +177,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
             obj = "********"
         elif key == "sync_remote" and isinstance(obj, str):
-            obj = redact(obj)  # an https URL may carry a token
+            obj = mask_remote(obj)  # an https URL may carry a token as its user name
         effective[key] = {"value": obj, "source": sources.get(key, "default")}
     return InspectReport(
         selection=selection,
@@ -263,16 +263,10 @@ def memory_reset(
             "memory_reset deletes every memory (extracted sessions, the memory folder, notes); "
             "call it again with confirm=true if that is really intended"
         )
-    job = store.phase2_job()
-    if (
-        job is not None
-        and job["status"] == "running"
-        and (job["lease_until"] or 0) > store.clock.now_ms()
-    ):
-        raise Refused(
-            "a consolidation is running (it holds the phase-2 lease); try again when it has finished"
-        )
-    reset_memory(store, paths)
+    try:
+        reset_memory(store, paths)
+    except LeaseHeld as exc:
+        raise Refused(str(exc)) from exc
     if index is not None:
         index.clear()
     return ResetResult(memory_root=str(paths.memories), index_cleared=index is not None)

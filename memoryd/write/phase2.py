@@ -219,6 +219,8 @@ class Phase2(PhaseBase):
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
             return Phase2Result(Phase2Status.SKIPPED_DISABLED)
+        # A stage built from memory forgotten since can never be accepted: drop it and run again.
+        review.drop_if_forgotten(self.store, self.paths)
         if review.pending(self.paths) is not None:
             return Phase2Result(
                 Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 SIGNATURE_FILE = "folder.sig.json"
 RACY_WINDOW_NS = 2_000_000_000
+CONSOLIDATE_HELPER = "consolidate"  # the kind phase 2 records its helper session under
 
 
 def workspace(paths: Paths, clock: Clock) -> Workspace:
@@ -185,11 +186,17 @@ def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
     ws = workspace(paths, clock)
     if not ws.root.is_dir():
         return None
+    # A killed memoryd's consolidator may still be running in a user's opencode until its helper
+    # session is deleted; whatever it writes meanwhile is rolled back, never adopted.
+    agent_alive = store.orphaned_helpers_of_kind(CONSOLIDATE_HELPER) > 0
     if interrupted(paths):
         restore(paths, clock)
-        clear_running(paths)
+        if not agent_alive:
+            clear_running(paths)
         _save_signature(paths)
         return "rolled back"
+    if agent_alive:
+        return None
     saved = _read_signature(paths)
     if saved is not None and saved == _signature(paths.memories):
         return None

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dulwich.objects import Blob
+from dulwich.objects import Blob, ObjectID, Tree
 from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
@@ -23,7 +23,7 @@ from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.sync import engine, transport
 from memoryd.sync.engine import exchange, run_sync, sync_due
-from memoryd.sync.inputs import import_sync
+from memoryd.sync.inputs import import_sync, read_remote, remote_tombstones
 from memoryd.sync.layout import BRANCH, session_key, session_path
 from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
@@ -144,6 +144,50 @@ def test_a_token_in_the_remote_url_is_never_shown(
         ]
     )
     assert token not in shown and "127.0.0.1:9/me/memory.git" in shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://alice:s3cret-Pa55@h.example/me/m.git", "https://***@h.example/me/m.git"),
+        ("https://{tok}@h.example/me/m.git", "https://***@h.example/me/m.git"),
+        ("https://{tok}:x-oauth-basic@h.example:8443/m.git", "https://***@h.example:8443/m.git"),
+        ("ssh://git@h.example/me/m.git", "ssh://git@h.example/me/m.git"),
+        ("ssh://git:hunter2@h.example/me/m.git", "ssh://***@h.example/me/m.git"),
+        ("ssh://alice@h.example/me/m.git", "ssh://***@h.example/me/m.git"),
+        ("git@h.example:me/m.git", "git@h.example:me/m.git"),
+        ("{tok}@h.example:me/m.git", "***@h.example:me/m.git"),
+        ("git://h.example/m.git", "git://h.example/m.git"),
+        ("/srv/memory.git", "/srv/memory.git"),
+    ],
+)
+def test_remote_user_info_is_never_shown(url: str, shown: str) -> None:
+    tok = "ghp" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"  # no ghp_ prefix: patterns miss it
+    url = url.format(tok=tok)
+    assert transport.display_remote(url) == shown
+    err = transport._errors(url)(OSError(f"HTTP 401 for {url}"))
+    assert tok not in str(err) and "s3cret" not in str(err) and "hunter2" not in str(err)
+
+
+def test_a_token_as_the_user_name_is_not_stored(tmp_path: Path, clock: ManualClock) -> None:
+    from memoryd.tools.admin import memory_inspect
+
+    token = "tok" + "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+    url = f"https://{token}@127.0.0.1:9/me/memory.git"
+    a = Machine(tmp_path / "a", url, clock)
+    a.settings = load_settings(tmp_path / "none.toml", {"MEMORYD_SYNC_REMOTE": url})
+    out = a.sync()
+    assert out.status == "failed"
+    stored = json.dumps(engine.sync_state(a.store))
+    shown = json.dumps(
+        [
+            out.detail,
+            snapshot(a.store, a.settings, a.paths),
+            memory_inspect(a.store, a.settings, a.paths).to_dict(),
+        ]
+    )
+    assert token not in stored and token not in shown
+    assert "https://***@127.0.0.1:9/me/memory.git" in stored
 
 
 def test_a_session_remembered_on_a_reaches_b(
@@ -391,3 +435,172 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
     finally:
         d.handle_exit(15)
         await asyncio.wait_for(serving, 10)
+
+
+def _plant(machine: Machine, mid: str, folder: ObjectID) -> None:
+    """Make the fetched head carry ``machines/<mid>`` = ``folder`` next to what is there."""
+    repo = transport.SyncRepo(machine.paths.sync_git)
+    try:
+        head = repo.tracking_head()
+        root = repo.compose(repo.root_tree(head), mid, folder)
+        repo.set_tracking(repo.commit(root, head, "hostile"))
+    finally:
+        repo.close()
+
+
+def _tree(repo: transport.SyncRepo, entries: dict[bytes, tuple[int, ObjectID]]) -> ObjectID:
+    t = Tree()
+    for name, (mode, sha) in entries.items():
+        t.add(name, mode, sha)
+    repo.repo.object_store.add_object(t)
+    return t.id
+
+
+def test_one_hostile_machine_folder_skips_that_machine_only(
+    machines: tuple[Machine, Machine], remote: Path
+) -> None:
+    a, b = machines
+    a.remember("ses_a", "a fact from a")
+    a.sync()
+    b.sync()
+    assert any(k.endswith(".md") for k in b.inputs())
+    repo = transport.SyncRepo(b.paths.sync_git)
+    try:
+        blob = Blob.from_string(b"x")
+        repo.repo.object_store.add_object(blob)
+        deep = _tree(repo, {b"f": (transport.FILE_MODE, blob.id)})
+        for _ in range(3000):  # nested far past the interpreter's recursion limit
+            deep = _tree(repo, {b"d": (transport.TREE_MODE, deep)})
+        missing = _tree(repo, {b"sessions": (transport.TREE_MODE, ObjectID(b"1" * 40))})
+    finally:
+        repo.close()
+    _plant(b, "deep-00000001", deep)
+    _plant(b, "gone-00000001", missing)
+    got = b.inputs()  # before the fix: RecursionError / KeyError out of phase 2's preparation
+    assert f"resources/{a.id}/sessions/{session_key('ses_a')}.md" in got
+    assert not any("deep-" in k or "gone-" in k for k in got)
+    repo = transport.SyncRepo(b.paths.sync_git)
+    try:
+        read = read_remote(repo, b.id)
+        assert set(read.machines) == {a.id}
+        assert set(read.skipped) == {"deep-00000001", "gone-00000001"}
+        assert "deeper" in read.skipped["deep-00000001"]
+        assert "missing" in read.skipped["gone-00000001"]
+        dead, skipped = remote_tombstones(repo, repo.tracking_head(), b.id)
+        assert set(skipped) == {"deep-00000001", "gone-00000001"}
+    finally:
+        repo.close()
+
+
+def test_a_machine_skipped_once_keeps_its_rendered_inputs(
+    machines: tuple[Machine, Machine], remote: Path
+) -> None:
+    a, b = machines
+    a.remember("ses_a", "a fact from a")
+    a.sync()
+    b.sync()
+    before = b.inputs()
+    assert before
+    repo = transport.SyncRepo(b.paths.sync_git)
+    try:
+        broken = _tree(repo, {b"sessions": (transport.TREE_MODE, ObjectID(b"2" * 40))})
+    finally:
+        repo.close()
+    _plant(b, a.id, broken)  # a's folder now points at a tree the cache lacks
+    assert b.inputs() == before  # not read as "a forgot everything"
+
+
+def test_caps_on_notes_and_machines(
+    machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.sync import inputs
+
+    a, b = machines
+    a.remember("ses_a", "a fact from a")
+    a.sync()
+    b.sync()
+    monkeypatch.setattr(inputs, "SYNC_MAX_SESSIONS_PER_MACHINE", 0)
+    repo = transport.SyncRepo(b.paths.sync_git)
+    try:
+        read = read_remote(repo, b.id)
+        assert not read.machines and "sessions" in read.skipped[a.id]
+        monkeypatch.setattr(inputs, "SYNC_MAX_SESSIONS_PER_MACHINE", 10)
+        monkeypatch.setattr(inputs, "SYNC_MAX_MACHINES", 0)
+        read = read_remote(repo, b.id)
+        assert not read.machines and "machines" in read.skipped[a.id]
+    finally:
+        repo.close()
+    out = b.sync()
+    assert out.ok
+    snap = snapshot(b.store, b.settings, b.paths)["sync"]
+    assert a.id in snap["skipped_machines"]
+
+
+def test_blob_sizes_are_read_from_the_header_before_inflating(
+    tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = b"0" * (256 * 1024)  # compresses to a few KiB: a cheap push, a costly read
+    small = b"hello"
+    loose = transport.SyncRepo(tmp_path / "loose.git")
+    try:
+        for data in (big, small):
+            loose.repo.object_store.add_object(Blob.from_string(data))
+        store = loose.repo.object_store
+        assert transport.object_size(store, Blob.from_string(big).id) == len(big)
+        assert transport.object_size(store, ObjectID(b"3" * 40)) is None
+        calls: list[ObjectID] = []
+        real = store.get_raw
+        monkeypatch.setattr(store, "get_raw", lambda sha: calls.append(sha) or real(sha))
+        assert loose.blob(Blob.from_string(big).id, 1024) is None
+        assert calls == []  # refused without inflating it
+        assert loose.blob(Blob.from_string(small).id, 1024) == small
+    finally:
+        loose.close()
+    # The same through a pack, deltas included (what a fetch stores).
+    src = Repo.init_bare(str(tmp_path / "src.git"), mkdir=True)
+    try:
+        blobs = [Blob.from_string(big), Blob.from_string(big[:-1] + b"1"), Blob.from_string(small)]
+        src.object_store.add_objects([(b, None) for b in blobs])
+        packed = transport.SyncRepo(tmp_path / "packed.git")
+        try:
+            packed.repo.object_store.add_objects([(b, None) for b in blobs])
+            packed.repo.object_store.pack_loose_objects()
+            store = packed.repo.object_store
+            assert store.packs
+            for b in blobs:
+                assert transport.object_size(store, b.id) == len(b.as_raw_string())
+            assert packed.blob(blobs[1].id, 1024) is None
+            assert packed.blob(blobs[2].id, 1024) == small
+        finally:
+            packed.close()
+    finally:
+        src.close()
+
+
+def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
+    machines: tuple[Machine, Machine], remote: Path, tmp_path: Path
+) -> None:
+    from memoryd.sync.layout import tombstones_bytes
+
+    a, b = machines
+    a.remember("ses_a", "a fact from a")
+    b.remember("ses_b", "b's own fact")
+    a.sync()
+    b.sync()
+    assert f"resources/{a.id}/sessions/{session_key('ses_a')}.md" in b.inputs()
+    pub = build_publication(a.store, a.paths.memories)
+    evil = tmp_path / "evil.git"
+
+    def push_third(files: dict[str, bytes]) -> None:
+        exchange(evil, str(remote), type(pub)("evil-00000001", files, 0, 0, len(files)))
+
+    push_third({"tombstones.json": tombstones_bytes({"ses_a": T0, "ses_b": T0})})
+    out = b.sync()
+    assert out.honoured == ["ses_b"]
+    assert not any(session_key("ses_a") in k for k in b.inputs())
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
+    push_third({"notes/x.md": b"tombstones gone\n"})  # the writer takes its tombstones back
+    b.sync()
+    assert not any(session_key("ses_a") in k for k in b.inputs())  # still forgotten
+    assert b.store.output("ses_b") is None
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())

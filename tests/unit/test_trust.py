@@ -302,6 +302,33 @@ async def test_a_killed_run_is_rolled_back_at_the_next_start(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
+async def test_an_orphaned_consolidators_writes_are_rolled_back_never_adopted(
+    tmp_path: Path,
+) -> None:
+    """memoryd was killed mid-run on the user's own opencode: its agent may keep writing until
+    the next pass deletes the helper. Valid-looking output must not pass as a hand edit."""
+    from memoryd.owner import Owner, current_owner
+
+    paths, store, clock, host = _validated_run(tmp_path)
+    assert await _pass(paths, store, clock, host) == "succeeded"
+    summary = (paths.memories / "memory_summary.md").read_bytes()
+    me = current_owner()
+    dead = Owner(me.host, me.boot, 2**22 + 7, "1", me.space)  # no such pid: provably gone
+    store.record_helper("ses_orphan_consolidator", "consolidate", dead)
+    rollback.mark_running(paths)
+    assert rollback.settle(paths, store, clock) == "rolled back"
+    (paths.memories / "memory_summary.md").write_text("v1\n- written after the kill\n")
+    assert rollback.settle(paths, store, clock) == "rolled back"  # still rolling back
+    assert (paths.memories / "memory_summary.md").read_bytes() == summary
+    (paths.memories / "memory_summary.md").write_text("v1\n- written after the kill\n")
+    store.forget_helper("ses_orphan_consolidator")  # the next pass deleted the helper
+    assert rollback.settle(paths, store, clock) == "rolled back"  # the last write is undone too
+    assert (paths.memories / "memory_summary.md").read_bytes() == summary
+    assert not rollback.interrupted(paths)
+    assert rollback.settle(paths, store, clock) is None
+
+
+@pytest.mark.anyio
 async def test_hand_edits_reach_turns_only_when_they_validate(tmp_path: Path) -> None:
     paths, store, clock, host = _validated_run(tmp_path)
     assert await _pass(paths, store, clock, host) == "succeeded"
