@@ -8,8 +8,6 @@ from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.sync.engine import sync_state
-from memoryd.sync.transport import display_remote
 from memoryd.tuning import PHASE2_COOLDOWN_MS
 from memoryd.write.budget import Budget
 
@@ -25,6 +23,10 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
     """``sync.*`` for status: last success and error, what waits to be pushed, the backoff."""
     if not settings.sync_remote:
         return {"configured": False}
+    # dulwich and the sync engine load only for a home that syncs (daemon RSS)
+    from memoryd.sync.engine import sync_state
+    from memoryd.sync.transport import display_remote
+
     st = sync_state(store)
     now = store.clock.now_ms()
     retry_at = st.get("retry_at")

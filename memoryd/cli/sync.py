@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 from memoryd.app import App
 from memoryd.errors import ConfigError
-from memoryd.sync.engine import SyncOutcome, run_sync
-from memoryd.sync.transport import init_remote
+
+if TYPE_CHECKING:
+    from memoryd.sync.engine import SyncOutcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -41,6 +43,9 @@ def line(o: SyncOutcome) -> str:
 def cmd_sync(app: App, args: argparse.Namespace) -> int:
     if not app.settings.sync_remote:
         raise ConfigError("sync_remote is not set (config file or MEMORYD_SYNC_REMOTE)")
+    from memoryd.sync.engine import run_sync  # dulwich loads for this command only
+    from memoryd.sync.transport import init_remote
+
     if args.init and init_remote(app.settings.sync_remote):
         print(f"sync: created a bare repository at {app.settings.sync_remote}")
     outcome = asyncio.run(run_sync(app.store, app.settings, app.paths, app.clock))

@@ -33,7 +33,6 @@ from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.status import DAEMON
-from memoryd.sync.engine import request_sync, run_sync, sync_due
 from memoryd.tuning import (
     BACKLOG_RETRY_S,
     COALESCED_DELAY_S,
@@ -273,6 +272,8 @@ class Daemon:
             return
         if result.phase2.status == Phase2Status.SUCCEEDED and self.app.settings.sync_remote:
             # Publish what a validated consolidation used (sooner only if no backoff holds it).
+            from memoryd.sync.engine import request_sync  # a home that syncs loads the engine
+
             request_sync(self.app.store, self.app.clock)
             self._bring_sync_forward()
         p1 = result.phase1
@@ -305,6 +306,8 @@ class Daemon:
             self._record()
 
     async def _sync_job(self) -> None:
+        from memoryd.sync.engine import run_sync, sync_due  # scheduled only when sync_remote is set
+
         app = self.app
         if self.should_exit or not sync_due(app.store, app.settings, app.clock):
             return

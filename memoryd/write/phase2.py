@@ -48,8 +48,6 @@ from memoryd.redact import contains_secret, redact
 from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
-from memoryd.sync.inputs import import_sync
-from memoryd.sync.publish import machine_id
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
 from memoryd.write import review, rollback
@@ -203,6 +201,8 @@ class Phase2(PhaseBase):
 
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
+        from memoryd.sync.publish import machine_id  # the sync package loads when a pass needs it
+
         enabled = bool(self.settings.sync_remote)
         forgotten = set(self.store.tombstones())
         forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
@@ -244,6 +244,8 @@ class Phase2(PhaseBase):
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
         # Other machines' memory (the last fetched sync head; no network here).
+        from memoryd.sync.inputs import import_sync  # dulwich: only when a pass runs
+
         import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
         problems = ws.validate()
         if not problems:
