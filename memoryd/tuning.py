@@ -74,6 +74,7 @@ SYNC_MAX_TREE_ENTRIES = 20_000  # files and folders walked in one machine folder
 SYNC_MAX_MACHINES = 64  # other machines read per remote (the rest are skipped, reported)
 SYNC_MAX_SESSIONS_PER_MACHINE = 5_000
 SYNC_MAX_NOTES_PER_MACHINE = 500
+SYNC_MAX_FETCH_BYTES = 512 * 1024 * 1024  # one fetched pack, as it arrives (history included)
 
 # -- host --------------------------------------------------------------------------------------
 HOST_RETRY_DELAYS_S = (0.5, 1.5)  # an idempotent request's retries after a transient fault

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -25,7 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from dulwich.client import GitClient, LocalGitClient, get_credentials_from_store
+from dulwich.client import (
+    FetchPackResult,
+    GitClient,
+    LocalGitClient,
+    get_credentials_from_store,
+)
 from dulwich.client import get_transport_and_path as _transport
 from dulwich.config import StackedConfig
 from dulwich.errors import NotGitRepository
@@ -39,7 +45,7 @@ from dulwich.repo import Repo
 from memoryd.errors import PushRaceLost, SyncError
 from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
 from memoryd.sync.urls import mask_remote, mask_text
-from memoryd.tuning import SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
+from memoryd.tuning import SYNC_MAX_FETCH_BYTES, SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
 
 log = logging.getLogger(__name__)
 
@@ -458,13 +464,55 @@ class SyncRepo:
             return [head] if head and head != ZERO_SHA and head not in store else []
 
         try:
-            result = client.fetch(path, self.repo, determine_wants=wants)  # type: ignore[arg-type]
+            result = self._fetch_capped(client, path, wants)
+        except SyncError:
+            raise
         except Exception as exc:
             raise _errors(remote)(exc) from exc
         head = result.refs.get(BRANCH)
         head = head if head and head != ZERO_SHA else None
         self.set_tracking(head)
         return head
+
+    def _fetch_capped(
+        self, client: GitClient, path: str, wants: Callable[..., list[ObjectID]]
+    ) -> FetchPackResult:
+        """dulwich's fetch, with the incoming pack counted as it arrives.
+
+        Whoever can push decides how big the pack is; past ``SYNC_MAX_FETCH_BYTES`` the fetch
+        stops, nothing is kept, and the sync counts as failed (reported, retried with backoff).
+        """
+        store = self.repo.object_store
+        spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - closed below on every path
+            max_size=8 * 1024 * 1024, prefix="incoming-", dir=str(self.git_dir / "objects")
+        )
+        received = 0
+
+        def write(data: bytes) -> None:
+            nonlocal received
+            received += len(data)
+            if received > SYNC_MAX_FETCH_BYTES:
+                raise SyncError(
+                    str(self.git_dir),
+                    f"the remote sent more than {SYNC_MAX_FETCH_BYTES // (1024 * 1024)} MiB "
+                    "in one fetch; nothing was kept",
+                )
+            spool.write(data)
+
+        try:
+            result = client.fetch_pack(
+                path,
+                wants,
+                self.repo.get_graph_walker(),
+                write,  # type: ignore[arg-type]
+            )
+            if spool.tell():
+                spool.seek(0)
+                # Completes a thin pack from objects already here; a full pack is kept as is.
+                store.add_thin_pack(spool.read, None)
+        finally:
+            spool.close()
+        return result
 
     def push(self, remote: str, base: ObjectID | None, new: ObjectID) -> None:
         """Move the remote branch from ``base`` to ``new``; :class:`PushConflict` if it moved."""

@@ -604,3 +604,21 @@ def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
     assert not any(session_key("ses_a") in k for k in b.inputs())  # still forgotten
     assert b.store.output("ses_b") is None
     assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
+
+
+def test_an_oversized_fetch_is_refused_and_nothing_kept(
+    machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = machines
+    for i in range(10):
+        a.remember(f"ses_{i}", f"fact number {i}: the build uses tool {i * 7919}")
+    assert a.sync().status == "pushed"
+    monkeypatch.setattr(transport, "SYNC_MAX_FETCH_BYTES", 1024)
+    out = b.sync()
+    assert out.status == "failed" and "MiB in one fetch" in out.detail
+    assert b.inputs() == {}  # no head recorded from the refused pack
+    assert not list((b.paths.sync_git / "objects" / "pack").glob("*.pack"))
+    assert not list((b.paths.sync_git / "objects").glob("incoming-*"))
+    monkeypatch.setattr(transport, "SYNC_MAX_FETCH_BYTES", 64 * 1024 * 1024)
+    b.clock.advance(2 * 60 * 60 * 1000)
+    assert b.sync().ok and len([k for k in b.inputs() if "/sessions/" in k]) == 10
