@@ -313,7 +313,7 @@ def _delete_note(store: Store, root: Path, full: str) -> ForgetResult:
 def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
     """Every session of the project forgotten (and disabled), its notes deleted; phase 2 enqueued."""
     if not is_scope_key(key):
-        raise InvalidArgument(f"{key!r} is not a project key (see `memoryd list projects`)")
+        raise InvalidArgument(f"{key!r} is not a project key (see `memoryd list projects --all`)")
     sessions = store.forget_project(key)
     for sid in sessions:
         store.add_tombstone(sid)  # published by sync, so other machines forget them too
