@@ -1,8 +1,7 @@
-"""Stage-1 outputs, per-session memory modes, usage counters and the model-call ledger."""
+"""Stage-1 outputs, per-session memory modes and usage counters: what phase 2 selects from."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Literal
@@ -61,20 +60,6 @@ class Output:
             project_id=r["project_id"],
             worktree=r["worktree"],
         )
-
-
-@dataclass(frozen=True)
-class CallUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost: float = 0.0
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens + self.reasoning_tokens
 
 
 class OutputsMixin:
@@ -319,90 +304,3 @@ class OutputsMixin:
                 ).fetchone()
                 if row is not None and row["selected_for_phase2"]:
                     _enqueue_global(c, now, urgent=True)
-
-    # -- small named state (last pass, host seen) ------------------------------------------
-
-    def put_state(self, key: str, value: object) -> None:
-        with write_tx(self._conn) as c:
-            c.execute(
-                """INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)
-                   ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at""",
-                (key, json.dumps(value, sort_keys=True), self._clock.now_ms()),
-            )
-
-    def get_state(self, key: str) -> object | None:
-        r = self._conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return json.loads(r[0]) if r else None
-
-    # -- model-call ledger ----------------------------------------------------------------
-
-    def record_model_call(
-        self,
-        *,
-        phase: str,
-        job_kind: str,
-        job_key: str,
-        model: str | None,
-        outcome: str,
-        usage: CallUsage,
-    ) -> None:
-        with write_tx(self._conn) as c:
-            c.execute(
-                """INSERT INTO model_calls (at, phase, job_kind, job_key, model, outcome, input_tokens,
-                   output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens, cost)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    self._clock.now_ms(),
-                    phase,
-                    job_kind,
-                    job_key,
-                    model,
-                    outcome,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.reasoning_tokens,
-                    usage.cache_read_tokens,
-                    usage.cache_write_tokens,
-                    usage.cost,
-                ),
-            )
-
-    def token_totals(self, since_ms: int | None = None) -> dict[str, dict[str, int | float]]:
-        """Calls and tokens per phase (optionally since a time)."""
-        rows = self._conn.execute(
-            """SELECT phase, COUNT(*) AS calls, SUM(input_tokens) AS input, SUM(output_tokens) AS output,
-                      SUM(reasoning_tokens) AS reasoning, SUM(cache_read_tokens) AS cache_read,
-                      SUM(cache_write_tokens) AS cache_write, SUM(cost) AS cost
-               FROM model_calls WHERE at >= ? GROUP BY phase ORDER BY phase""",
-            (since_ms or 0,),
-        )
-        out: dict[str, dict[str, int | float]] = {}
-        for r in rows:
-            out[r["phase"]] = {
-                "calls": r["calls"],
-                "input": r["input"] or 0,
-                "output": r["output"] or 0,
-                "reasoning": r["reasoning"] or 0,
-                "cache_read": r["cache_read"] or 0,
-                "cache_write": r["cache_write"] or 0,
-                "cost": round(r["cost"] or 0.0, 6),
-            }
-        return out
-
-    def tokens_per_day(self, since_ms: int) -> dict[int, int]:
-        """Tokens (input + output + reasoning) per UTC day since ``since_ms``, keyed by day start."""
-        rows = self._conn.execute(
-            """SELECT (at / ?) * ? AS day,
-                      SUM(input_tokens + output_tokens + reasoning_tokens) AS tokens
-               FROM model_calls WHERE at >= ? GROUP BY day ORDER BY day""",
-            (DAY, DAY, since_ms),
-        )
-        return {int(r["day"]): int(r["tokens"] or 0) for r in rows}
-
-    def job_tokens(self, job_kind: str, job_key: str) -> CallUsage:
-        r = self._conn.execute(
-            """SELECT SUM(input_tokens), SUM(output_tokens), SUM(reasoning_tokens), SUM(cache_read_tokens),
-                      SUM(cache_write_tokens), SUM(cost) FROM model_calls WHERE job_kind = ? AND job_key = ?""",
-            (job_kind, job_key),
-        ).fetchone()
-        return CallUsage(*(v or 0 for v in r))
