@@ -41,8 +41,9 @@ from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
+from memoryd.host.opencode import OpencodeClient
 from memoryd.host.permissions import consolidator_rules
-from memoryd.paths import bump_change_mark
+from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
@@ -167,6 +168,37 @@ def projects_block(keys: list[str], diff: WorkspaceDiff, budget: int) -> str:
         )
         lines += [f"- `projects/{key}/`" for key in gone]
     return "\n".join(lines)
+
+
+def consolidation_prompt(paths: Paths, project_keys: list[str], diff: WorkspaceDiff) -> str:
+    budget = summary_token_budget(paths)
+    return prompts.render(
+        "consolidation.md",
+        memory_root=str(paths.memories),
+        diff_file=DIFF_FILE,
+        extensions_block=extensions_block(paths.memories),
+        summary_token_budget=str(budget),
+        projects_block=projects_block(project_keys, diff, budget),
+    )
+
+
+async def confinement(client: OpencodeClient, paths: Paths) -> list[dict[str, str]]:
+    """Boot opencode afresh in the (swept) folder; the session rules for it, or refuse."""
+    root = str(paths.memories)
+    # An instance booted earlier may hold config loaded before the sweep: start a new one.
+    await client.dispose_instance(root)
+    worktree = await client.worktree(root)
+    # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
+    home = agent_homes(paths)[CONSOLIDATE_AGENT]
+    ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
+    planted = planted_parent_config(paths.memories, worktree, managed=ours)
+    if planted:
+        raise ConfinementError(
+            "opencode would load these into the consolidator's session from folders above "
+            "the memory folder; remove them or move MEMORYD_HOME",
+            [str(p) for p in planted],
+        )
+    return consolidator_rules(root, worktree)
 
 
 def redact_agent_files(root: Path) -> list[str]:
@@ -431,26 +463,9 @@ class Phase2(PhaseBase):
                 agent.cancel()
                 await asyncio.gather(agent, return_exceptions=True)
 
-    async def _confinement(self, root: str) -> list[dict[str, str]]:
-        """Boot opencode afresh in the (swept) folder; the session rules for it, or refuse."""
-        # An instance booted earlier may hold config loaded before the sweep: start a new one.
-        await self.client.dispose_instance(root)
-        worktree = await self.client.worktree(root)
-        # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
-        home = agent_homes(self.paths)[CONSOLIDATE_AGENT]
-        ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
-        planted = planted_parent_config(self.paths.memories, worktree, managed=ours)
-        if planted:
-            raise ConfinementError(
-                "opencode would load these into the consolidator's session from folders above "
-                "the memory folder; remove them or move MEMORYD_HOME",
-                [str(p) for p in planted],
-            )
-        return consolidator_rules(root, worktree)
-
     async def _consolidate(self, diff: WorkspaceDiff) -> None:
         root = str(self.paths.memories)
-        rules = await self._confinement(root)
+        rules = await confinement(self.client, self.paths)
         try:
             await self._consolidate_in(root, rules, diff)
         finally:
@@ -463,16 +478,7 @@ class Phase2(PhaseBase):
         self, root: str, rules: list[dict[str, str]], diff: WorkspaceDiff
     ) -> None:
         await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
-        text = prompts.render(
-            "consolidation.md",
-            memory_root=root,
-            diff_file=DIFF_FILE,
-            extensions_block=extensions_block(self.paths.memories),
-            summary_token_budget=str(summary_token_budget(self.paths)),
-            projects_block=projects_block(
-                self.workspace().project_keys(), diff, summary_token_budget(self.paths)
-            ),
-        )
+        text = consolidation_prompt(self.paths, self.workspace().project_keys(), diff)
         model = self.settings.consolidation_model
         async with helper_session(
             self.client,
