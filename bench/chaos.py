@@ -110,13 +110,17 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
             proc.communicate(timeout=300)
             continue
         step = (
-            "consolidation call"
+            "in a consolidation call"
             if w.inflight["consolidate"]
-            else "extraction call"
+            else "in an extraction call"
             if w.inflight["extract"]
-            else "start/discovery/claim/finalize/sync/diff/audit/baseline"
+            else {
+                "uniform": "at a uniform moment (start, discovery, claim, sync, diff)",
+                "extract": "after an extraction call (finalize, next claim)",
+                "consolidate": "between consolidation calls (tools, audit, baseline)",
+            }[aim]
         )
-        steps[step + (" (daemon)" if args == ("run",) else "")] += 1
+        steps[step + (" [daemon]" if args == ("run",) else "")] += 1
         kill9(proc)
         fig.injected += 1
         log(f"kill {fig.injected} at {at:.1f} s ({step})")
@@ -184,6 +188,9 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
         w.slow = (0.0, 0.0)
         held = [k for k, j in w.jobs().items() if j["status"] == "running"]
         helpers = len(w.helper_sessions())
+        orphans = memoryd_servers(w.home)
+        if not held or not helpers or not orphans:
+            fig.fail(f"the kill left nothing to recover: {held=} {helpers=} {orphans=}")
         t0 = time.monotonic()
         out = w.cli("run", "--once", env=env)
         fig.recovery_s.append(time.monotonic() - t0)
@@ -195,7 +202,9 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
             fig.fail("helper sessions of the killed run are still there")
         if memoryd_servers(w.home):
             fig.fail("the killed run's opencode serve is still running")
-        fig.notes.append(f"{len(held)} claims held and {helpers} helpers left by the kill")
+        fig.notes.append(
+            f"the kill left {len(held)} claims, {helpers} helpers, {len(orphans)} opencode serve"
+        )
     clean_pass(w, fig, env)
     w.check(fig)
     return fig
@@ -205,7 +214,12 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
 
 
 def host_faults(
-    w: World, rng: random.Random, hang_s: float, passes: int, kinds: int | None = None
+    w: World,
+    rng: random.Random,
+    hang_s: float,
+    passes: int,
+    kinds: int | None = None,
+    restart: bool = True,
 ) -> Figures:
     """Every fault kind (or ``kinds`` of them, drawn by the seed), then opencode restarted."""
     fig = Figures("3 host faults")
@@ -216,7 +230,7 @@ def host_faults(
     rng.shuffle(order)
     order = order[:kinds] if kinds is not None else order
     try:
-        for mode in [*order, "opencode_restart"]:
+        for mode in [*order, "opencode_restart"] if restart else order:
             for sid in rng.sample(w.sessions, k=min(2, len(w.sessions))):
                 w.touch(sid)
             before = proxy.injected
@@ -350,9 +364,9 @@ def concurrency(w: World, rng: random.Random, seconds: float) -> Figures:
             out = w.cli(*args, env=env, timeout=300)
             text = out.stdout + out.stderr
             if pick == "note":
-                m = re.search(r"notes/\S+\.md", text)
+                m = re.search(r"saved note (\S+\.md)", text)
                 if m:
-                    notes.append(m.group(0).rstrip("."))
+                    notes.append(m.group(1))
             with lock:
                 codes[f"{args[0]} {out.returncode}"] += 1
                 if "database is locked" in text or "Traceback" in text:
