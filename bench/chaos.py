@@ -81,7 +81,7 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
     span = min(max(time.monotonic() - t0, 2.0), 15.0)
     log(f"first pass took {span:.1f} s")
     steps: Counter[str] = Counter()
-    url_env, private_env = w.env(), w.env(private=True)
+    url_env = w.env()
     done = 0
     while fig.injected < kills:
         fig.runs += 1
@@ -102,7 +102,7 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
                 [("run", "--once"), ("run", "--once", "--force-consolidation"), ("run",)]
             )
         private = rng.random() < 0.08
-        proc = w.spawn(*args, env=private_env if private else url_env)
+        proc = w.spawn(*args, env=w.env(private=True) if private else url_env)
         at = rng.uniform(0.2, span * 1.3 + (3.0 if private else 0.0))
         extra = rng.uniform(0.0, 1.5)
         if not _wait_for_moment(w, proc, aim, at, extra, deadline=span * 2 + 10):
@@ -178,7 +178,7 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
         for sid in touched:
             w.touch(sid)
         w.slow = (60.0, 60.0)
-        proc = w.spawn("run", "--once", env=env)
+        proc = w.spawn("run", "--once", env=w.env(private=True))
         deadline = time.monotonic() + 90
         while w.inflight["extract"] < 1 and time.monotonic() < deadline:
             time.sleep(0.1)
