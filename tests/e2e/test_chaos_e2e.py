@@ -22,7 +22,7 @@ def test_seeded_chaos_slice(tmp_path: Path) -> None:
     try:
         w.add_sessions(3, "slice")
         figs = [
-            storm(w, rng, kills=5),
+            storm(w, rng, kills=4, span_s=6.0),
             after_crash(w, rng, runs=1),
             host_faults(w, rng, hang_s=4.0, passes=1, kinds=2),
         ]
