@@ -108,7 +108,7 @@ def storm(w: World, rng: random.Random, kills: int, span_s: float | None = None)
         proc = w.spawn(*args, env=w.env(private=True) if private else url_env)
         at = rng.uniform(0.2, span * 1.3 + (3.0 if private else 0.0))
         extra = rng.uniform(0.0, 1.5)
-        if not _wait_for_moment(w, proc, aim, at, extra, deadline=span * 2 + 10):
+        if not _wait_for_moment(w, proc, aim, at, extra, deadline=at + extra):
             done += 1
             proc.communicate(timeout=300)
             continue
