@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:
 
 from bench._common import PROJECTS, table
 from memoryd.clock import DAY, HOUR, ManualClock
+from memoryd.paths import bump_change_mark
 from memoryd.store import Output, Store
 from memoryd.tools import SearchIndex, default_index_path, memory_search
 from memoryd.tools.common import stamp_text
@@ -532,6 +533,7 @@ def measure_index_changes(
 
     for k in range(TOUCHES):
         bump_mtime(root / c.note_paths[(k * 7919) % len(c.note_paths)])  # same bytes, new mtime
+        bump_change_mark(root)  # an in-place write is announced, as memoryd's writers do
         dt, st = next_query()
         if st.get("files_indexed") != 1:
             warnings.append(
@@ -541,6 +543,7 @@ def measure_index_changes(
         fig.touch_refresh.append(st.get("elapsed_ms", 0) / 1e3)
     with (root / MEMORY_FILE).open("a") as fh:
         fh.write("\n- Appended by the benchmark: the staging deploy needs a feature flag.\n")
+    bump_change_mark(root)
     fig.edit_s, fig.edit = next_query()
     (root / c.note_paths[1]).unlink()
     fig.delete_s, fig.delete = next_query()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from memoryd.errors import LeaseHeld, PathError
+from memoryd.errors import PathError
 from memoryd.paths import Paths
 from memoryd.store import Store
+from memoryd.validated import ValidatedMemory
 from memoryd.write import review
+from memoryd.write.rollback import SIGNATURE_FILE
 
 
 def _clear_folder(root: Path) -> None:
@@ -25,20 +27,19 @@ def _clear_folder(root: Path) -> None:
 
 
 def reset_memory(store: Store, paths: Paths) -> None:
-    """Forget everything: stage-1 outputs, jobs, the memory folder and its baseline.
+    """Forget everything: stage-1 outputs, jobs, the memory folder, its baseline and the
+    validated copy the block is rendered from.
 
-    Refused while a consolidation holds the lease (its agent is writing the folder). A cooldown
-    marker is left so the next pass does not immediately rebuild the folder from nothing.
+    Refused (:class:`LeaseHeld`) while a consolidation holds the lease: its agent is writing the
+    folder. A cooldown marker is left so the next pass does not rebuild the folder from nothing.
+    The validated copy is recorded empty, so the next turn sees no memory rather than the old
+    summary, and a later rollback restores to nothing instead of to what was forgotten.
     """
-    job = store.phase2_job()
-    if (
-        job is not None
-        and job["status"] == "running"
-        and (job["lease_until"] or 0) > store.clock.now_ms()
-    ):
-        raise LeaseHeld()
     store.reset_memory_data()
     _clear_folder(paths.memories)
+    validated = ValidatedMemory(paths)
+    validated.record({}, source="memoryd reset")
+    (validated.root / SIGNATURE_FILE).unlink(missing_ok=True)
     review.discard(paths)
     if paths.baseline_git.is_symlink():
         paths.baseline_git.unlink()

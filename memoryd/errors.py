@@ -33,7 +33,7 @@ The tree::
     │   └── AlreadyRunning          another daemon holds this home's lock
     ├── BudgetWait                  work must wait (budget spent, circuit open): not a failure
     ├── ConsolidationError          a phase-2 run that must not become the new memory
-    │   ├── ProtectedFilesChanged   the consolidator touched files it may not (they were restored)
+    │   ├── ConfinementError        its folder is unsafe, or the consolidator went outside its files
     │   ├── InvalidMemory           the files it left do not validate
     │   └── OwnershipLost           another worker took the phase-2 lease
     ├── LeaseHeld                   a whole-memory operation refused while a consolidation runs
@@ -43,6 +43,9 @@ The tree::
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
     ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
     ├── UIError                     the web UI cannot listen on its port
+    ├── SyncError                   the sync remote: unreachable, refusing, or not a repository
+    │   ├── SyncBlocked             a secret scan flagged what this machine would publish
+    │   └── PushRaceLost            (internal) the remote moved since our fetch; fetch and re-apply
     └── ToolError                   a memory tool declined; the message is for the model or user
         ├── NotFound                no such path, note or session (also a LookupError)
         ├── Refused                 understood and declined: a secret, a symlink, a lease
@@ -255,14 +258,18 @@ class ConsolidationError(MemorydError):
     """A consolidation whose result must not become the live memory."""
 
 
-class ProtectedFilesChanged(ConsolidationError):
-    def __init__(self, restored: list[str]) -> None:
-        self.restored = list(restored)
-        super().__init__(
-            "the consolidator changed files it may not touch (restored: "
-            + ", ".join(restored[:10])
-            + ")"
-        )
+class ConfinementError(ConsolidationError):
+    """The consolidation agent's folder or its surroundings break memoryd's confinement.
+
+    Raised before a run (opencode would load config planted above the memory folder) and after
+    one (the agent changed what it may not, or left entries outside memoryd's layout: undone).
+    """
+
+    def __init__(self, problem: str, entries: list[str]) -> None:
+        self.problem = problem
+        self.entries = list(entries)
+        shown = ", ".join(self.entries[:10]) + (" …" if len(self.entries) > 10 else "")
+        super().__init__(f"{problem}: {shown}" if shown else problem)
 
 
 class InvalidMemory(ConsolidationError):
@@ -321,6 +328,34 @@ class Refused(ToolError):
 
 class InvalidArgument(ToolError, ValueError):
     """A parameter is out of range, malformed, or points outside the memory folder."""
+
+
+class SyncError(MemorydError):
+    """The sync remote could not be read or written; local memory is never affected."""
+
+    def __init__(self, remote: str, detail: str) -> None:
+        self.remote = remote
+        self.detail = detail
+        super().__init__(f"sync with {remote}: {detail}")
+
+
+class SyncBlocked(SyncError):
+    """Publishing stopped: the secret scan flagged files this machine would push."""
+
+    def __init__(self, remote: str, flagged: list[tuple[str, list[str]]]) -> None:
+        self.flagged = flagged
+        names = ", ".join(f"{path} ({'/'.join(kinds)})" for path, kinds in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        super().__init__(
+            remote, f"push stopped: possible secrets in {len(flagged)} file(s): {names}{more}"
+        )
+
+
+class PushRaceLost(SyncError):
+    """Internal: another machine pushed since our fetch; fetch again and lay our folder on top."""
+
+    def __init__(self, remote: str) -> None:
+        super().__init__(remote, "the remote branch moved during the push")
 
 
 def is_transient(exc: BaseException) -> bool:

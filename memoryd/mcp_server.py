@@ -1,23 +1,32 @@
 """``memoryd mcp``: the memory tools over MCP (stdio), on the official ``mcp`` SDK.
 
 The tools are thin: each one calls the same function the CLI calls (:mod:`memoryd.tools`) and
-returns its readable text. No exception ever reaches the host: a memoryd error becomes a string
-starting with ``<tool> error:`` that the model can act on. Tool descriptions are written for a
-model deciding when and how to call them.
+returns its readable text. A failure reaches the host as a tool error (``isError: true``) whose
+text starts with ``<tool> error:``, so the model can tell it from an answer and act on it. Tool
+descriptions are written for a model deciding when and how to call them.
+
+Only looking and noting are offered (:data:`MODEL_TOOLS`). Erasing or excluding memory
+(``memoryd forget``, ``memoryd mode``, ``memoryd reset``) is the user's decision, and a model's
+``confirm=true`` is not the user's consent: a model steered by text it read would give it just
+as readily. Those operations live in the CLI only, so with no one at the keyboard nothing can be
+erased.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from memoryd import __version__, tools
 from memoryd.app import App
 from memoryd.errors import MemorydError
+from memoryd.tools.scope import Scope, ScopeMode
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +34,12 @@ SERVER_NAME = "memoryd"
 INSTRUCTIONS = (
     "Long-term memory of this user's earlier coding sessions (decisions, preferences, conventions, "
     "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
-    "the user asks you to remember it (memory_add_note)."
+    "the user asks you to remember it (memory_add_note). Reads default to this project and global "
+    "memory (scope='project'); scope='global' or 'all' narrows or widens them."
 )
+
+# Everything a model may call. Forgetting, session modes and reset are deliberately absent.
+MODEL_TOOLS = ("memory_read", "memory_list", "memory_search", "memory_add_note", "memory_inspect")
 
 
 class MemoryTools:
@@ -44,19 +57,23 @@ class MemoryTools:
         )
 
     def call(self, name: str, fn: Callable[[], Any]) -> str:
+        """Run one tool; a failure becomes a :class:`ToolError` (an ``isError`` result, never a crash)."""
         try:
             text: str = fn().to_text()
             return text
         except MemorydError as exc:
-            return f"{name} error: {exc}"
-        except Exception as exc:  # never raise into the host
+            raise ToolError(f"{name} error: {exc}") from exc
+        except Exception as exc:
             log.exception("%s failed", name)
-            return f"{name} error: internal error ({type(exc).__name__}: {exc})"
+            raise ToolError(f"{name} error: internal error ({type(exc).__name__}: {exc})") from exc
 
 
-def build_server(app: App) -> MCPServer:
+def build_server(app: App, caller: Scope | None = None) -> MCPServer:
+    """The server for one opencode instance: ``caller`` is its project (from the folder opencode
+    starts us in), which bounds what the tools show by default and what they may ever change."""
     t = MemoryTools(app)
     root = app.paths.memories
+    me = caller or Scope.for_folder(os.getcwd())
     server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
 
     @server.tool(
@@ -66,16 +83,28 @@ def build_server(app: App) -> MCPServer:
             "files; output is capped at 256 KiB with a hint for the next page."
         )
     )
-    def memory_read(path: str, line_offset: int | None = None, max_lines: int | None = None) -> str:
-        return t.call("memory_read", lambda: tools.memory_read(root, path, line_offset, max_lines))
+    def memory_read(
+        path: str,
+        line_offset: int | None = None,
+        max_lines: int | None = None,
+        scope: ScopeMode = "project",
+    ) -> str:
+        return t.call(
+            "memory_read",
+            lambda: tools.memory_read(root, path, line_offset, max_lines, me.with_mode(scope)),
+        )
 
     @server.tool(
         description=(
             "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."
         )
     )
-    def memory_list(path: str = "", max_results: int | None = None) -> str:
-        return t.call("memory_list", lambda: tools.memory_list(root, path, max_results))
+    def memory_list(
+        path: str = "", max_results: int | None = None, scope: ScopeMode = "project"
+    ) -> str:
+        return t.call(
+            "memory_list", lambda: tools.memory_list(root, path, max_results, me.with_mode(scope))
+        )
 
     @server.tool(
         description=(
@@ -84,7 +113,7 @@ def build_server(app: App) -> MCPServer:
             "exact strings, with match_mode any | all_on_same_line | all_within_lines (needs line_count), "
             "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
             "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
-            "Page with the returned cursor."
+            "Page with the returned cursor. scope: project (default: this project + global), global, all."
         )
     )
     def memory_search(
@@ -100,6 +129,7 @@ def build_server(app: App) -> MCPServer:
         cursor: str | None = None,
         max_results: int | None = None,
         ranked: bool = False,
+        scope: ScopeMode = "project",
     ) -> str:
         return t.call(
             "memory_search",
@@ -118,6 +148,7 @@ def build_server(app: App) -> MCPServer:
                 max_results=max_results,
                 ranked=ranked,
                 index=t.index if ranked else None,
+                scope=me.with_mode(scope),
             ),
         )
 
@@ -128,22 +159,19 @@ def build_server(app: App) -> MCPServer:
             "refused."
         )
     )
-    def memory_add_note(note: str, title: str | None = None) -> str:
+    def memory_add_note(
+        note: str, title: str | None = None, scope: Literal["project", "global"] = "project"
+    ) -> str:
         return t.call(
             "memory_add_note",
-            lambda: tools.memory_add_note(root, note, title, clock=app.clock, store=app.store),
-        )
-
-    @server.tool(
-        description=(
-            "Forget: give session_id (ses_…) to drop everything learned from that session, or note (a note file "
-            "name) to delete a note. The next consolidation removes it from MEMORY.md and the summary too."
-        )
-    )
-    def memory_forget(session_id: str | None = None, note: str | None = None) -> str:
-        return t.call(
-            "memory_forget",
-            lambda: tools.memory_forget(app.store, root, session_id=session_id, note=note),
+            lambda: tools.memory_add_note(
+                root,
+                note,
+                title,
+                clock=app.clock,
+                store=app.store,
+                project=me.project if scope == "project" else None,
+            ),
         )
 
     @server.tool(
@@ -152,25 +180,6 @@ def build_server(app: App) -> MCPServer:
     def memory_inspect() -> str:
         return t.call(
             "memory_inspect", lambda: tools.memory_inspect(app.store, app.settings, app.paths)
-        )
-
-    @server.tool(
-        description=(
-            "Set whether a session is remembered: enabled, disabled (never extracted) or polluted (excluded)."
-        )
-    )
-    def memory_mode(mode: Literal["enabled", "disabled", "polluted"], session_id: str) -> str:
-        return t.call("memory_mode", lambda: tools.memory_mode(app.store, mode, session_id))
-
-    @server.tool(
-        description=(
-            "Erase ALL memory (every extracted session memory, MEMORY.md, the summary, skills and notes). Only "
-            "when the user clearly asks; requires confirm=true. Refused while a consolidation is running."
-        )
-    )
-    def memory_reset(confirm: bool = False) -> str:
-        return t.call(
-            "memory_reset", lambda: tools.memory_reset(app.store, app.paths, confirm, index=t.index)
         )
 
     return server

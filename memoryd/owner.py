@@ -1,10 +1,12 @@
 """Who holds a claim, and whether that process is provably gone.
 
 A lease alone makes a crashed ``run --once`` block its sessions for an hour. Every claim and
-helper session therefore records its owner: host name, boot id, pid and the process start time.
-On the same machine that is enough to prove death: another boot, no such pid, or a pid reused by
-a process that started at another time. Anything short of proof (another host sharing the home,
-an unreadable start time) counts as alive, and the lease stays the fallback.
+helper session therefore records its owner: host name, the pid space it ran in (the machine id
+and the pid namespace), boot id, pid and the process start time. Inside the same pid space that
+is enough to prove death: another boot, no such pid, or a pid reused by a process that started
+at another time. Anything short of proof counts as alive and the lease stays the fallback: another
+host sharing the home, a container with the host's name but its own pid namespace (it cannot see
+our pids), a clone with the same host name, an unreadable start time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Owner:
     boot: str
     pid: int
     start: str
+    space: str | None = None  # machine id + pid namespace; None for records that lack it
 
     def encode(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
@@ -36,7 +39,14 @@ class Owner:
             return None
         try:
             d = json.loads(raw)
-            return cls(str(d["host"]), str(d["boot"]), int(d["pid"]), str(d["start"]))
+            space = d.get("space")
+            return cls(
+                str(d["host"]),
+                str(d["boot"]),
+                int(d["pid"]),
+                str(d["start"]),
+                space if isinstance(space, str) else None,
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -52,6 +62,31 @@ def boot_id() -> str:
     if sys.platform == "darwin":
         return _run(["sysctl", "-n", "kern.boottime"])
     return ""
+
+
+@functools.cache
+def pid_space() -> str:
+    """Which pids we can see: the machine id and our pid namespace (empty parts when unknown).
+
+    Two processes with equal host names can still live in different pid spaces (a container
+    sharing the host's network, a cloned machine on a shared home); their pids say nothing
+    about each other.
+    """
+    machine = ""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path) as f:
+                machine = f.read().strip()
+            break
+        except OSError:
+            continue
+    if not machine and sys.platform == "darwin":
+        machine = _run(["sysctl", "-n", "kern.uuid"])
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = ""
+    return f"{machine}:{namespace}"
 
 
 def process_start(pid: int) -> str:
@@ -78,7 +113,7 @@ def _run(argv: list[str]) -> str:
 
 @functools.cache
 def _me(pid: int) -> Owner:
-    return Owner(socket.gethostname(), boot_id(), pid, process_start(pid))
+    return Owner(socket.gethostname(), boot_id(), pid, process_start(pid), pid_space())
 
 
 def current_owner() -> Owner:
@@ -87,7 +122,7 @@ def current_owner() -> Owner:
 
 def owner_gone(owner: Owner | None) -> bool:
     """True only when the owner is provably dead (same machine); unknown owners count as alive."""
-    if owner is None or owner.host != socket.gethostname():
+    if owner is None or owner.host != socket.gethostname() or owner.space != pid_space():
         return False
     if not pid_alive(owner.pid):
         return True

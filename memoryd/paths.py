@@ -53,6 +53,21 @@ class Paths:
         return self.data_dir / "baseline.git"
 
     @property
+    def validated_memory(self) -> Path:
+        """The last validated copy of the agent-owned memory files (what turns are shown)."""
+        return self.state_dir / "validated"
+
+    @property
+    def phase2_running(self) -> Path:
+        """Marker that a consolidation agent may be editing the folder (left behind by a kill)."""
+        return self.state_dir / "phase2.running"
+
+    @property
+    def sync_git(self) -> Path:
+        """The cache of the sync remote (``sync_remote``): what was last fetched and pushed."""
+        return self.data_dir / "sync.git"
+
+    @property
     def review_dir(self) -> Path:
         """Review mode's staged consolidation; outside the memory folder so nothing reads it early."""
         return self.data_dir / "review"
@@ -75,6 +90,16 @@ class Paths:
     def readpath_block(self) -> Path:
         """The rendered memory block the opencode shim injects into every turn."""
         return self.state_dir / "readpath" / "block.md"
+
+    @property
+    def readpath_projects(self) -> Path:
+        """One block per project (``<key>.md``): the global layer plus that project's layer."""
+        return self.state_dir / "readpath" / "projects"
+
+    @property
+    def readpath_seen(self) -> Path:
+        """Where the shim announces, once per load, the project key of its instance folder."""
+        return self.state_dir / "readpath" / "seen"
 
     @property
     def citation_spool(self) -> Path:

@@ -168,6 +168,10 @@ class Settings(BaseModel):
     max_model_calls_per_hour: int = Field(
         default=120, ge=0, description="Helper prompts per rolling hour (0 = unlimited)."
     )
+    sync_remote: str | None = Field(
+        default=None,
+        description="A git URL (ssh, git://, https) or an absolute path to share memory through.",
+    )
     review: bool = Field(
         default=False,
         description="Stage each validated consolidation for review (`memoryd review`, the UI) "
@@ -190,6 +194,27 @@ class Settings(BaseModel):
         if not sep or not provider or not model:
             raise ValueError('must look like "provider/model"')
         return v
+
+    @field_validator("sync_remote")
+    @classmethod
+    def _sync_remote(cls, v: str | None) -> str | None:
+        if v is None or v.strip() == "":
+            return None
+        v = v.strip()
+        if any(c in v for c in "\x00\n\r"):
+            raise ValueError("must be one line")
+        if "://" in v:
+            scheme = v.split("://", 1)[0].lower()
+            if scheme not in ("ssh", "git", "http", "https", "file", "git+ssh", "ssh+git"):
+                raise ValueError(f"unsupported scheme {scheme!r} (use ssh, git, https or a path)")
+            return v
+        if v.startswith(("/", "~")):
+            return v
+        if ":" in v.split("/", 1)[0]:
+            return v  # scp-like ssh form: user@host:path
+        raise ValueError(
+            "must be a git URL (ssh://, git://, https://, user@host:path) or an absolute path"
+        )
 
     @property
     def sources(self) -> dict[str, Source]:

@@ -15,6 +15,46 @@ LAST_PASS = "last_pass"
 LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
 DAEMON = "daemon"
 HOST_SEEN = "host"
+# Entries removed from the memory folder because memoryd's layout has no place for them.
+FOLDER_SWEPT = "memory_folder_swept"
+
+
+def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
+    """``sync.*`` for status: last success and error, what waits to be pushed, the backoff."""
+    if not settings.sync_remote:
+        return {"configured": False}
+    # dulwich and the sync engine load only for a home that syncs (daemon RSS)
+    from memoryd.sync.engine import sync_state
+    from memoryd.sync.transport import display_remote
+
+    st = sync_state(store)
+    now = store.clock.now_ms()
+    retry_at = st.get("retry_at")
+    if st.get("blocked"):
+        state = "blocked"
+    elif retry_at and retry_at > now:
+        state = "retrying"
+    elif not st.get("last_attempt"):
+        state = "never_run"
+    else:
+        state = "ok" if not st.get("last_error") else "error"
+    return {
+        "configured": True,
+        "state": state,
+        "remote": display_remote(settings.sync_remote),
+        "machine": st.get("machine"),
+        "last_attempt": iso_ms(st.get("last_attempt")),
+        "last_success": iso_ms(st.get("last_success")),
+        "last_error": st.get("last_error"),
+        "last_error_at": iso_ms(st.get("last_error_at")),
+        "failures": st.get("failures", 0),
+        "retry_at": iso_ms(retry_at),
+        "next_due": iso_ms(st.get("next_due")),
+        "pending": st.get("pending") or {},
+        "blocked": st.get("blocked") or [],
+        "machines": st.get("machines") or [],
+        "skipped_machines": st.get("skipped_machines") or {},
+    }
 
 
 def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
@@ -53,6 +93,14 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
         )
     last_pass = store.get_state(LAST_PASS)
+    swept = store.get_state(FOLDER_SWEPT)
+    memory_folder: dict[str, Any] = {"removed": [], "when": None, "at": None}
+    if isinstance(swept, dict):
+        memory_folder = {
+            "removed": list(swept.get("removed") or []),
+            "when": swept.get("when"),
+            "at": iso_ms(swept.get("at")),
+        }
     return {
         "stage1": {
             "outputs": store.output_count(),
@@ -63,6 +111,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             ],
         },
         "phase2": phase2,
+        "memory_folder": memory_folder,
         "budget": Budget(store, settings, store.clock).state(),
         "daemon": store.get_state(DAEMON),
         "last_pass_error": store.get_state(LAST_PASS_ERROR),
@@ -74,6 +123,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         },
         "tokens": {"spent": total(per_phase), "per_phase": per_phase, "today": total(today)},
         "last_pass": last_pass,
+        "sync": sync_snapshot(store, settings),
         "settings": {
             "generate_memories": settings.generate_memories,
             "min_rollout_idle_hours": settings.min_rollout_idle_hours,

@@ -58,6 +58,24 @@ EVENT_PROBE_TIMEOUT_S = 3.0  # a starting server accepts connections and never a
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3
 
+# -- sync across machines (sync_remote) ------------------------------------------------------
+SYNC_CHECK_S = 30  # the daemon looks this often whether a sync is due (interval or backoff)
+SYNC_INTERVAL_MS = 5 * MINUTE  # between syncs when nothing asks for one sooner
+SYNC_BACKOFF_MIN_MS = 30_000  # after a failed sync, doubling on each further failure...
+SYNC_BACKOFF_MAX_MS = 1 * HOUR  # ...up to this
+SYNC_MAX_PUSH_RACES = 8  # pushes lost to another machine in a row before a sync counts as failed
+SYNC_MAX_SESSION_BYTES = 256 * 1024  # one published session file read back from the remote
+SYNC_MAX_NOTE_BYTES = 64 * 1024
+SYNC_MAX_TOMBSTONES_BYTES = 4 * 1024 * 1024
+# What one remote may make phase 2 read: anyone who can push can write anything, and one bad
+# machine folder must cost a skipped machine, never a failed consolidation.
+SYNC_MAX_TREE_DEPTH = 8  # folder levels below a machine (memoryd itself writes 3)
+SYNC_MAX_TREE_ENTRIES = 20_000  # files and folders walked in one machine folder
+SYNC_MAX_MACHINES = 64  # other machines read per remote (the rest are skipped, reported)
+SYNC_MAX_SESSIONS_PER_MACHINE = 5_000
+SYNC_MAX_NOTES_PER_MACHINE = 500
+SYNC_MAX_FETCH_BYTES = 512 * 1024 * 1024  # one fetched pack, as it arrives (history included)
+
 # -- host --------------------------------------------------------------------------------------
 HOST_RETRY_DELAYS_S = (0.5, 1.5)  # an idempotent request's retries after a transient fault
 HOST_ABORT_TIMEOUT_S = 2.0

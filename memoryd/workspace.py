@@ -9,7 +9,17 @@ Layout under the memory root::
     rollout_summaries/<stem>.md     rendered here, one per selected output
     extensions/<name>/instructions.md, extensions/<name>/resources/*.md
     extensions/ad_hoc/instructions.md (seeded), extensions/ad_hoc/notes/*.md (the user's)
+    projects/<key>/project.md       rendered: which checkout the project is (see memoryd.scopes)
+    projects/<key>/raw_memories.md  rendered, like the root one, from that project's outputs
+    projects/<key>/rollout_summaries/<stem>.md
+    projects/<key>/notes/*.md       the user's notes about that project only
+    projects/<key>/memory_summary.md  agent-owned; the project's layer of the block (first line v1)
+    projects/<key>/MEMORY.md        agent-owned, optional; the project's detailed memory
     phase2_workspace_diff.md        transient, never tracked by the baseline
+
+The root files are the global layer: what holds in every project. Outputs whose project is not
+known yet are rendered at the root; every other output goes to its project's folder, which exists
+exactly while the project has selected outputs or notes.
 
 Rendering is deterministic and files are rewritten only when their bytes change, so the
 baseline diff moves only on real change. Usage counters are deliberately not rendered: a
@@ -27,39 +37,90 @@ snapshotted before and put back afterwards (:meth:`Workspace.restore_protected`)
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from memoryd.clock import DAY, Clock, iso_ms
+from memoryd.clock import DAY, Clock
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, lstat_or_none, read_regular_with_mode
+from memoryd.layout import (
+    AD_HOC_INSTRUCTIONS,
+    AD_HOC_NOTES,
+    DIFF_FILE,
+    EXTENSIONS_DIR,
+    MEMORY_FILE,
+    PROJECT_FILE,
+    PROJECT_NOTES,
+    RAW_MEMORIES_FILE,
+    SKILLS_DIR,
+    STAMP_FORMAT,
+    SUMMARIES_DIR,
+    SUMMARY_FILE,
+    SUMMARY_VERSION,
+    assign_stems,
+    is_tracked,
+    path_parts,
+    render_project_file,
+    render_raw_memories,
+    render_rollout_summary,
+    rollout_stem,
+    sanitize_slug,
+)
 from memoryd.paths import templates_dir
+from memoryd.project_folders import ProjectFolders
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store.outputs import Output
-from memoryd.tuning import RAW_MEMORY_MAX_CHARS, RESOURCE_RETENTION_DAYS, SLUG_MAX_CHARS
+from memoryd.tuning import RESOURCE_RETENTION_DAYS
+
+__all__ = [
+    "AGENT_OWNED",
+    "LAYOUT_DIRS",
+    "AD_HOC_INSTRUCTIONS",
+    "AD_HOC_NOTES",
+    "DIFF_FILE",
+    "EXTENSIONS_DIR",
+    "MEMORY_FILE",
+    "PROJECT_FILE",
+    "PROJECT_NOTES",
+    "RAW_MEMORIES_FILE",
+    "SKILLS_DIR",
+    "SUMMARIES_DIR",
+    "SUMMARY_FILE",
+    "SUMMARY_VERSION",
+    "STAMP_FORMAT",
+    "assign_stems",
+    "render_project_file",
+    "render_raw_memories",
+    "render_rollout_summary",
+    "rollout_stem",
+    "sanitize_slug",
+    "FileState",
+    "Snapshot",
+    "SyncResult",
+    "Workspace",
+    "is_agent_owned",
+    "is_tracked",
+]
 
 log = logging.getLogger(__name__)
 
-DIFF_FILE = "phase2_workspace_diff.md"
-MEMORY_FILE = "MEMORY.md"
-SUMMARY_FILE = "memory_summary.md"
-RAW_MEMORIES_FILE = "raw_memories.md"
-SUMMARIES_DIR = "rollout_summaries"
-SKILLS_DIR = "skills"
-EXTENSIONS_DIR = "extensions"
-AD_HOC_INSTRUCTIONS = "extensions/ad_hoc/instructions.md"
-AD_HOC_NOTES = "extensions/ad_hoc/notes"
-SUMMARY_VERSION = b"v1"
 
-# The only things the consolidation agent may change; a trailing "/" means the whole subtree.
-AGENT_OWNED: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE, SKILLS_DIR + "/")
+# The only things the consolidation agent may change; a trailing "/" means the whole subtree and
+# "*" one project key.
+AGENT_OWNED: tuple[str, ...] = (
+    MEMORY_FILE,
+    SUMMARY_FILE,
+    SKILLS_DIR + "/",
+    f"{PROJECTS_DIR}/*/{SUMMARY_FILE}",
+    f"{PROJECTS_DIR}/*/{MEMORY_FILE}",
+)
 
 LAYOUT_DIRS: tuple[str, ...] = (
     SUMMARIES_DIR,
@@ -67,153 +128,53 @@ LAYOUT_DIRS: tuple[str, ...] = (
     EXTENSIONS_DIR,
     "extensions/ad_hoc",
     AD_HOC_NOTES,
+    PROJECTS_DIR,
 )
 
 
-_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_HASH_CHARS = 4
-_STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S"
 _STAMP_PREFIX = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
-
-
-def _parts(relpath: str) -> list[str]:
-    return [p for p in relpath.strip("/").split("/") if p]
-
-
-def is_tracked(relpath: str) -> bool:
-    """Whether the baseline tracks a path: not the transient diff file, nothing dot-prefixed."""
-    parts = _parts(relpath)
-    if not parts or "/".join(parts) == DIFF_FILE:
-        return False
-    return not any(p.startswith(".") for p in parts)
 
 
 def is_agent_owned(relpath: str) -> bool:
     """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
-    rel = "/".join(_parts(relpath))
+    parts = path_parts(relpath)
+    rel = "/".join(parts)
     for owned in AGENT_OWNED:
-        if owned.endswith("/"):
+        if "*" in owned:
+            pattern = owned.split("/")
+            if len(parts) == len(pattern) and all(
+                p == q or (q == "*" and is_scope_key(p))
+                for p, q in zip(parts, pattern, strict=True)
+            ):
+                return True
+        elif owned.endswith("/"):
             if rel == owned[:-1] or rel.startswith(owned):
                 return True
-        elif rel == owned:
+        elif _segments_match(owned.split("/"), parts):
             return True
     return False
 
 
+def holds_agent_owned(relpath: str) -> bool:
+    """Whether a folder at ``relpath`` is, or may contain, something the agent owns."""
+    parts = path_parts(relpath)
+    if is_agent_owned(relpath):
+        return True
+    return any(
+        len(parts) < len(owned.rstrip("/").split("/"))
+        and _segments_match(owned.rstrip("/").split("/")[: len(parts)], parts)
+        for owned in AGENT_OWNED
+    )
+
+
+def _segments_match(pattern: list[str], parts: list[str]) -> bool:
+    return len(pattern) == len(parts) and all(
+        p in ("*", q) for p, q in zip(pattern, parts, strict=True)
+    )
+
+
 def _protected(relpath: str) -> bool:
     return is_tracked(relpath) and not is_agent_owned(relpath)
-
-
-def sanitize_slug(slug: str | None) -> str:
-    """ASCII letters and digits lowercased, anything else ``_``; at most 60 chars, no trailing ``_``."""
-    if not slug:
-        return ""
-    chars = (c.lower() if c.isascii() and c.isalnum() else "_" for c in slug)
-    return "".join(chars)[:SLUG_MAX_CHARS].rstrip("_")
-
-
-def _id_hash(session_id: str) -> str:
-    """Four base-62 chars from sha256 of the id: short, stable across runs and Python versions."""
-    n = (
-        int.from_bytes(hashlib.sha256(session_id.encode("utf-8")).digest()[:8], "big")
-        % len(_BASE62) ** _HASH_CHARS
-    )
-    out = []
-    for _ in range(_HASH_CHARS):
-        n, r = divmod(n, len(_BASE62))
-        out.append(_BASE62[r])
-    return "".join(reversed(out))
-
-
-def _stamp(ms: int) -> str:
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime(_STAMP_FORMAT)
-
-
-def rollout_stem(output: Output) -> str:
-    """File stem of an output's rollout summary: ``<UTC time>-<id hash>[-<slug>]``.
-
-    Built only from (session_id, source_updated_at, slug), so it is stable across runs, and made
-    only of ``[0-9A-Za-z_T-]``, so it can never name a path outside ``rollout_summaries/``.
-    """
-    stem = f"{_stamp(output.source_updated_at)}-{_id_hash(output.session_id)}"
-    slug = sanitize_slug(output.rollout_slug)
-    return f"{stem}-{slug}" if slug else stem
-
-
-def assign_stems(outputs: Iterable[Output]) -> dict[str, str]:
-    """Stems per session id, made unique: a (very unlikely) clash gets ``-2``, ``-3``… in id order."""
-    stems: dict[str, str] = {}
-    used: set[str] = set()
-    for out in sorted(outputs, key=lambda o: o.session_id):
-        if out.session_id in stems:
-            raise ValueError(f"session {out.session_id!r} is selected twice")
-        base = candidate = rollout_stem(out)
-        n = 1
-        while candidate in used:
-            n += 1
-            candidate = f"{base}-{n}"
-        if candidate != base:
-            log.warning(
-                "rollout summary stem %s clashes; using %s for %s", base, candidate, out.session_id
-            )
-        used.add(candidate)
-        stems[out.session_id] = candidate
-    return stems
-
-
-def _one_line(value: str | None) -> str:
-    """Header values stay on one line so a title cannot forge headings or header lines."""
-    if value is None:
-        return "(none)"
-    text = _CONTROL.sub(" ", value).strip()
-    return text or "(none)"
-
-
-def _header(output: Output) -> list[str]:
-    return [
-        f"updated_at: {iso_ms(output.source_updated_at)}",
-        f"cwd: {_one_line(output.cwd)}",
-        f"title: {_one_line(output.title)}",
-    ]
-
-
-def _capped_raw_memory(text: str) -> str:
-    body = text.strip()
-    if not body:
-        return "(no raw memory)"
-    if len(body) <= RAW_MEMORY_MAX_CHARS:
-        return body
-    cut = body[:RAW_MEMORY_MAX_CHARS].rstrip()
-    return f"{cut}\n\n[raw memory cut at {RAW_MEMORY_MAX_CHARS} of {len(body)} characters]"
-
-
-def render_raw_memories(outputs: Iterable[Output], stems: dict[str, str] | None = None) -> str:
-    """``raw_memories.md``: every selected output, ordered by session id so usage churn never reorders it."""
-    ordered = sorted(outputs, key=lambda o: o.session_id)
-    if stems is None:
-        stems = assign_stems(ordered)
-    lines = ["# Raw memories", ""]
-    if not ordered:
-        lines.append("No session has been selected for consolidation yet.")
-        return "\n".join(lines) + "\n"
-    lines += [
-        "One entry per session selected for consolidation, in ascending session-id order. Each entry",
-        f"names its longer summary under `{SUMMARIES_DIR}/`.",
-    ]
-    for out in ordered:
-        lines += ["", f"## Session `{_one_line(out.session_id)}`", ""]
-        lines += _header(out)
-        lines.append(f"rollout_summary_file: {stems[out.session_id]}.md")
-        lines += ["", _capped_raw_memory(out.raw_memory)]
-    return "\n".join(lines) + "\n"
-
-
-def render_rollout_summary(output: Output) -> str:
-    """One ``rollout_summaries/<stem>.md``: header lines, a blank line, the summary (no usage counts)."""
-    lines = [f"session_id: {_one_line(output.session_id)}", *_header(output), ""]
-    lines.append(output.rollout_summary.strip() or "(no summary)")
-    return "\n".join(lines) + "\n"
 
 
 def _mkdir(path: Path, *, parents: bool = False) -> None:
@@ -249,7 +210,7 @@ class SyncResult:
         return bool(self.written or self.removed)
 
 
-class Workspace:
+class Workspace(ProjectFolders):
     """The memory folder at ``root``; see the module docstring for layout and safety rules."""
 
     def __init__(self, root: Path, *, clock: Clock) -> None:
@@ -303,6 +264,16 @@ class Workspace:
 
     def _write(self, relpath: str, data: bytes, *, mode: int = 0o644) -> None:
         atomic_write(self._path(relpath, make_parents=True), data, mode=mode)
+
+    def write_file(self, relpath: str, data: bytes) -> None:
+        """Write one file atomically, never through a link (used by the rollback)."""
+        self._write(relpath, data)
+
+    def remove_file(self, relpath: str) -> None:
+        path = self._path(relpath)
+        st = lstat_or_none(path)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(path)
 
     def _write_if_changed(self, relpath: str, text: str) -> bool:
         data = text.encode("utf-8")
@@ -393,39 +364,65 @@ class Workspace:
     # -- inputs -------------------------------------------------------------------------------
 
     def sync(self, selected: list[Output]) -> SyncResult:
-        """Render the selection: rollout summaries (unselected ones deleted) and ``raw_memories.md``.
+        """Render the selection: the root inputs for unscoped outputs, one folder per project.
 
-        Files are written only when their bytes differ. Deleting unselected summaries is the
-        only deletion here; it is what lets forgotten sessions show up as removals in the diff.
+        Files are written only when their bytes differ. Deleting unselected summaries (and the
+        folders of projects left without selected outputs or notes) is the only deletion here; it
+        is what lets forgotten sessions show up as removals in the diff.
         """
         stems = assign_stems(selected)
         written: list[str] = []
         removed: list[str] = []
-        if not self._ensure_dir(SUMMARIES_DIR):
-            raise PathError(self.root / SUMMARIES_DIR, "exists and is not a directory")
-        keep = {f"{stem}.md" for stem in stems.values()}
-        with os.scandir(self.root / SUMMARIES_DIR) as it:
+        by_scope: dict[str | None, list[Output]] = {}
+        for out in selected:
+            by_scope.setdefault(out.scope, []).append(out)
+        self._sync_inputs("", by_scope.pop(None, []), stems, written, removed)
+        if not self._ensure_dir(PROJECTS_DIR):
+            raise PathError(self.root / PROJECTS_DIR, "exists and is not a directory")
+        for key, outs in sorted(by_scope.items(), key=lambda kv: str(kv[0])):
+            assert key is not None
+            base = f"{PROJECTS_DIR}/{key}"
+            root = outs[0].scope_root or ""
+            if self._write_if_changed(
+                f"{base}/{PROJECT_FILE}", render_project_file(key, root, outs)
+            ):
+                written.append(f"{base}/{PROJECT_FILE}")
+            self._sync_inputs(base, outs, stems, written, removed)
+        removed += self._drop_projects(keep={k for k in by_scope if k is not None})
+        if written or removed:
+            log.info(
+                "memory folder: wrote %d file(s), removed %d file(s)", len(written), len(removed)
+            )
+        return SyncResult(written=sorted(written), removed=sorted(removed), stems=stems)
+
+    def _sync_inputs(
+        self,
+        base: str,
+        outs: list[Output],
+        stems: dict[str, str],
+        written: list[str],
+        removed: list[str],
+    ) -> None:
+        prefix = f"{base}/" if base else ""
+        summaries = prefix + SUMMARIES_DIR
+        if not self._ensure_dir(summaries):
+            raise PathError(self.root / summaries, "exists and is not a directory")
+        keep = {f"{stems[o.session_id]}.md" for o in outs}
+        with os.scandir(self.root / summaries) as it:
             stale = sorted(
                 e.name for e in it if e.name.endswith(".md") and not e.is_dir(follow_symlinks=False)
             )
         for name in stale:
             if name in keep or name.startswith("."):
                 continue  # dot files are untracked; leave them be
-            os.unlink(self.root / SUMMARIES_DIR / name)
-            removed.append(f"{SUMMARIES_DIR}/{name}")
-        for out in selected:
-            relpath = f"{SUMMARIES_DIR}/{stems[out.session_id]}.md"
+            os.unlink(self.root / summaries / name)
+            removed.append(f"{summaries}/{name}")
+        for out in outs:
+            relpath = f"{summaries}/{stems[out.session_id]}.md"
             if self._write_if_changed(relpath, render_rollout_summary(out)):
                 written.append(relpath)
-        if self._write_if_changed(RAW_MEMORIES_FILE, render_raw_memories(selected, stems)):
-            written.append(RAW_MEMORIES_FILE)
-        if written or removed:
-            log.info(
-                "memory folder: wrote %d file(s), removed %d summary file(s)",
-                len(written),
-                len(removed),
-            )
-        return SyncResult(written=sorted(written), removed=sorted(removed), stems=stems)
+        if self._write_if_changed(prefix + RAW_MEMORIES_FILE, render_raw_memories(outs, stems)):
+            written.append(prefix + RAW_MEMORIES_FILE)
 
     def prune_extension_resources(self, retention_days: int = RESOURCE_RETENTION_DAYS) -> list[str]:
         """Delete timestamped extension resources at or past the retention cutoff; returns relpaths.
@@ -486,6 +483,9 @@ class Workspace:
             ):
                 continue
             if is_agent_owned(relpath) or relpath.startswith(EXTENSIONS_DIR + "/"):
+                return True
+            parts = path_parts(relpath)
+            if len(parts) > 3 and parts[0] == PROJECTS_DIR and parts[2] == PROJECT_NOTES:
                 return True
         return False
 
@@ -592,6 +592,7 @@ class Workspace:
         st = lstat_or_none(self.root / SKILLS_DIR)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             problems.append(f"{SKILLS_DIR}/ is not a directory")
+        problems += self.validate_projects()
         return problems
 
     def write_diff_file(self, text: str) -> Path:
@@ -625,7 +626,7 @@ def _resource_stamp(name: str) -> int | None:
     if not _STAMP_PREFIX.fullmatch(head):
         return None
     try:
-        when = datetime.strptime(head, _STAMP_FORMAT).replace(tzinfo=UTC)
+        when = datetime.strptime(head, STAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         return None
     return int(when.timestamp()) * 1000

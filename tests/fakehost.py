@@ -58,6 +58,8 @@ class FakeOpencode:
     prompts: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    worktree: str = "/"
+    permissions: dict[str, Any] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     # -- building state ---------------------------------------------------------------------
@@ -72,6 +74,7 @@ class FakeOpencode:
         parent: str | None = None,
         turns: list[tuple[str, str]] | None = None,
         metadata: dict | None = None,
+        worktree: str | None = None,
     ) -> dict[str, Any]:
         s = {
             "id": sid,
@@ -87,6 +90,9 @@ class FakeOpencode:
         }
         if parent:
             s["parentID"] = parent
+        if worktree is not None:  # only listings carry it (as /experimental/session does)
+            s["projectID"] = f"p-{worktree}"
+            s["project"] = {"id": f"p-{worktree}", "worktree": worktree}
         if metadata:
             s["metadata"] = metadata
         self.sessions[sid] = s
@@ -150,6 +156,9 @@ class FakeOpencode:
             return self._list(request)
         if path == "/agent":
             return httpx.Response(200, json=[{"name": n, "mode": "subagent"} for n in self.agents])
+        if path == "/path":
+            directory = request.url.params.get("directory", "/")
+            return httpx.Response(200, json={"worktree": self.worktree, "directory": directory})
         if path == "/instance/dispose":
             return httpx.Response(200, json=True)
         if path == "/mcp":
@@ -222,6 +231,7 @@ class FakeOpencode:
             turns=[],
             metadata=body.get("metadata"),
         )
+        self.permissions[sid] = body.get("permission")
         return httpx.Response(200, json=s)
 
     async def _prompt(self, request: httpx.Request, sid: str) -> httpx.Response:

@@ -21,6 +21,7 @@ from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
+from memoryd.cli import sync as sync_cmd
 from memoryd.cli import tool as tool_cmd
 from memoryd.cli import ui as ui_cmd
 from memoryd.cli.exitcodes import (
@@ -44,6 +45,7 @@ from memoryd.runtime.logconfig import configure
 GROUPS = (
     run_cmd,
     status_cmd,
+    sync_cmd,
     memory_cmd,
     setup_cmd,
     service_cmd,

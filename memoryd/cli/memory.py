@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.tools.scope import ALL, Scope, resolve_project
 
 
 def _out(result: Any, as_json: bool) -> int:
@@ -19,8 +21,27 @@ def _out(result: Any, as_json: bool) -> int:
     return EXIT_OK
 
 
+def _scoped(p: argparse.ArgumentParser) -> None:
+    who = p.add_mutually_exclusive_group()
+    who.add_argument(
+        "--project",
+        metavar="PATH|KEY",
+        help="this project's memory and the global layer (default: the project of the current folder)",
+    )
+    who.add_argument("--all", action="store_true", help="every project's memory")
+
+
+def _scope(args: argparse.Namespace) -> Scope:
+    if args.all:
+        return ALL
+    if args.project:
+        return Scope("project", resolve_project(args.project))
+    return Scope.for_folder(os.getcwd())
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("read", help="print a file of the memory folder (a window of lines)")
+    _scoped(p)
     p.add_argument("path")
     p.add_argument("--line-offset", type=int)
     p.add_argument("--max-lines", type=int)
@@ -28,12 +49,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_read)
 
     p = sub.add_parser("list", help="list a folder of the memory")
+    _scoped(p)
     p.add_argument("path", nargs="?", default="")
     p.add_argument("--max-results", type=int)
     p.add_argument("--json", action="store_true", dest="as_json")
     p.set_defaults(handler=cmd_list)
 
     p = sub.add_parser("search", help="search memory (plain, or --ranked full-text)")
+    _scoped(p)
     p.add_argument("queries", nargs="*")
     p.add_argument(
         "--ranked", action="store_true", help="BM25 full-text index over files and session memories"
@@ -61,13 +84,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add = notes.add_parser("add", help="save a note (refused if it contains a secret)")
     add.add_argument("text")
     add.add_argument("--title")
+    add.add_argument(
+        "--project", metavar="PATH|KEY", help="a note about this project only (default: global)"
+    )
     add.add_argument("--json", action="store_true", dest="as_json")
     add.set_defaults(handler=cmd_note_add)
 
-    p = sub.add_parser("forget", help="forget one session's memory or delete one note")
+    p = sub.add_parser(
+        "forget", help="forget one session's memory, delete one note, or forget a project"
+    )
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--session", dest="session_id")
     who.add_argument("--note")
+    who.add_argument("--project", metavar="KEY", help="every session and note of one project")
     p.add_argument("--json", action="store_true", dest="as_json")
     p.set_defaults(handler=cmd_forget)
 
@@ -92,7 +121,9 @@ def cmd_read(app: App, args: argparse.Namespace) -> int:
     from memoryd import tools  # not loaded by the daemon, which never needs it
 
     return _out(
-        tools.memory_read(app.paths.memories, args.path, args.line_offset, args.max_lines),
+        tools.memory_read(
+            app.paths.memories, args.path, args.line_offset, args.max_lines, _scope(args)
+        ),
         args.as_json,
     )
 
@@ -100,7 +131,10 @@ def cmd_read(app: App, args: argparse.Namespace) -> int:
 def cmd_list(app: App, args: argparse.Namespace) -> int:
     from memoryd import tools  # not loaded by the daemon, which never needs it
 
-    return _out(tools.memory_list(app.paths.memories, args.path, args.max_results), args.as_json)
+    return _out(
+        tools.memory_list(app.paths.memories, args.path, args.max_results, _scope(args)),
+        args.as_json,
+    )
 
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
@@ -129,6 +163,7 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
             max_results=args.max_results,
             ranked=args.ranked,
             index=index,
+            scope=_scope(args),
         )
     finally:
         if index is not None:
@@ -141,7 +176,12 @@ def cmd_note_add(app: App, args: argparse.Namespace) -> int:
 
     return _out(
         tools.memory_add_note(
-            app.paths.memories, args.text, args.title, clock=app.clock, store=app.store
+            app.paths.memories,
+            args.text,
+            args.title,
+            clock=app.clock,
+            store=app.store,
+            project=resolve_project(args.project) if args.project else None,
         ),
         args.as_json,
     )
@@ -152,7 +192,11 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
 
     return _out(
         tools.memory_forget(
-            app.store, app.paths.memories, session_id=args.session_id, note=args.note
+            app.store,
+            app.paths.memories,
+            session_id=args.session_id,
+            note=args.note,
+            project=resolve_project(args.project) if args.project else None,
         ),
         args.as_json,
     )

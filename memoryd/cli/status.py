@@ -38,6 +38,38 @@ def _n(v: int | float) -> str:
     return f"{v:,}"
 
 
+def sync_rows(sync: dict[str, Any]) -> list[tuple[str, str]]:
+    if not sync.get("configured"):
+        return [("sync", "off (set sync_remote to share memory across machines)")]
+    others = len(sync["machines"])
+    text = f"{sync['remote']} as {sync['machine'] or '(machine id not chosen yet)'}"
+    text += f"; last success {sync['last_success'] or 'never'}"
+    text += f"; {others} other machine{'s' if others != 1 else ''}"
+    rows = [("sync", text)]
+    p = sync["pending"]
+    waiting = sum(p.get(k, 0) for k in ("added", "changed", "removed"))
+    if waiting:
+        rows.append(
+            (
+                "sync waits",
+                f"{waiting} file(s) to push ({p.get('added', 0)} new, {p.get('changed', 0)} changed, "
+                f"{p.get('removed', 0)} removed)",
+            )
+        )
+    if sync["state"] == "retrying":
+        rows.append(
+            (
+                "sync retry",
+                f"{sync['failures']} failed attempt(s); next try {sync['retry_at']}",
+            )
+        )
+    if sync["last_error"]:
+        rows.append(("sync error", sync["last_error"]))
+    for mid, why in sorted((sync.get("skipped_machines") or {}).items()):
+        rows.append(("sync skipped", f"machine {mid}: {why}"))
+    return rows
+
+
 def render(s: dict[str, Any]) -> str:
     host = s["host"]
     where = host["url"] or "private opencode serve (started on demand)"
@@ -58,6 +90,16 @@ def render(s: dict[str, Any]) -> str:
     if p2["last_error"] and p2["status"] != "done":
         p2_text += f"; last error: {p2['last_error']}"
     rows.append(("phase 2", p2_text))
+    mf = s.get("memory_folder") or {}
+    if mf.get("removed"):
+        shown = ", ".join(mf["removed"][:12]) + (" …" if len(mf["removed"]) > 12 else "")
+        rows.append(
+            (
+                "swept",
+                f"{len(mf['removed'])} entries removed from the memory folder {mf['when']} "
+                f"({mf['at']}): {shown}",
+            )
+        )
     rv = s.get("review") or {}
     if rv.get("pending"):
         rows.append(
@@ -124,6 +166,7 @@ def render(s: dict[str, Any]) -> str:
         rows.append(
             ("daemon", "not running (start it with `memoryd run` or `memoryd service install`)")
         )
+    rows += sync_rows(s.get("sync") or {})
     if s.get("last_pass_error"):
         rows.append(("last error", s["last_pass_error"]["error"]))
     width = max(len(k) for k, _ in rows)

@@ -17,6 +17,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("name", help="memory_search, memory_read or memory_note")
     p.add_argument("arguments", nargs="?", default="{}", help="the call's arguments as JSON")
     p.add_argument("--session", dest="session_id", help="the calling session (for notes)")
+    p.add_argument(
+        "--project",
+        metavar="KEY",
+        help="the calling instance's project: calls see it and the global layer, nothing else",
+    )
     p.set_defaults(handler=cmd_tool)
 
 
@@ -24,6 +29,13 @@ def cmd_tool(app: App, args: argparse.Namespace) -> int:
     from memoryd.tools import host
 
     print(
-        host.call(app.paths, app.clock, args.name, host.parse_args(args.arguments), args.session_id)
+        host.call(
+            app.paths,
+            app.clock,
+            args.name,
+            host.parse_args(args.arguments),
+            args.session_id,
+            project=args.project,
+        )
     )
     return 0

@@ -26,6 +26,7 @@ from typing import Any
 from memoryd import prompts
 from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_regular
+from memoryd.host.permissions import consolidator_agent_permission
 from memoryd.paths import Paths
 
 EXTRACT_AGENT = "memoryd-extract"
@@ -102,6 +103,8 @@ def parse_front_matter(markdown: str) -> tuple[dict[str, Any], str]:
 def agent_definition(name: str) -> dict[str, Any]:
     """One agent as opencode's config ``agent`` table wants it (the prompt inline)."""
     meta, body = parse_front_matter(prompts.render(f"agents/{name}.md"))
+    if name == CONSOLIDATE_AGENT:
+        meta["permission"] = consolidator_agent_permission()  # one place: host/permissions.py
     return {**meta, "prompt": body}
 
 

@@ -79,6 +79,8 @@ def planned_files(paths: Paths) -> list[PlannedFile]:
     shim = prompts.render(
         "opencode/memoryd.js",
         block_file=json.dumps(str(paths.readpath_block)),
+        projects_dir=json.dumps(str(paths.readpath_projects)),
+        seen_dir=json.dumps(str(paths.readpath_seen)),
         spool_file=json.dumps(str(paths.citation_spool)),
         server_file=json.dumps(str(paths.server_state)),
         helper_agent_prefix=json.dumps(HELPER_AGENT_PREFIX),

@@ -19,6 +19,12 @@ from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_regular, sha256
 
 KEY = "memoryd"
+# Printed with every snippet for another host: the erase gate is the same everywhere.
+GATE_NOTE = (
+    "# memoryd offers models only memory_read, memory_list, memory_search, memory_add_note and\n"
+    "# memory_inspect. Forgetting, session modes and reset are not MCP tools: a model's\n"
+    "# confirm=true is not your consent. Run them yourself: memoryd forget | mode | reset.\n"
+)
 
 
 def server_command(python: str | None = None) -> list[str]:
@@ -53,13 +59,14 @@ def snippet(host: str, python: str | None = None, environ: dict[str, str] | None
             server["env"] = env
         add = " ".join(f"-e {k}={v}" for k, v in env.items())
         return (
-            "# either run:\n"
+            GATE_NOTE + "# either run:\n"
             f"claude mcp add --scope user {KEY} {add + ' ' if add else ''}-- {' '.join(cmd)}\n"
             "# or put this in .mcp.json (project) / ~/.claude.json (user):\n"
             + json.dumps({"mcpServers": {KEY: server}}, indent=2)
         )
     if host == "codex":
         lines = [
+            GATE_NOTE.rstrip("\n"),
             "# ~/.codex/config.toml",
             f"[mcp_servers.{KEY}]",
             f"command = {json.dumps(cmd[0])}",

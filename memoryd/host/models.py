@@ -60,6 +60,11 @@ class Session(_Loose):
     def is_root(self) -> bool:
         return self.parentID is None
 
+    @property
+    def worktree(self) -> str | None:
+        """The session's project worktree (only listings carry it; ``/`` for loose folders)."""
+        return self.project.worktree if self.project else None
+
 
 # --------------------------------------------------------------------------------------------
 # Messages

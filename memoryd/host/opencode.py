@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -26,23 +25,25 @@ from pydantic import TypeAdapter, ValidationError
 
 from memoryd.errors import (
     ConfigError,
-    HostAuthError,
     HostError,
-    HostHTTPError,
     HostNotFound,
     HostProtocolError,
     HostTimeout,
     HostUnreachable,
     ModelCallError,
-    is_transient,
 )
 from memoryd.host.models import Message, PromptResult, Session
+from memoryd.host.transport import (
+    DETAIL_CHARS,
+    HostTransport,
+    short_text,
+    validation_detail,
+)
 from memoryd.tuning import (
     HOST_ABORT_TIMEOUT_S,
     HOST_CONFIRM_TIMEOUT_S,
     HOST_DELETE_TIMEOUT_S,
     HOST_HEALTH_TIMEOUT_S,
-    HOST_RETRY_DELAYS_S,
 )
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ HELPER_METADATA_KEY = "memoryd"
 
 NEXT_CURSOR_HEADER = "x-next-cursor"
 _MAX_PAGES = 10_000
-_DETAIL_CHARS = 200
 
 _MESSAGES = TypeAdapter(list[Message])
 _SESSION = TypeAdapter(Session)
@@ -80,194 +80,14 @@ def split_model(model: str) -> tuple[str, str]:
     return provider.strip(), model_id.strip()
 
 
-def _short(text: str, limit: int = _DETAIL_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _error_fields(body: Any) -> tuple[str | None, str | None]:
-    """Pull ``name`` and ``data.message`` out of opencode's ``{"name", "data": {...}}`` shape."""
-    if not isinstance(body, dict):
-        return None, None
-    raw_name = body.get("name")
-    name = raw_name if isinstance(raw_name, str) else None
-    data = body.get("data")
-    message: Any = data.get("message") if isinstance(data, dict) else None
-    if message is None:
-        message = body.get("message")
-    return name, (_short(str(message)) if message is not None else None)
-
-
-def _validation_detail(exc: ValidationError) -> str:
-    errors = exc.errors()
-    if not errors:
-        return _short(str(exc))
-    first = errors[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return _short(f"{loc}: {first['msg']}{more}")
-
-
 def _sid(session_id: str) -> str:
     """Quote an id for use as one path segment (ids are ``ses_…`` but never trust them)."""
     return quote(session_id, safe="")
 
 
-def tls_verify(url: str) -> bool:
-    """Certificate checks only where there is TLS: for plain ``http://`` (opencode's loopback
-    default) httpx would still load the CA bundle, ~1 MB per client for nothing."""
-    return url.startswith("https://")
-
-
-class OpencodeClient:
-    """One connection pool to one opencode server; cheap to keep for the daemon's lifetime."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        username: str = "opencode",
-        password: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        auth = httpx.BasicAuth(username, password) if password is not None else None
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=auth,
-            transport=transport,
-            timeout=self._timeout_for(timeout),
-            headers={"accept": "application/json"},
-            follow_redirects=False,
-            verify=tls_verify(self.base_url),
-        )
-
-    # ---------------------------------------------------------------------------------- lifecycle
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> OpencodeClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    # ---------------------------------------------------------------------------------- transport
-
-    @staticmethod
-    def _timeout_for(seconds: float) -> httpx.Timeout:
-        return httpx.Timeout(seconds, connect=min(seconds, 10.0))
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str | int] | None = None,
-        body: Any = None,
-        timeout: float | None = None,
-        what: str | None = None,
-    ) -> httpx.Response:
-        """:meth:`_send`, retried with a short bounded backoff when an idempotent request
-        (``GET``, ``DELETE``) meets a transient host fault (refused, reset, 5xx, 429)."""
-        delays = HOST_RETRY_DELAYS_S if method in ("GET", "DELETE") else ()
-        for delay in delays:
-            try:
-                return await self._send(
-                    method, path, params=params, body=body, timeout=timeout, what=what
-                )
-            except HostError as exc:
-                if not is_transient(exc):
-                    raise
-                log.info("%s %s: %s; retrying in %.1f s", method, path, exc, delay)
-                await anyio.sleep(delay)
-        return await self._send(method, path, params=params, body=body, timeout=timeout, what=what)
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str | int] | None = None,
-        body: Any = None,
-        timeout: float | None = None,
-        what: str | None = None,
-    ) -> httpx.Response:
-        """Send one request and map every failure onto the HostError tree.
-
-        Returns the response only when it is 2xx. ``timeout`` bounds the whole exchange (not
-        just each socket read), so a slowly trickling answer cannot outlive it either.
-        """
-        seconds = self.timeout if timeout is None else timeout
-        what = what or f"{method} {path}"
-        try:
-            with anyio.fail_after(seconds):
-                resp = await self._http.request(
-                    method,
-                    path,
-                    params=params,
-                    json=body,
-                    timeout=self._timeout_for(seconds),
-                )
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            raise HostTimeout(what, seconds) from exc
-        except httpx.TransportError as exc:
-            detail = _short(str(exc) or type(exc).__name__)
-            raise HostUnreachable(self.base_url, detail) from exc
-
-        if resp.is_success:
-            return resp
-        status = resp.status_code
-        if status in (401, 403):
-            raise HostAuthError(self.base_url, status)
-        try:
-            err_body: Any = resp.json()
-        except ValueError:
-            err_body = None
-        name, message = _error_fields(err_body)
-        if message is None and err_body is None and resp.text.strip():
-            message = _short(resp.text)
-        if status == 404:
-            raise HostNotFound(what, status, name, message)
-        raise HostHTTPError(what, status, name, message)
-
-    @staticmethod
-    def _json(resp: httpx.Response, what: str) -> Any:
-        try:
-            return resp.json()
-        except ValueError as exc:
-            head = _short(resp.text, 80) if resp.text else "empty body"
-            raise HostProtocolError(what, f"body is not JSON: {head!r}") from exc
-
-    @classmethod
-    def _parse(cls, resp: httpx.Response, adapter: TypeAdapter[T], what: str) -> T:
-        data = cls._json(resp, what)
-        try:
-            return adapter.validate_python(data)
-        except ValidationError as exc:
-            raise HostProtocolError(what, _validation_detail(exc)) from exc
-
-    async def _get_json(
-        self,
-        path: str,
-        adapter: TypeAdapter[T],
-        *,
-        params: dict[str, str | int] | None = None,
-        timeout: float | None = None,
-    ) -> T:
-        what = f"GET {path}"
-        resp = await self._request("GET", path, params=params, timeout=timeout, what=what)
-        return self._parse(resp, adapter, what)
+class OpencodeClient(HostTransport):
+    """The routes memoryd uses, over one :class:`HostTransport`; cheap to keep for the daemon's
+    lifetime."""
 
     # ---------------------------------------------------------------------------------- endpoints
 
@@ -278,7 +98,7 @@ class OpencodeClient:
         data = self._json(resp, what)
         if not isinstance(data, dict) or not isinstance(data.get("version"), str):
             raise HostProtocolError(
-                what, f"expected {{healthy, version}}, got {_short(repr(data), 80)}"
+                what, f"expected {{healthy, version}}, got {short_text(repr(data), 80)}"
             )
         if data.get("healthy") is False:
             raise HostUnreachable(self.base_url, "server reports healthy=false")
@@ -324,7 +144,7 @@ class OpencodeClient:
                     log.warning(
                         "%s: skipping a session opencode described oddly (%s)",
                         what,
-                        _validation_detail(exc),
+                        validation_detail(exc),
                     )
                     continue
                 if s.id not in seen_ids:
@@ -342,7 +162,7 @@ class OpencodeClient:
         if cursor is None or not cursor.strip():
             return None
         if cursor in seen:
-            log.warning("%s: paging cursor %r did not move; stopping", what, _short(cursor, 80))
+            log.warning("%s: paging cursor %r did not move; stopping", what, short_text(cursor, 80))
             return None
         seen.add(cursor)
         return cursor
@@ -507,6 +327,17 @@ class OpencodeClient:
         """``POST /instance/dispose``: re-read agents and plugins for one directory (pitfall 17)."""
         await self._request("POST", "/instance/dispose", params={"directory": directory})
 
+    async def worktree(self, directory: str) -> str:
+        """The worktree opencode uses for ``directory`` (``GET /path``): its git root, or ``/``.
+
+        File permission patterns are matched against paths relative to it.
+        """
+        info = await self._get_json("/path", _DICT, params={"directory": directory})
+        value = info.get("worktree")
+        if not isinstance(value, str) or not value:
+            raise HostProtocolError("GET /path", f"no worktree for {directory}")
+        return value
+
     async def session_status(self, *, directory: str | None = None) -> dict[str, dict[str, Any]]:
         """``GET /session/status``: busy/retry sessions by id; idle sessions are absent."""
         params: dict[str, str | int] | None = (
@@ -534,11 +365,11 @@ def _model_call_error(error: dict[str, Any]) -> ModelCallError:
     data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
     message: Any = data.get("message", error.get("message"))
     if message is None:
-        message = json.dumps(data)[:_DETAIL_CHARS] if data else "no message"
+        message = json.dumps(data)[:DETAIL_CHARS] if data else "no message"
     status_raw = data.get("statusCode")
     status = (
         status_raw if isinstance(status_raw, int) and not isinstance(status_raw, bool) else None
     )
     retry_raw = data.get("isRetryable")
     retryable = retry_raw if isinstance(retry_raw, bool) else None
-    return ModelCallError(name, _short(str(message)), status=status, retryable=retryable)
+    return ModelCallError(name, short_text(str(message)), status=status, retryable=retryable)

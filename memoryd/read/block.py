@@ -1,7 +1,9 @@
 """The read path: the memory block the opencode shim injects into every turn of the user's agent.
 
 memoryd renders ``templates/read_path.md`` (how to use the memory folder, how to cite it) with the
-current ``memories/memory_summary.md`` and keeps the result in :attr:`Paths.readpath_block`. The
+last *validated* ``memory_summary.md`` (:mod:`memoryd.validated`, never the live folder file a
+consolidation may be editing or may have left invalid) and keeps the result in
+:attr:`Paths.readpath_block`. The
 shim only has to read that one file; everything that costs (tokenizing, truncating) happens here,
 in the daemon, and only when an input really changed.
 
@@ -21,6 +23,9 @@ Rules for the block:
   (a trailing ``\\r`` tolerated); a summary without it is shown as is. Leading and trailing blank
   space is trimmed too. Line numbers in citations come from the agent's own read/grep of the file,
   never from the injected copy, so the shift does not matter.
+* **Reference notes, fenced.** The summary sits between the template's begin/end lines. Runs of
+  five or more ``=`` inside the summary are shortened, so no text in it can forge the end line
+  and continue outside the fence as if memoryd had written it.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
 :func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
@@ -45,6 +50,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -55,8 +61,10 @@ from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.paths import Paths, templates_dir
 from memoryd.redact import redact
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET
+from memoryd.validated import ValidatedMemory
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -76,11 +84,14 @@ SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
 SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
 SUMMARY_END = "===== END MEMORY SUMMARY ====="
+PROJECT_HEADING = "## This project (other projects' folders are not yours): projects/"
+NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
-STAMP_VERSION = 1
+STAMP_VERSION = 2
 RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
+_FENCE_RUN = re.compile(r"={5,}")
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -97,9 +108,8 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
-def _summary_text(root: Path) -> str | None:
+def _summary_text(path: Path) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
-    path = root / SUMMARY_FILE
     try:
         data = read_regular(path)  # never follows a link, never blocks on a FIFO
     except PathError as exc:
@@ -112,34 +122,92 @@ def _summary_text(root: Path) -> str | None:
     if first.rstrip("\r") == VERSION_LINE:
         text = rest if sep else ""
     text = redact(text).strip()  # hand edits and model output alike: nothing secret is injected
+    text = _FENCE_RUN.sub("=", text)
     return text or None
 
 
-def _render(base_path: str, summary: str) -> str:
-    return prompts.render(TEMPLATE, base_path=base_path, memory_summary=summary)
+def _project_summary(root: Path, key: str) -> str | None:
+    """A project's validated layer (``root`` is the validated copy), only from real folders."""
+    folder = root / PROJECTS_DIR / key
+    try:
+        if not stat.S_ISDIR(os.lstat(root / PROJECTS_DIR).st_mode):
+            return None
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return _summary_text(folder / SUMMARY_FILE)
+
+
+def _project_section(key: str, text: str) -> str:
+    """The project's layer, after the global one inside the summary markers: one heading line is
+    all it adds, so a scoped block costs no more than one summary holding the same text."""
+    return f"\n\n{PROJECT_HEADING}{key}/\n{text}"
+
+
+def _render(base_path: str, summary: str, project: str = "") -> str:
+    return prompts.render(
+        TEMPLATE, base_path=base_path, memory_summary=summary, project_memory=project
+    )
 
 
 def summary_token_budget(paths: Paths) -> int:
-    """Tokens left for the summary once the instructions are paid for (for phase 2's prompt)."""
+    """Tokens left for the summaries once the instructions are paid for (for phase 2's prompt).
+
+    The global summary and a project's summary share this budget in one block; the consolidator
+    is told the figure and that the two together should stay within it.
+    """
     return max(BLOCK_TOKEN_BUDGET - tokens.count(_render(str(paths.memories), "")), 0)
 
 
-def render_block(paths: Paths) -> str | None:
-    """The block for the current summary, within :data:`BLOCK_TOKEN_BUDGET`; ``None`` if there is none."""
+def _split(global_tokens: int, project_tokens: int, budget: int) -> tuple[int, int]:
+    """Share ``budget`` between the two layers: each gets half, and what one leaves the other may use."""
+    if global_tokens + project_tokens <= budget:
+        return global_tokens, project_tokens
+    half = budget // 2
+    if global_tokens <= half:
+        return global_tokens, budget - global_tokens
+    if project_tokens <= half:
+        return budget - project_tokens, project_tokens
+    return half, budget - half
+
+
+def render_block(paths: Paths, key: str | None = None) -> str | None:
+    """The block for the global summary (and project ``key``'s, if it has one), within
+    :data:`BLOCK_TOKEN_BUDGET`; ``None`` when there is nothing to show.
+
+    A key without a project layer gets exactly the global-only block, byte for byte.
+    """
     root = paths.memories
     if not _root_ok(root):
         return None
-    summary = _summary_text(root)
-    if summary is None:
+    validated = ValidatedMemory(paths)
+    summary = _summary_text(validated.summary_path)
+    project = _project_summary(validated.root, key) if key else None
+    if summary is None and project is None:
         return None
     base = str(root)
-    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, ""))
+    shown = summary if summary is not None else NO_GLOBAL
+    wrapper = _project_section(key, "") if key and project is not None else ""
+    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, "", wrapper))
     if budget <= 0:
         log.warning(
             "read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET
         )
         return None
-    block = _render(base, tokens.truncate_middle(summary, budget))
+    g_tokens = tokens.count(shown)
+    p_tokens = tokens.count(project) if project is not None else 0
+
+    def build(total: int) -> str:
+        g_share, p_share = _split(g_tokens, p_tokens, total)
+        text = tokens.truncate_middle(shown, g_share)
+        if key and project is not None:
+            return _render(
+                base, text, _project_section(key, tokens.truncate_middle(project, p_share))
+            )
+        return _render(base, text)
+
+    block = build(budget)
     for _ in range(_MAX_FIT_ROUNDS):
         excess = tokens.count(block) - BLOCK_TOKEN_BUDGET
         if excess <= 0:
@@ -149,7 +217,7 @@ def render_block(paths: Paths) -> str | None:
         budget -= excess
         if budget <= 0:
             break
-        block = _render(base, tokens.truncate_middle(summary, budget))
+        block = build(budget)
     log.warning(
         "could not fit the memory summary into %d tokens; no memory block", BLOCK_TOKEN_BUDGET
     )
@@ -185,14 +253,59 @@ def _inputs_hash(paths: Paths, settings: Settings) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def _keys_in(folder: Path, suffix: str = "") -> set[str]:
+    """Key-shaped names in ``folder`` (with ``suffix`` removed); links and junk are ignored."""
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if not e.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    return {
+        n.removesuffix(suffix)
+        for n in names
+        if n.endswith(suffix) and is_scope_key(n.removesuffix(suffix))
+    }
+
+
+def known_keys(paths: Paths) -> list[str]:
+    """Projects that get a block file: those with a layer, those a shim announced, those with a block.
+
+    Every one of them is rendered, with or without a project layer, so the shim's single ``stat``
+    of its own project's file always sees the current block.
+    """
+    keys = _keys_in(paths.memories / PROJECTS_DIR)
+    keys |= _keys_in(ValidatedMemory(paths).root / PROJECTS_DIR)
+    keys |= _keys_in(paths.readpath_seen)
+    keys |= _keys_in(paths.readpath_projects, ".md")
+    return sorted(keys)
+
+
+def project_block_path(paths: Paths, key: str) -> Path:
+    return paths.readpath_projects / f"{key}.md"
+
+
 def _input_stamp(paths: Paths, settings: Settings) -> dict[str, Any]:
     root = paths.memories
+    layers = ValidatedMemory(paths).root / PROJECTS_DIR  # the read path shows validated layers only
+    keys = known_keys(paths)
     return {
         "inputs": _inputs_hash(paths, settings),
         "root": _lstat_sig(root),
-        "summary": _lstat_sig(root / SUMMARY_FILE),
+        "summary": _lstat_sig(ValidatedMemory(paths).summary_path),
         "template": _lstat_sig(templates_dir() / TEMPLATE),
+        "projects_dir": _lstat_sig(root / PROJECTS_DIR),
+        "layers_dir": _lstat_sig(layers),
+        "seen_dir": _lstat_sig(paths.readpath_seen),
+        "projects": {
+            k: [_lstat_sig(layers / k), _lstat_sig(layers / k / SUMMARY_FILE)] for k in keys
+        },
     }
+
+
+def _block_sigs(paths: Paths, keys: list[str]) -> dict[str, Any]:
+    sigs: dict[str, Any] = {"": _lstat_sig(paths.readpath_block)}
+    sigs.update({k: _lstat_sig(project_block_path(paths, k)) for k in keys})
+    return sigs
 
 
 def _load_stamp(path: Path) -> dict[str, Any] | None:
@@ -228,10 +341,26 @@ def _current_bytes(path: Path) -> bytes | None:
         return None  # a link or a non-file there is replaced by atomic_write
 
 
-def sync_block(paths: Paths, settings: Settings) -> bool:
-    """Bring the block file up to date; return whether it changed (written or removed).
+def _put(target: Path, block: str | None, paths: Paths, *, keep: bool = False) -> bool:
+    """Write ``block``; with none, remove the file, or empty it when ``keep`` (a project's file:
+    a shim that finds it missing would fall back to the global block it read at load)."""
+    if block is None and not keep:
+        return _remove(target)
+    block = block or ""
+    paths.ensure_dir(target.parent)
+    data = block.encode("utf-8")
+    if _current_bytes(target) == data:
+        return False
+    atomic_write(target, data)
+    return True
 
-    With ``use_memories`` off, or no block to show, the file is removed. Otherwise it is written
+
+def sync_block(paths: Paths, settings: Settings) -> bool:
+    """Bring every block file up to date; return whether any changed (written or removed).
+
+    ``block.md`` is the global-only block (the shim's fallback for a folder it has no file for
+    yet); ``projects/<key>.md`` is the block of one project (global plus its layer). With
+    ``use_memories`` off, or no block to show, the files are removed. Otherwise each is written
     atomically, and only when its bytes differ. Raises :class:`PathError` when the block's folder
     cannot be created or written (a symlink there, say).
     """
@@ -239,36 +368,35 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
     sidecar = stamp_path(paths)
     if not settings.use_memories:
         removed = _remove(target)
+        for key in _keys_in(paths.readpath_projects, ".md"):
+            removed = _put(project_block_path(paths, key), None, paths, keep=True) or removed
         _remove(sidecar)
         return removed
 
     inputs = _input_stamp(paths, settings)
+    keys = sorted(inputs["projects"])
     saved = _load_stamp(sidecar)
     if (
         saved is not None
         and saved.get("v") == STAMP_VERSION
         and {k: saved.get(k) for k in inputs} == inputs
-        and saved.get("block") == _lstat_sig(target)
+        and saved.get("block") == _block_sigs(paths, keys)
     ):
         return False
 
-    block = render_block(paths)
-    if block is None:
-        changed = _remove(target)
-    else:
-        paths.ensure_dir(target.parent)
-        data = block.encode("utf-8")
-        changed = _current_bytes(target) != data
-        if changed:
-            atomic_write(target, data)
+    changed = _put(target, render_block(paths), paths)
+    for key in keys:
+        block = render_block(paths, key)
+        changed = _put(project_block_path(paths, key), block, paths, keep=True) or changed
 
-    summary_sig = inputs["summary"]
-    racy = summary_sig is not None and time.time_ns() - summary_sig[4] < RACY_WINDOW_NS
+    summary_sigs = [inputs["summary"]] + [v[1] for v in inputs["projects"].values()]
+    now = time.time_ns()
+    racy = any(sig is not None and now - sig[4] < RACY_WINDOW_NS for sig in summary_sigs)
     if racy or _input_stamp(paths, settings) != inputs:
         # Too fresh to trust its metadata, or it changed while we rendered: check again next time.
         _remove(sidecar)
     else:
-        stamp = {"v": STAMP_VERSION, **inputs, "block": _lstat_sig(target)}
+        stamp = {"v": STAMP_VERSION, **inputs, "block": _block_sigs(paths, keys)}
         encoded = json.dumps(stamp, sort_keys=True).encode("utf-8")
         if _current_bytes(sidecar) != encoded:
             paths.ensure_dir(sidecar.parent)

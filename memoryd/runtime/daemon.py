@@ -16,7 +16,6 @@ and exit within the graceful timeout.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import os
 import signal
@@ -28,13 +27,21 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[impo
 
 from memoryd.app import App
 from memoryd.clock import iso_ms
-from memoryd.errors import AlreadyRunning, HostError, MemorydError, StartupFailure
+from memoryd.errors import HostError, MemorydError, StartupFailure
 from memoryd.host.connect import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
+from memoryd.runtime.lock import HomeLock
 from memoryd.status import DAEMON
-from memoryd.tuning import BACKLOG_RETRY_S, COALESCED_DELAY_S, EVENT_DEBOUNCE_S, TICK_S
+from memoryd.tuning import (
+    BACKLOG_RETRY_S,
+    COALESCED_DELAY_S,
+    EVENT_DEBOUNCE_S,
+    SYNC_CHECK_S,
+    TICK_S,
+)
 from memoryd.write.passes import run_pass, tick
+from memoryd.write.phase2 import Phase2Status
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ class Daemon:
         self.should_exit = False
         self.force_exit = False
         self._exit = asyncio.Event()
-        self._lock_fd: int | None = None
+        self._lock = HomeLock(app.paths)
         self._active: set[asyncio.Task[Any]] = set()
         self._follower: EventFollower | None = None
         self._follower_task: asyncio.Task[None] | None = None
@@ -72,30 +79,11 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def _acquire_lock(self) -> None:
-        paths = self.app.paths
-        paths.ensure_dir(paths.state_dir)
-        fd = os.open(paths.state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise AlreadyRunning(pid) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
     async def serve(self) -> None:
         """Run until a signal asks to stop; :class:`StartupFailure` when it cannot start at all."""
         loop = asyncio.get_running_loop()
         try:
-            self._acquire_lock()
+            self._lock.acquire()
             _ = self.app.settings  # a bad config fails startup, not the first pass
             _ = self.app.store
         except StartupFailure:
@@ -119,7 +107,7 @@ class Daemon:
         finally:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
-            self._release_lock()
+            self._lock.release()
 
     def _start_scheduler(self) -> None:
         sched = AsyncIOScheduler(timezone=UTC)
@@ -143,6 +131,17 @@ class Daemon:
             coalesce=True,
             misfire_grace_time=None,
         )
+        if self.app.settings.sync_remote:
+            sched.add_job(
+                self._sync_job,
+                "interval",
+                seconds=SYNC_CHECK_S,
+                id="sync",
+                next_run_time=now,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+            )
         sched.start()
         self.scheduler = sched
 
@@ -252,6 +251,12 @@ class Daemon:
         except (MemorydError, OSError) as exc:
             log.error("pass failed: %s", exc)
             return
+        if result.phase2.status == Phase2Status.SUCCEEDED and self.app.settings.sync_remote:
+            # Publish what a validated consolidation used (sooner only if no backoff holds it).
+            from memoryd.sync.engine import request_sync  # a home that syncs loads the engine
+
+            request_sync(self.app.store, self.app.clock)
+            self._bring_sync_forward()
         p1 = result.phase1
         backlog = (
             p1.eligible
@@ -281,6 +286,25 @@ class Daemon:
             tick(self.app)
             self._record()
 
+    async def _sync_job(self) -> None:
+        from memoryd.sync.engine import run_sync, sync_due  # scheduled only when sync_remote is set
+
+        app = self.app
+        if self.should_exit or not sync_due(app.store, app.settings, app.clock):
+            return
+        try:
+            outcome = await self._tracked(run_sync(app.store, app.settings, app.paths, app.clock))
+        except MemorydError as exc:  # the DB or the data folder, not the remote (that is recorded)
+            log.error("sync failed: %s", exc)
+            return
+        if outcome.honoured or outcome.inputs_changed:
+            self._bring_forward(EVENT_DEBOUNCE_S)  # fold other machines' changes in soon
+
+    def _bring_sync_forward(self) -> None:
+        job = self.scheduler.get_job("sync") if self.scheduler and not self.should_exit else None
+        if job is not None:
+            job.modify(next_run_time=datetime.now(UTC))
+
     def _bring_forward(self, delay_s: float, *, coalesced: bool = False) -> None:
         if self.scheduler is None or self.should_exit:
             return
@@ -303,29 +327,40 @@ class Daemon:
             if store.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
+        elif kind == "compacted":
+            # A save point: what the session held before this compaction is extracted now,
+            # without waiting for it to go idle (once; see Phase1 and since_save_point).
+            self.app.store.record_compaction(session_id)
+            self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
             self._bring_forward(EVENT_DEBOUNCE_S)
 
     def _record(self, *, stopped: bool = False) -> None:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
-        f = self._follower.state if self._follower else None
-        state: dict[str, Any] = {
-            "pid": os.getpid(),
-            "running": not stopped,
-            "next_pass": job.next_run_time.isoformat() if job and job.next_run_time else None,
-            "events": {
-                "state": f.state if f else "unavailable",
-                "since": iso_ms(f.since) if f else None,
-                "last_error": f.last_error
-                if f
-                else "no persistent opencode server to follow; polling",
-                "events_seen": f.events_seen if f else 0,
-                "reconnects": f.reconnects if f else 0,
-            },
-        }
+        next_pass = job.next_run_time.isoformat() if job and job.next_run_time else None
+        state = daemon_state(self._follower, next_pass, stopped=stopped)
         # Heartbeats bump events_seen every 10 s; that alone is not worth a disk write.
         key = {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
         if key == self._recorded:
             return
         self._recorded = key
         self.app.store.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
+
+
+def daemon_state(
+    follower: EventFollower | None, next_pass: str | None, *, stopped: bool
+) -> dict[str, Any]:
+    """What ``status`` shows of the daemon: alive, next pass, and the event stream's health."""
+    f = follower.state if follower else None
+    return {
+        "pid": os.getpid(),
+        "running": not stopped,
+        "next_pass": next_pass,
+        "events": {
+            "state": f.state if f else "unavailable",
+            "since": iso_ms(f.since) if f else None,
+            "last_error": f.last_error if f else "no persistent opencode server to follow; polling",
+            "events_seen": f.events_seen if f else 0,
+            "reconnects": f.reconnects if f else 0,
+        },
+    }

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from memoryd.clock import Clock
-from memoryd.host.opencode import tls_verify
+from memoryd.host.transport import tls_verify
 from memoryd.tuning import (
     EVENT_BACKOFF_MAX_S,
     EVENT_BACKOFF_START_S,
@@ -39,7 +39,7 @@ class StreamState:
 
 
 def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
-    """("idle" | "deleted", session id) for the events memoryd acts on, else None."""
+    """("idle" | "deleted" | "compacted", session id) for the events memoryd acts on, else None."""
     kind = payload.get("type")
     raw = payload.get("properties")
     props: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -50,6 +50,9 @@ def session_event(payload: dict[str, Any]) -> tuple[str, str] | None:
     ):
         sid = props.get("sessionID")
         return ("idle", sid) if isinstance(sid, str) else None
+    if kind == "session.compacted":
+        sid = props.get("sessionID")
+        return ("compacted", sid) if isinstance(sid, str) else None
     if kind == "session.deleted":
         raw_info = props.get("info")
         info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}

@@ -58,6 +58,7 @@ def connect(path: Path | str, *, now_ms: int) -> sqlite3.Connection:
         if check != "ok":
             raise StoreCorrupt(path, f"integrity check: {check}")
         migrate(conn, now_ms=now_ms, db_path=path)
+        conn.execute("PRAGMA shrink_memory")  # the check read every page; a daemon keeps none
     except sqlite3.DatabaseError as exc:
         conn.close()
         if "locked" in str(exc) or "busy" in str(exc):

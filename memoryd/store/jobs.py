@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memoryd.clock import Clock
+from memoryd.errors import LeaseHeld
 from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.redact import redact
 from memoryd.store.db import write_tx
@@ -41,6 +42,7 @@ from memoryd.tuning import (
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
+URGENT_KEY = "phase2_urgent_input"  # kv: input version of the last urgent enqueue
 
 
 ClaimStatus = Literal[
@@ -82,6 +84,37 @@ def _cut(error: str) -> str:
     return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 
 
+@dataclass(frozen=True)
+class SavePoint:
+    """How far a compacted session has been extracted: the compaction's user message, and the
+    memory extracted from everything before it (later extractions read only what follows)."""
+
+    message_id: str
+    raw_memory: str
+    rollout_summary: str
+    compactions: int
+
+
+def _save_point(
+    c: sqlite3.Connection, session_id: str, started: int | None, sp: SavePoint | None, now: int
+) -> None:
+    # A compaction seen while this job ran is newer than what it read: it stays pending.
+    c.execute(
+        "DELETE FROM compactions WHERE session_id = ? AND seen_at <= ?",
+        (session_id, started if started is not None else now),
+    )
+    if sp is None:
+        return
+    c.execute(
+        """INSERT INTO save_points (session_id, message_id, raw_memory, rollout_summary, compactions,
+                                    updated_at) VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session_id) DO UPDATE SET message_id = excluded.message_id,
+               raw_memory = excluded.raw_memory, rollout_summary = excluded.rollout_summary,
+               compactions = excluded.compactions, updated_at = excluded.updated_at""",
+        (session_id, sp.message_id, sp.raw_memory, sp.rollout_summary, sp.compactions, now),
+    )
+
+
 def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = False) -> None:
     """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff.
 
@@ -107,6 +140,26 @@ def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = 
         """,
         (GLOBAL, GLOBAL_KEY, DEFAULT_RETRIES, watermark),
     )
+    if urgent:
+        # Remembered past the run that is (or will be) finishing: a run that claimed before this
+        # input must not start the cooldown, or the forget would wait hours (review accept and
+        # reject finish a run claimed long before).
+        conn.execute(
+            """INSERT INTO kv (key, value, updated_at)
+               SELECT ?, CAST(input_watermark AS TEXT), ? FROM jobs WHERE kind = ? AND job_key = ?
+               ON CONFLICT (key) DO UPDATE SET value = excluded.value,
+               updated_at = excluded.updated_at""",
+            (URGENT_KEY, watermark, GLOBAL, GLOBAL_KEY),
+        )
+
+
+def _urgent_input(conn: sqlite3.Connection) -> int:
+    """The input version of the last urgent enqueue (0 when none)."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (URGENT_KEY,)).fetchone()
+    try:
+        return int(row[0]) if row else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 class JobsMixin:
@@ -195,6 +248,26 @@ class JobsMixin:
         ).fetchone()
         return row
 
+    def record_compaction(self, session_id: str) -> None:
+        """opencode compacted a session: extract it at the next pass, idle or not (once)."""
+        with write_tx(self._conn) as c:
+            c.execute(
+                "INSERT INTO compactions (session_id, seen_at) VALUES (?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET seen_at = excluded.seen_at",
+                (session_id, self._clock.now_ms()),
+            )
+
+    def pending_compactions(self) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT session_id FROM compactions")}
+
+    def save_point(self, session_id: str) -> SavePoint | None:
+        r = self._conn.execute(
+            "SELECT * FROM save_points WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if r is None:
+            return None
+        return SavePoint(r["message_id"], r["raw_memory"], r["rollout_summary"], r["compactions"])
+
     def _finish_stage1(
         self, c: sqlite3.Connection, session_id: str, watermark: int, now: int
     ) -> None:
@@ -217,8 +290,15 @@ class JobsMixin:
         rollout_slug: str | None,
         cwd: str | None,
         title: str | None,
+        project_id: str | None = None,
+        worktree: str | None = None,
+        save_point: SavePoint | None = None,
     ) -> bool:
-        """Store the output and finish the job, only if ``token`` still owns it."""
+        """Store the output and finish the job, only if ``token`` still owns it.
+
+        ``save_point`` (after a compaction) is stored in the same transaction, so the output and
+        the mark of how far it reaches can never disagree.
+        """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
             job = self._owned(c, STAGE1, session_id, token)
@@ -228,27 +308,44 @@ class JobsMixin:
             c.execute(
                 """
                 INSERT INTO stage1_outputs (session_id, source_updated_at, raw_memory, rollout_summary,
-                                            rollout_slug, cwd, title, generated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                                            rollout_slug, cwd, title, generated_at, project_id, worktree)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (session_id) DO UPDATE SET
                     source_updated_at = excluded.source_updated_at, raw_memory = excluded.raw_memory,
                     rollout_summary = excluded.rollout_summary, rollout_slug = excluded.rollout_slug,
-                    cwd = excluded.cwd, title = excluded.title, generated_at = excluded.generated_at
+                    cwd = excluded.cwd, title = excluded.title, generated_at = excluded.generated_at,
+                    project_id = COALESCE(excluded.project_id, stage1_outputs.project_id),
+                    worktree = COALESCE(excluded.worktree, stage1_outputs.worktree)
                 WHERE excluded.source_updated_at >= stage1_outputs.source_updated_at
                 """,
-                (session_id, wm, raw_memory, rollout_summary, rollout_slug, cwd, title, now),
+                (
+                    session_id,
+                    wm,
+                    raw_memory,
+                    rollout_summary,
+                    rollout_slug,
+                    cwd,
+                    title,
+                    now,
+                    project_id,
+                    worktree,
+                ),
             )
             self._finish_stage1(c, session_id, wm, now)
+            _save_point(c, session_id, job["started_at"], save_point, now)
             _enqueue_global(c, wm)
             return True
 
-    def mark_stage1_no_output(self, session_id: str, token: str) -> bool:
+    def mark_stage1_no_output(
+        self, session_id: str, token: str, *, save_point: SavePoint | None = None
+    ) -> bool:
         """Finish with nothing worth remembering; a stale output row for the session is removed."""
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
             job = self._owned(c, STAGE1, session_id, token)
             if job is None:
                 return False
+            _save_point(c, session_id, job["started_at"], save_point, now)
             deleted = c.execute(
                 "DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,)
             ).rowcount
@@ -431,6 +528,8 @@ class JobsMixin:
             current = job["input_watermark"] or 0
             seen = current if claimed_input is None else claimed_input
             status = "pending" if current > seen else "done"
+            # Something was forgotten after this run claimed: no cooldown, run again soon.
+            cooling = consolidated and _urgent_input(c) <= seen
             c.execute(
                 """UPDATE jobs SET status = ?, finished_at = ?, lease_until = NULL, ownership_token = NULL,
                    last_error = NULL, retry_at = NULL, retry_remaining = ?,
@@ -442,7 +541,7 @@ class JobsMixin:
                     now,
                     DEFAULT_RETRIES,
                     seen,
-                    int(consolidated),
+                    int(cooling),
                     now + PHASE2_COOLDOWN_MS,
                     GLOBAL,
                     GLOBAL_KEY,
@@ -471,14 +570,17 @@ class JobsMixin:
             ).rowcount
             return n == 1
 
-    def release_phase2(self, token: str, note: str = "released at shutdown") -> bool:
+    def release_phase2(
+        self, token: str, note: str | None = "released at shutdown", *, status: str = "pending"
+    ) -> bool:
+        """Give the lease back without finishing; ``status`` restores what a no-op claim found."""
         with write_tx(self._conn) as c:
             return (
                 c.execute(
-                    """UPDATE jobs SET status = 'pending', lease_until = NULL, ownership_token = NULL,
+                    """UPDATE jobs SET status = ?, lease_until = NULL, ownership_token = NULL,
                        retry_at = NULL, last_error = ? WHERE kind = ? AND job_key = ?
                        AND status = 'running' AND ownership_token = ?""",
-                    (_cut(note), GLOBAL, GLOBAL_KEY, token),
+                    (status, _cut(note) if note else None, GLOBAL, GLOBAL_KEY, token),
                 ).rowcount
                 == 1
             )
@@ -486,12 +588,22 @@ class JobsMixin:
     def reset_memory_data(self) -> None:
         """Wipe outputs and jobs; leave a cooldown marker so the empty folder is not re-seeded at once.
 
-        Session modes are kept (a disabled session stays disabled).
+        Session modes are kept (a disabled session stays disabled). Refused with
+        :class:`LeaseHeld` while a consolidation holds a live lease; the check and the wipe are one
+        transaction, so no pass can claim phase 2 in between.
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
+            live = c.execute(
+                "SELECT 1 FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running'"
+                " AND lease_until > ?",
+                (GLOBAL, GLOBAL_KEY, now),
+            ).fetchone()
+            if live is not None:
+                raise LeaseHeld()
             c.execute("DELETE FROM stage1_outputs")
             c.execute("DELETE FROM jobs")
+            c.execute("DELETE FROM kv WHERE key = ?", (URGENT_KEY,))
             c.execute(
                 """INSERT INTO jobs (kind, job_key, status, finished_at, retry_remaining, input_watermark,
                    last_success_watermark, cooldown_until) VALUES (?, ?, 'done', ?, ?, 0, 0, ?)""",

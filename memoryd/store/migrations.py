@@ -173,6 +173,49 @@ def m010_output_signature_index(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
+    """Sessions forgotten on this machine, published so every other machine forgets them too."""
+    _run(
+        conn,
+        """
+        CREATE TABLE sync_tombstones (
+            session_id TEXT PRIMARY KEY,
+            at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
+@migration
+def m006_project_scopes(conn: sqlite3.Connection) -> None:
+    """Every output learns its opencode project and worktree (filled in by the next discovery).
+
+    ``compactions`` records a ``session.compacted`` event until the session is extracted for it;
+    ``save_points`` holds what was extracted up to a session's last compaction, so later passes
+    only read what came after it.
+    """
+    _run(
+        conn,
+        """
+        ALTER TABLE stage1_outputs ADD COLUMN project_id TEXT;
+        ALTER TABLE stage1_outputs ADD COLUMN worktree TEXT;
+        CREATE TABLE compactions (
+            session_id TEXT PRIMARY KEY,
+            seen_at INTEGER NOT NULL
+        );
+        CREATE TABLE save_points (
+            session_id TEXT PRIMARY KEY,
+            message_id TEXT NOT NULL,
+            raw_memory TEXT NOT NULL,
+            rollout_summary TEXT NOT NULL,
+            compactions INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

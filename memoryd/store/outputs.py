@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memoryd.clock import DAY, Clock
+from memoryd.scopes import scope_key, scope_root
 from memoryd.store.db import write_tx
 from memoryd.store.jobs import STAGE1, _enqueue_global
 
@@ -29,6 +30,19 @@ class Output:
     usage_count: int
     last_usage: int | None
     selected_for_phase2: bool
+    project_id: str | None = None
+    worktree: str | None = None
+
+    @property
+    def scope_root(self) -> str | None:
+        """The folder bounding this output's project scope (``None`` until the host told us)."""
+        return scope_root(self.worktree, self.cwd)
+
+    @property
+    def scope(self) -> str | None:
+        """The project key this output belongs to, ``None`` for the global layer."""
+        root = self.scope_root
+        return scope_key(root) if root else None
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> Output:
@@ -44,6 +58,8 @@ class Output:
             usage_count=r["usage_count"],
             last_usage=r["last_usage"],
             selected_for_phase2=bool(r["selected_for_phase2"]),
+            project_id=r["project_id"],
+            worktree=r["worktree"],
         )
 
 
@@ -125,6 +141,51 @@ class OutputsMixin:
                 marks[sid] = wm
         return marks
 
+    def backfill_projects(self, projects: dict[str, tuple[str | None, str | None]]) -> int:
+        """Fill in project id and worktree for outputs extracted before scopes existed.
+
+        ``projects`` maps session ids to (project id, worktree) as the host lists them now; only
+        rows still missing a worktree are touched, so the pass after the migration does the work
+        once and later passes write nothing. Returns the rows updated.
+        """
+        missing = {
+            r[0]
+            for r in self._conn.execute(
+                "SELECT session_id FROM stage1_outputs WHERE worktree IS NULL"
+            )
+        }
+        todo = [(pid, wt, sid) for sid, (pid, wt) in projects.items() if sid in missing and wt]
+        if not todo:
+            return 0
+        with write_tx(self._conn) as c:
+            return sum(
+                c.execute(
+                    "UPDATE stage1_outputs SET project_id = ?, worktree = ? "
+                    "WHERE session_id = ? AND worktree IS NULL",
+                    row,
+                ).rowcount
+                for row in todo
+            )
+
+    def scopes_of_outputs(self) -> dict[str, str]:
+        """Project key → scope root for every output that has a project."""
+        found: dict[str, str] = {}
+        for wt, cwd in self._conn.execute(
+            "SELECT DISTINCT worktree, cwd FROM stage1_outputs WHERE worktree IS NOT NULL"
+        ):
+            root = scope_root(wt, cwd)
+            if root:
+                found[scope_key(root)] = root
+        return found
+
+    def forget_project(self, key: str) -> list[str]:
+        """Forget every output of one project: like forgetting each of its sessions. Returns their ids."""
+        ids = [o.session_id for o in self.outputs() if o.scope == key]
+        for sid in ids:
+            self.delete_session_memory(sid)
+            self.set_mode(sid, "disabled", f"forgotten with project {key}")
+        return ids
+
     def known_session_ids(self) -> set[str]:
         """Sessions memoryd holds anything about (outputs or stage-1 jobs)."""
         ids = {r[0] for r in self._conn.execute("SELECT session_id FROM stage1_outputs")}
@@ -145,6 +206,8 @@ class OutputsMixin:
             ).fetchone()
             c.execute("DELETE FROM stage1_outputs WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM jobs WHERE kind = ? AND job_key = ?", (STAGE1, session_id))
+            c.execute("DELETE FROM save_points WHERE session_id = ?", (session_id,))
+            c.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
             if row is not None and row["selected_for_phase2"]:
                 _enqueue_global(c, now, urgent=True)
                 return True

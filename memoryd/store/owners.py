@@ -85,5 +85,14 @@ class OwnersMixin:
         ).fetchall()
         return [r["session_id"] for r in rows if owner_gone(Owner.decode(r["owner"]))]
 
+    def orphaned_helpers_of_kind(self, kind: str) -> int:
+        """Helpers of ``kind`` that were prompted and whose creator is provably gone: their agent
+        may still be running in the host until the next pass deletes them."""
+        rows = self._conn.execute(
+            "SELECT owner FROM helper_sessions WHERE kind = ? AND session_id NOT LIKE 'pending:%'",
+            (kind,),
+        ).fetchall()
+        return sum(1 for r in rows if owner_gone(Owner.decode(r["owner"])))
+
     def helper_count(self) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM helper_sessions").fetchone()[0])

@@ -17,15 +17,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import tokens
 from memoryd.control import reset_memory
-from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
+from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_all
+from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import INSPECT_MAX_ENTRIES
 from memoryd.workspace import SUMMARY_FILE
 
@@ -174,6 +176,8 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             obj = obj.model_dump()
         if "password" in key and isinstance(obj, str) and obj and key != "host.password_env":
             obj = "********"
+        elif key == "sync_remote" and isinstance(obj, str):
+            obj = mask_remote(obj)  # an https URL may carry a token as its user name
         effective[key] = {"value": obj, "source": sources.get(key, "default")}
     return InspectReport(
         selection=selection,
@@ -200,7 +204,9 @@ class ModeResult(Result):
         return f"session {self.session_id}: memory {self.mode}{was}"
 
 
-def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
+def memory_mode(
+    store: Store, mode: str, session_id: str | None, *, scope: Scope = ALL
+) -> ModeResult:
     """Set one session's memory mode: ``enabled``, ``disabled`` or ``polluted``.
 
     Leaving ``enabled`` on a session already consolidated enqueues phase 2 (the store does this),
@@ -210,6 +216,9 @@ def memory_mode(store: Store, mode: str, session_id: str | None) -> ModeResult:
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
+    output = store.output(session_id)
+    if output is not None and not scope.writable.allows_key(output.scope):
+        raise Refused(f"session {session_id} belongs to another project; it cannot be changed here")
     previous = store.memory_mode(session_id)
     store.set_mode(session_id, mode)
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
@@ -228,24 +237,36 @@ class ResetResult(Result):
 
 
 def memory_reset(
-    store: Store, paths: Paths, confirm: object, *, index: SearchIndex | None = None
+    store: Store,
+    paths: Paths,
+    confirm: object,
+    *,
+    index: SearchIndex | None = None,
+    scope: Scope = ALL,
 ) -> ResetResult:
-    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``."""
+    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``.
+
+    A caller bound to one project (an MCP tool call) is refused while other projects have memory:
+    wiping them is not its to decide.
+    """
+    others = sorted(
+        {o.scope for o in store.outputs() if o.scope and not scope.writable.allows_key(o.scope)}
+    )
+    if others:
+        raise Refused(
+            f"memory also holds {len(others)} other project(s) ({', '.join(others[:3])}); "
+            "reset them from a shell with `memoryd reset --yes`, or forget this project's memory "
+            "with memory_forget"
+        )
     if confirm is not True:
         raise Refused(
             "memory_reset deletes every memory (extracted sessions, the memory folder, notes); "
             "call it again with confirm=true if that is really intended"
         )
-    job = store.phase2_job()
-    if (
-        job is not None
-        and job["status"] == "running"
-        and (job["lease_until"] or 0) > store.clock.now_ms()
-    ):
-        raise Refused(
-            "a consolidation is running (it holds the phase-2 lease); try again when it has finished"
-        )
-    reset_memory(store, paths)
+    try:
+        reset_memory(store, paths)
+    except LeaseHeld as exc:
+        raise Refused(str(exc)) from exc
     if index is not None:
         index.clear()
     return ResetResult(memory_root=str(paths.memories), index_cleared=index is not None)

@@ -15,6 +15,7 @@ from typing import Literal
 from memoryd.errors import InvalidArgument
 from memoryd.tools.common import Result, check_int
 from memoryd.tools.guard import entries, open_path, split_path
+from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import LIST_MAX_RESULTS, READ_MAX_BYTES
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+\Z")
@@ -95,10 +96,12 @@ class ReadResult(Result):
         return "\n".join(parts)
 
 
-def _listing(node_fd: int, rel: str, max_results: int) -> ListResult:
+def _listing(node_fd: int, rel: str, max_results: int, scope: Scope = ALL) -> ListResult:
     found: list[ListEntry] = []
     visible = 0
     for name, st in entries(node_fd, at_root=not rel):
+        if not scope.allows(f"{rel}/{name}" if rel else name):
+            continue  # another project's folder: not even its name
         if stat.S_ISDIR(st.st_mode):
             kind: Literal["d", "f"] = "d"
         elif stat.S_ISREG(st.st_mode):
@@ -112,7 +115,9 @@ def _listing(node_fd: int, rel: str, max_results: int) -> ListResult:
     return ListResult(path=rel, entries=found, total=visible, truncated=visible - len(found))
 
 
-def memory_list(root: Path, path: str | None = "", max_results: int | None = None) -> ListResult:
+def memory_list(
+    root: Path, path: str | None = "", max_results: int | None = None, scope: Scope = ALL
+) -> ListResult:
     """Immediate entries of a folder in name order, ``d``/``f`` marked; hidden entries and links skipped.
 
     Entries carry their path from the memory root, ready to pass to :func:`memory_read`. A missing
@@ -124,13 +129,18 @@ def memory_list(root: Path, path: str | None = "", max_results: int | None = Non
     if not split_path(path) and not root.exists() and not root.is_symlink():
         return ListResult(path="", entries=[], total=0)
     with open_path(root, path) as node:
+        scope.check(node.rel)
         if node.kind != "dir":
             raise InvalidArgument(f"{node.rel}: is a file; use memory_read to read it")
-        return _listing(node.fd, node.rel, limit)
+        return _listing(node.fd, node.rel, limit, scope)
 
 
 def memory_read(
-    root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None
+    root: Path,
+    path: str,
+    line_offset: int | None = None,
+    max_lines: int | None = None,
+    scope: Scope = ALL,
 ) -> ReadResult:
     """A window of a file's lines (1-based ``line_offset``), at most 256 KiB, with a paging hint.
 
@@ -141,9 +151,12 @@ def memory_read(
     offset = check_int("line_offset", line_offset, low=1, default=1)
     limit = None if max_lines is None else check_int("max_lines", max_lines, low=1)
     with open_path(root, path) as node:
+        scope.check(node.rel)
         if node.kind == "dir":
             return ReadResult(
-                path=node.rel, kind="dir", listing=_listing(node.fd, node.rel, LIST_MAX_RESULTS)
+                path=node.rel,
+                kind="dir",
+                listing=_listing(node.fd, node.rel, LIST_MAX_RESULTS, scope),
             )
         text = decode(node.read())
         rel = node.rel

@@ -18,10 +18,12 @@ from typing import Any
 from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument
 from memoryd.paths import Paths
+from memoryd.scopes import is_scope_key
 from memoryd.store import Store
 from memoryd.tools.files import memory_read
 from memoryd.tools.index import SearchIndex, default_index_path
 from memoryd.tools.notes import memory_add_note
+from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 
 SEARCH_RESULTS = 20
@@ -64,13 +66,26 @@ def _line(value: Any) -> int:
 
 
 def call(
-    paths: Paths, clock: Clock, name: str, args: dict[str, Any], session_id: str | None = None
+    paths: Paths,
+    clock: Clock,
+    name: str,
+    args: dict[str, Any],
+    session_id: str | None = None,
+    *,
+    project: str | None = None,
 ) -> str:
     """Run one tool call; memoryd errors propagate (the CLI edge turns them into messages).
 
     Kept to what the three tools need (no settings, no host client): this runs once per call.
+    ``project`` is the key the shim computed for its instance: the call sees that project and
+    the global layer, and a note lands in that project. The lean definitions have no ``scope``
+    argument (every argument costs bytes on every request and opencode makes it required); a
+    wider look is the CLI's and the MCP server's (``scope=all``).
     """
     root = paths.memories
+    if project is not None and not is_scope_key(project):
+        raise InvalidArgument(f"{project!r} is not a project key")
+    scope = Scope("project", project)
     if name == "memory_search":
         store = _store(paths, clock)
         index = SearchIndex(default_index_path(paths.data_dir), root, store)
@@ -81,18 +96,21 @@ def call(
                 ranked=True,
                 index=index,
                 max_results=SEARCH_RESULTS,
+                scope=scope,
             ).to_text()
         finally:
             index.close()
             store.close()
     if name == "memory_read":
-        return memory_read(root, _text(args, "path"), _line(args.get("line"))).to_text()
+        return memory_read(
+            root, _text(args, "path"), _line(args.get("line")), scope=scope
+        ).to_text()
     if name == "memory_note":
         sid = session_id if session_id and session_id.startswith("ses_") else None
         store = _store(paths, clock)
         try:
             return memory_add_note(
-                root, _text(args, "note"), None, sid, clock=clock, store=store
+                root, _text(args, "note"), None, sid, clock=clock, store=store, project=project
             ).to_text()
         finally:
             store.close()

@@ -26,11 +26,13 @@ from typing import Literal
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.redact import find_secrets
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
-from memoryd.tools.guard import ensure_dirs, open_path, remove_file, split_path
+from memoryd.tools.guard import ensure_dirs, entries, open_path, remove_file, split_path
+from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
-from memoryd.workspace import AD_HOC_NOTES
+from memoryd.workspace import AD_HOC_NOTES, PROJECT_NOTES
 
 SESSION_ID_MAX_CHARS = 200
 MAX_SUFFIX = 20
@@ -53,9 +55,12 @@ class NoteResult(Result):
 
 @dataclass(frozen=True)
 class ForgetResult(Result):
-    target: Literal["session", "note"]
+    target: Literal["session", "note", "project"]
     session_id: str | None = None
     note: str | None = None
+    project: str | None = None
+    sessions: int = 0
+    notes: int = 0
     removed_output: bool = False
     removed_job: bool = False
     disabled: bool = False
@@ -69,6 +74,16 @@ class ForgetResult(Result):
         )
         if self.target == "note":
             return f"deleted note {self.note}{tail}"
+        if self.target == "project":
+            return (
+                f"forgot project {self.project}: {self.sessions} session(s) and {self.notes} "
+                f"note(s){tail}"
+            )
+        if not (self.removed_output or self.removed_job):
+            return (
+                f"forgot session {self.session_id} (from another machine): every synced machine "
+                f"will drop it{tail}"
+            )
         what = "its extracted memory" if self.removed_output else "its pending extraction"
         return f"forgot session {self.session_id}: deleted {what} and disabled memory for it{tail}"
 
@@ -197,8 +212,10 @@ def memory_add_note(
     *,
     clock: Clock | None = None,
     store: Store | None = None,
+    project: str | None = None,
 ) -> NoteResult:
-    """Save ``note`` verbatim as a new file under ``extensions/ad_hoc/notes/``.
+    """Save ``note`` verbatim as a new file under ``extensions/ad_hoc/notes/``, or under
+    ``projects/<project>/notes/`` when it is about one project only.
 
     The name is ``<UTC %Y-%m-%dT%H-%M-%S>-<slug>.md``, the slug coming from the title, else the
     note's first words. The file starts with ``title:``/``created:``/``session_id:`` lines (each
@@ -214,15 +231,18 @@ def memory_add_note(
         header.append(f"session_id: {sid}")
     body = text if text.endswith("\n") else text + "\n"
     data = ("\n".join(header) + "\n\n" + body).encode("utf-8")
-    ensure_dirs(root, NOTES_PARTS)
-    with open_path(root, AD_HOC_NOTES) as notes_dir:
+    if project is not None and not is_scope_key(project):
+        raise InvalidArgument(f"{project!r} is not a project key")
+    folder = f"{PROJECTS_DIR}/{project}/{PROJECT_NOTES}" if project else AD_HOC_NOTES
+    ensure_dirs(root, tuple(folder.split("/")))
+    with open_path(root, folder) as notes_dir:
         if notes_dir.kind != "dir":
-            raise Refused(f"{AD_HOC_NOTES} is not a directory")
+            raise Refused(f"{folder} is not a directory")
         name = _create_exclusive(notes_dir.fd, f"{stamp_text(now)}-{slug}", data)
     if store is not None:
         store.enqueue_phase2()
     return NoteResult(
-        path=f"{AD_HOC_NOTES}/{name}",
+        path=f"{folder}/{name}",
         created=iso(now) or "",
         title=clean_title,
         session_id=sid,
@@ -230,13 +250,31 @@ def memory_add_note(
     )
 
 
-def _forget_session(store: Store, session_id: str) -> ForgetResult:
-    had_output = store.output(session_id) is not None
+def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> ForgetResult:
+    output = store.output(session_id)
+    had_output = output is not None
     had_job = store.stage1_job(session_id) is not None
     if not (had_output or had_job):
-        raise NotFound(f"memoryd holds no memory for session {session_id}")
+        # Imported here: the shim's `memoryd tool` path must not load settings (pydantic) or dulwich.
+        from memoryd.sync.inputs import remote_session_present
+
+        if not remote_session_present(root, session_id):
+            raise NotFound(f"memoryd holds no memory for session {session_id}")
+        # Another machine's session: the tombstone makes every machine (its own included) forget it.
+        store.add_tombstone(session_id)
+        store.set_mode(session_id, "disabled", reason="forgotten on request")
+        store.enqueue_phase2(urgent=True)
+        return ForgetResult(
+            target="session", session_id=session_id, disabled=True, phase2_enqueued=True
+        )
+    if output is not None and not scope.writable.allows_key(output.scope):
+        raise Refused(
+            f"session {session_id} belongs to project {output.scope}, not to this one; forget it "
+            "from a session in that project or with `memoryd forget --session` in a shell"
+        )
     store.delete_session_memory(session_id)
     store.set_mode(session_id, "disabled", reason="forgotten on request")
+    store.add_tombstone(session_id)  # published by sync, so other machines forget it too
     if had_output:
         store.enqueue_phase2(urgent=True)
     return ForgetResult(
@@ -249,12 +287,21 @@ def _forget_session(store: Store, session_id: str) -> ForgetResult:
     )
 
 
-def _forget_note(store: Store, root: Path, note: str) -> ForgetResult:
+def _forget_note(store: Store, root: Path, note: str, scope: Scope) -> ForgetResult:
+    whole = split_path(note)
+    if len(whole) > 3 and whole[0] == PROJECTS_DIR and whole[2] == PROJECT_NOTES:
+        full = "/".join(whole)  # a project's note, named by the path memory_add_note returned
+        if not scope.writable.allows(full):
+            raise Refused(f"{full} belongs to another project; it cannot be changed from here")
+        return _delete_note(store, root, full)
     rel = note[len(AD_HOC_NOTES) + 1 :] if note.startswith(AD_HOC_NOTES + "/") else note
     parts = split_path(rel)
     if not parts:
         raise InvalidArgument("note must name a note file (e.g. 2027-01-15T08-00-00-deploy.md)")
-    full = "/".join((*NOTES_PARTS, *parts))
+    return _delete_note(store, root, "/".join((*NOTES_PARTS, *parts)))
+
+
+def _delete_note(store: Store, root: Path, full: str) -> ForgetResult:
     with open_path(root, full) as node:
         if node.kind != "file":
             raise InvalidArgument(f"{full}: is a directory, not a note")
@@ -263,21 +310,60 @@ def _forget_note(store: Store, root: Path, note: str) -> ForgetResult:
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
 
+def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
+    """Every session of the project forgotten (and disabled), its notes deleted; phase 2 enqueued."""
+    if not is_scope_key(key):
+        raise InvalidArgument(f"{key!r} is not a project key (see `memoryd list projects --all`)")
+    sessions = store.forget_project(key)
+    for sid in sessions:
+        store.add_tombstone(sid)  # published by sync, so other machines forget them too
+    notes = 0
+    folder = f"{PROJECTS_DIR}/{key}/{PROJECT_NOTES}"
+    try:
+        with open_path(root, folder) as node:
+            names = [n for n, _ in entries(node.fd, at_root=False)] if node.kind == "dir" else []
+    except NotFound:
+        names = []
+    for name in names:
+        with open_path(root, f"{folder}/{name}") as node:
+            if node.kind == "file":
+                remove_file(node)
+                notes += 1
+    if not sessions and not notes:
+        raise NotFound(f"memoryd holds no memory for project {key}")
+    store.enqueue_phase2(urgent=True)
+    return ForgetResult(
+        target="project", project=key, sessions=len(sessions), notes=notes, phase2_enqueued=True
+    )
+
+
 def memory_forget(
-    store: Store, root: Path, *, session_id: str | None = None, note: str | None = None
+    store: Store,
+    root: Path,
+    *,
+    session_id: str | None = None,
+    note: str | None = None,
+    project: str | None = None,
+    scope: Scope = ALL,
 ) -> ForgetResult:
-    """Forget one session's memory or delete one note (exactly one of the two); see the module doc.
+    """Forget one session's memory, delete one note, or forget a whole project (exactly one).
 
     ``note`` is a path relative to ``extensions/ad_hoc/notes/`` (a bare file name) or the full
     path :func:`memory_add_note` returned. An unknown session or note raises :class:`NotFound`.
+    With a ``scope`` (the MCP tools pass the caller's), nothing outside the caller's project and
+    the global layer can be forgotten.
     """
-    given = [x for x in (session_id, note) if x not in (None, "")]
+    given = [x for x in (session_id, note, project) if x not in (None, "")]
     if len(given) != 1:
-        raise InvalidArgument("give exactly one of session_id or note")
+        raise InvalidArgument("give exactly one of session_id, note or project")
     if session_id not in (None, ""):
         if not isinstance(session_id, str):
             raise InvalidArgument("session_id must be a string")
-        return _forget_session(store, session_id)
+        return _forget_session(store, root, session_id, scope)
+    if project not in (None, ""):
+        if not isinstance(project, str) or not scope.writable.allows_key(project):
+            raise Refused("a project can only be forgotten from a shell or from inside itself")
+        return _forget_project(store, root, project)
     if not isinstance(note, str):
         raise InvalidArgument("note must be a string")
-    return _forget_note(store, root, note)
+    return _forget_note(store, root, note, scope)

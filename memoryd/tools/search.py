@@ -34,6 +34,7 @@ from memoryd.tools.common import (
 )
 from memoryd.tools.files import decode, split_lines
 from memoryd.tools.guard import read_file, split_path, walk_files
+from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import (
     SEARCH_MAX_CONTEXT_LINES,
     SEARCH_MAX_LINE_CHARS,
@@ -244,6 +245,7 @@ def plain_search(
     window: tuple[int | None, int | None],
     cursor: int,
     max_results: int,
+    scope: Scope = ALL,
 ) -> SearchResult:
     started = time.perf_counter()
     fold = transform(case_sensitive, normalized)
@@ -258,6 +260,8 @@ def plain_search(
     total = searched = 0
     page: list[SearchMatch] = []
     for entry in walk_files(root, path):
+        if not scope.allows(entry.rel):
+            continue
         if timed and not in_window(stamp_ms(entry.name), lo, hi):
             continue
         got = entry.read()
@@ -304,12 +308,15 @@ def timeline(
     window: tuple[int | None, int | None],
     cursor: int,
     max_results: int,
+    scope: Scope = ALL,
 ) -> SearchResult:
     """Timestamp-named files in the window, oldest first, each with its first content line."""
     started = time.perf_counter()
     lo, hi = window
     found: list[tuple[int, str]] = []
     for entry in walk_files(root, path):
+        if not scope.allows(entry.rel):
+            continue
         ms = stamp_ms(entry.name)
         if in_window(ms, lo, hi):
             assert ms is not None
@@ -355,6 +362,7 @@ def memory_search(
     max_results: int | None = None,
     ranked: bool = False,
     index: SearchIndex | None = None,
+    scope: Scope = ALL,
 ) -> SearchResult:
     """Search the memory folder (see the module docstring); the one entry point for MCP and CLI.
 
@@ -362,7 +370,8 @@ def memory_search(
     listing of timestamp-named files (rollout summaries, notes). ``normalized`` compares only
     letters and digits, casefolded and without accents, whatever ``case_sensitive`` says.
     ``ranked`` uses the BM25 index; it ignores ``case_sensitive``, ``normalized`` and
-    ``context_lines`` (a hit is a whole section or paragraph) and needs ``index``.
+    ``context_lines`` (a hit is a whole section or paragraph) and needs ``index``. ``scope``
+    leaves out other projects' folders and session memories (:mod:`memoryd.tools.scope`).
     """
     qs = check_queries(queries)
     if match_mode not in MATCH_MODES:
@@ -380,6 +389,8 @@ def memory_search(
     )
     start = parse_cursor(cursor)
     window = time_window(since, until)
+    if split_path(path):
+        scope.check("/".join(split_path(path)))
     timed = window != (None, None)
     if not split_path(path) and not root.exists() and not root.is_symlink():
         empty: Literal["plain", "ranked", "timeline"] = (
@@ -391,12 +402,20 @@ def memory_search(
     if not qs:
         if not timed:
             raise InvalidArgument("queries is required unless since or until is given")
-        return timeline(root, path=path, window=window, cursor=start, max_results=limit)
+        return timeline(
+            root, path=path, window=window, cursor=start, max_results=limit, scope=scope
+        )
     if ranked:
         if index is None:
             raise InvalidArgument("ranked search is not available here (no search index)")
         return index.search(
-            qs, match_mode=match_mode, path=path, window=window, cursor=start, max_results=limit
+            qs,
+            match_mode=match_mode,
+            path=path,
+            window=window,
+            cursor=start,
+            max_results=limit,
+            scope=scope,
         )
     return plain_search(
         root,
@@ -410,4 +429,5 @@ def memory_search(
         window=window,
         cursor=start,
         max_results=limit,
+        scope=scope,
     )

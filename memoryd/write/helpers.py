@@ -75,6 +75,7 @@ async def helper_session(
     title: str,
     metadata: dict[str, Any],
     store: Store | None = None,
+    permission: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Session]:
     """Create, yield, always delete. With a store, the helper is recorded *before* it exists
     (under a nonce it carries in its metadata), so even one whose create answer was lost (a reset
@@ -86,7 +87,9 @@ async def helper_session(
         pending = PENDING_PREFIX + nonce
         store.record_helper(pending, str(metadata.get("memoryd", "helper")))
     try:
-        session = await client.create_session(directory=directory, title=title, metadata=metadata)
+        session = await client.create_session(
+            directory=directory, title=title, metadata=metadata, permission=permission
+        )
     except BaseException:
         if store is not None and pending is not None:
             store.mark_helper_lost(pending)  # it may exist anyway: the next pass looks for it

@@ -70,10 +70,9 @@ def _unique_anchors(a: list[str], b: list[str], a0: int, b0: int) -> list[tuple[
     """
     count_a = Counter(a)  # counted in C
     count_b = Counter(b)
-    where_b = {line: j for j, line in enumerate(b) if count_b[line] == 1}
-    pairs = [
-        (i, where_b[line]) for i, line in enumerate(a) if count_a[line] == 1 and line in where_b
-    ]
+    common = {x for x, n in count_a.items() if n == 1} & {x for x, n in count_b.items() if n == 1}
+    where_b = {line: j for j, line in enumerate(b) if line in common}
+    pairs = [(i, where_b[line]) for i, line in enumerate(a) if line in common]
     # longest increasing subsequence of the b positions (pairs are already sorted by a position)
     tails: list[int] = []
     tail_idx: list[int] = []

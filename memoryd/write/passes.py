@@ -15,6 +15,7 @@ from memoryd.host.connect import open_host
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
 from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.write import rollback
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 
@@ -35,13 +36,15 @@ def tick(app: App) -> IngestResult:
         log.info(
             "counted %d citing replies (%d memories used)", result.new_parts, result.outputs_updated
         )
-    job = app.store.phase2_job()
-    if (
-        job is not None
-        and job["status"] == "running"
-        and (job["lease_until"] or 0) > app.clock.now_ms()
-    ):
-        return result  # the consolidator is editing the summary: inject only what a run validated
+    # Outside runs: finish a killed run's rollback, or adopt a hand edit once it validates. The
+    # block renders from the validated copy only, so a run in progress never reaches a turn.
+    try:
+        settled = rollback.settle(app.paths, app.store, app.clock)
+    except (MemorydError, OSError) as exc:
+        log.warning("could not check the memory folder against its validated copy: %s", exc)
+        settled = None
+    if settled:
+        log.info("memory folder: %s", settled)
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
@@ -89,6 +92,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
+    store.shrink()
     tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
     store.put_state(
         LAST_PASS,

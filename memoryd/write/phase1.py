@@ -22,7 +22,7 @@ import re
 import socket
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -36,12 +36,14 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.agents import EXTRACT_AGENT
-from memoryd.host.models import PromptResult, Session
+from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
+from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
+from memoryd.store.jobs import SavePoint
 from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
@@ -92,6 +94,8 @@ class Phase1Report:
     stale_helpers: int = 0
     orphans_released: int = 0  # claims of a killed memoryd taken back at once
     pruned: int = 0
+    backfilled: int = 0
+    save_points: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -146,6 +150,64 @@ def _json_from_text(text: str) -> Any:
         return None
 
 
+def is_compaction(message: Message) -> bool:
+    """The user message opencode adds when it compacts a session (what precedes it is summarised)."""
+    return message.info.is_user and any(p.type == "compaction" for p in message.parts)
+
+
+def is_compaction_summary(message: Message) -> bool:
+    """opencode's own summary of what a compaction folded away: the messages it restates are
+    read themselves (before the save point, or in this very transcript), so it is left out."""
+    return message.info.is_assistant and getattr(message.info, "summary", None) is True
+
+
+def since_save_point(
+    messages: list[Message], earlier: SavePoint | None, *, compacted: bool
+) -> tuple[list[Message], SavePoint | None]:
+    """What this extraction reads, and the new save point when it was started by a compaction.
+
+    Messages after the last save point are read. When a compaction started this extraction and
+    they hold one, only what precedes the newest compaction is read now; it becomes the new save
+    point, and what follows it (opencode's summary, the turns after) waits for the next
+    extraction. Otherwise (an idle session) everything after the save point is read and the save
+    point stays, so nothing is read twice and nothing is left out.
+    """
+    messages = [m for m in messages if not is_compaction_summary(m)]
+    start = 0
+    if earlier is not None:
+        ids = [m.info.id for m in messages]
+        if earlier.message_id in ids:
+            start = ids.index(earlier.message_id) + 1
+    rest = messages[start:]
+    cuts = [i for i, m in enumerate(rest) if is_compaction(m)] if compacted else []
+    if not cuts:
+        return rest, None
+    n = (earlier.compactions if earlier else 0) + len(cuts)
+    cut = cuts[-1]
+    return rest[:cut], SavePoint(rest[cut].info.id, "", "", n)
+
+
+def _joined(earlier: SavePoint | None, extracted: Extracted | None) -> Extracted:
+    """The memory saved before the last compaction followed by what was extracted after it."""
+    raws = [
+        t
+        for t in (
+            (earlier.raw_memory if earlier else ""),
+            extracted.raw_memory if extracted else "",
+        )
+        if t.strip()
+    ]
+    sums = [
+        t
+        for t in (
+            (earlier.rollout_summary if earlier else ""),
+            extracted.rollout_summary if extracted else "",
+        )
+        if t.strip()
+    ]
+    return Extracted("\n\n".join(raws), "\n\n".join(sums), None)
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -170,6 +232,7 @@ class Phase1(PhaseBase):
             worker_id=worker_id or default_worker_id(),
         )
         self._agent_checked = False
+        self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
 
     # -- the pass -------------------------------------------------------------------------
@@ -181,6 +244,9 @@ class Phase1(PhaseBase):
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
+        report.backfilled = self.store.backfill_projects(
+            {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
+        )
         roots = [
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
         ]
@@ -231,10 +297,16 @@ class Phase1(PhaseBase):
             self.store.stamp_modes_if_absent(new, default_mode)
             modes.update(dict.fromkeys(new, default_mode))
         done = self.store.extracted_watermarks()
+        compacted = self.store.pending_compactions()
+        self._compacted = compacted
         eligible = []
         for s in sorted(roots, key=lambda s: (s.time.updated, s.id), reverse=True):
             updated = s.time.updated
-            if updated > idle_cutoff:
+            enabled = modes.get(s.id, default_mode) == "enabled"
+            if s.id in compacted and enabled and done.get(s.id, -1) < updated:
+                report.save_points += 1  # a save point: extracted now, idle or not
+                eligible.append(s)
+            elif updated > idle_cutoff:
                 report.skipped["not_idle"] += 1
                 due = updated + int(self.settings.min_rollout_idle_hours * HOUR)
                 if modes.get(s.id, default_mode) == "enabled" and done.get(s.id, -1) < updated:
@@ -336,7 +408,11 @@ class Phase1(PhaseBase):
                     self.store.mark_stage1_no_output(sid, claim.token)
                     report.polluted += 1
                     return
-            if transcript.empty:
+            earlier = self.store.save_point(sid)
+            part, save = since_save_point(messages, earlier, compacted=sid in self._compacted)
+            if len(part) != len(messages):
+                transcript = build_transcript(part)
+            if transcript.empty and earlier is None:
                 if self.store.output(sid) is not None:
                     raise ExtractionInvalid(
                         "the host returned an empty transcript for a session we hold memory for"
@@ -344,21 +420,28 @@ class Phase1(PhaseBase):
                 self.store.mark_stage1_no_output(sid, claim.token)
                 report.no_output += 1
                 return
-            extracted = await self._extract(session, transcript)
-            if extracted is None:
-                self.store.mark_stage1_no_output(sid, claim.token)
+            extracted = None if transcript.empty else await self._extract(session, transcript)
+            base = _joined(earlier, extracted)
+            if save is not None:  # the memory up to this compaction is what later passes build on
+                save = replace(
+                    save, raw_memory=base.raw_memory, rollout_summary=base.rollout_summary
+                )
+            if not base.raw_memory.strip():
+                self.store.mark_stage1_no_output(sid, claim.token, save_point=save)
                 report.no_output += 1
                 return
+            slug = extracted.rollout_slug if extracted else None
             ok = self.store.mark_stage1_succeeded(
                 sid,
                 claim.token,
-                raw_memory=redact(extracted.raw_memory),
-                rollout_summary=redact(extracted.rollout_summary),
-                rollout_slug=normalize_slug(redact(extracted.rollout_slug))
-                if extracted.rollout_slug
-                else None,
+                raw_memory=redact(base.raw_memory),
+                rollout_summary=redact(base.rollout_summary),
+                rollout_slug=normalize_slug(redact(slug)) if slug else None,
                 cwd=session.directory,
                 title=redact(session.title),
+                project_id=session.projectID,
+                worktree=checkout_root(session.worktree, session.directory),
+                save_point=save,
             )
             if ok:
                 report.succeeded += 1

@@ -6,12 +6,17 @@ then compared with the last good baseline. Only a non-empty diff (or invalid art
 model call: a consolidation agent whose opencode session is rooted in the memory folder, and
 whose permissions deny everything but file tools there.
 
-What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``skills/``). Every
-other file is snapshotted before it runs and put back afterwards; a run whose agent touched
-protected files, left a symlink or produced invalid artifacts fails, and the baseline stays where
-it was so the next run sees the same diff. Only a validated run replaces the baseline (with a
-fresh single commit: redacted or forgotten text must not linger in git history) and marks which
-outputs were consumed.
+What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``skills/``, project
+summary layers), and it is confined twice. In opencode: the session carries permission rules
+built for the folder (:mod:`memoryd.host.permissions`), the instance is booted afresh from a
+folder swept of everything outside memoryd's layout, and a run is refused when opencode would
+load config from the folder's parents (:mod:`memoryd.write.confine`). After it: every other
+tracked file is put back from a snapshot, every entry outside the layout is removed, and a run
+that needed either, or left invalid artifacts, fails. A run that fails, is aborted or is killed
+leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.write.rollback`),
+which is also all the read path ever injects. The baseline stays where it was so the next run
+sees the same diff. Only a validated run replaces the baseline (with a fresh single commit:
+redacted or forgotten text must not linger in git history) and marks which outputs were consumed.
 """
 
 from __future__ import annotations
@@ -21,31 +26,35 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd import prompts
 from memoryd.errors import (
+    ConfinementError,
     HostError,
     InvalidMemory,
     ModelCallError,
     OwnershipLost,
     PathError,
-    ProtectedFilesChanged,
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.fsutil import atomic_write, read_regular
-from memoryd.host.agents import CONSOLIDATE_AGENT
-from memoryd.paths import bump_change_mark
+from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
+from memoryd.host.opencode import OpencodeClient
+from memoryd.host.permissions import consolidator_rules
+from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
+from memoryd.scopes import PROJECTS_DIR
+from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
-from memoryd.write import review
+from memoryd.write import review, rollback
+from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
-    UNGOVERNED_TOOLS,
     PhaseBase,
     Verdict,
     ensure_agent,
@@ -113,6 +122,85 @@ def extensions_block(root: Path) -> str:
     return "\n".join(lines)
 
 
+def projects_block(keys: list[str], diff: WorkspaceDiff, budget: int) -> str:
+    """The prompt's account of the project layers: the layout, and which projects need work."""
+    touched: dict[str, set[str]] = {}
+    for c in diff.changes:
+        parts = c.path.split("/")
+        if len(parts) > 2 and parts[0] == PROJECTS_DIR:
+            touched.setdefault(parts[1], set()).add(c.status)
+    if not keys and not touched:
+        return ""
+    lines = [
+        "## Projects",
+        "",
+        "Memory has layers. The files at the top of this folder are the global layer: what holds in",
+        "every project (the user, their preferences, general tips). Each project (one checkout,",
+        "named by a key) has a folder `projects/<key>/` with its own inputs, written by memoryd:",
+        "`project.md` (which checkout it is), `raw_memories.md`, `rollout_summaries/`, `notes/`. Its",
+        "layer is yours to write:",
+        "",
+        "- `projects/<key>/memory_summary.md` (first line exactly `v1`): what every session in that",
+        "  project should see. It is shown together with the global `memory_summary.md`, and never in",
+        "  another project.",
+        "- `projects/<key>/MEMORY.md` (optional): that project's handbook, same format as `MEMORY.md`.",
+        "",
+        "A fact about one project's code, setup or conventions goes into that project's layer. Only",
+        "what holds across projects goes into the global files. Never copy a project's facts into",
+        "another project's layer. The global summary and one project summary share one budget:",
+        f"together at most {budget} tokens, so keep each short.",
+        "",
+    ]
+    changed = sorted(k for k in touched if k in keys)
+    gone = sorted(k for k in touched if k not in keys)
+    if changed:
+        lines.append("Projects whose inputs changed (work on these; leave the others as they are):")
+        for key in changed:
+            what = "new" if touched[key] == {"A"} else "changed"
+            lines.append(f"- `projects/{key}/` ({what}; read its `project.md` first)")
+    else:
+        lines.append("No project's inputs changed: leave the `projects/` layers as they are.")
+    if gone:
+        lines.append("")
+        lines.append(
+            "Projects removed (all their memories were forgotten): remove from the global files "
+            "whatever only they supported:"
+        )
+        lines += [f"- `projects/{key}/`" for key in gone]
+    return "\n".join(lines)
+
+
+def consolidation_prompt(paths: Paths, project_keys: list[str], diff: WorkspaceDiff) -> str:
+    budget = summary_token_budget(paths)
+    return prompts.render(
+        "consolidation.md",
+        memory_root=str(paths.memories),
+        diff_file=DIFF_FILE,
+        extensions_block=extensions_block(paths.memories),
+        summary_token_budget=str(budget),
+        projects_block=projects_block(project_keys, diff, budget),
+    )
+
+
+async def confinement(client: OpencodeClient, paths: Paths) -> list[dict[str, str]]:
+    """Boot opencode afresh in the (swept) folder; the session rules for it, or refuse."""
+    root = str(paths.memories)
+    # An instance booted earlier may hold config loaded before the sweep: start a new one.
+    await client.dispose_instance(root)
+    worktree = await client.worktree(root)
+    # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
+    home = agent_homes(paths)[CONSOLIDATE_AGENT]
+    ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
+    planted = planted_parent_config(paths.memories, worktree, managed=ours)
+    if planted:
+        raise ConfinementError(
+            "opencode would load these into the consolidator's session from folders above "
+            "the memory folder; remove them or move MEMORYD_HOME",
+            [str(p) for p in planted],
+        )
+    return consolidator_rules(root, worktree)
+
+
 def redact_agent_files(root: Path) -> list[str]:
     """Last line of defence: scrub secrets from what the consolidator wrote before it is committed.
 
@@ -121,6 +209,10 @@ def redact_agent_files(root: Path) -> list[str]:
     """
     touched = []
     candidates = [root / "MEMORY.md", root / "memory_summary.md"]
+    projects = root / PROJECTS_DIR
+    if projects.is_dir() and not projects.is_symlink():
+        for folder in sorted(projects.iterdir()):
+            candidates += [folder / "MEMORY.md", folder / "memory_summary.md"]
     skills = root / "skills"
     if skills.is_dir() and not skills.is_symlink():
         candidates += sorted(p for p in skills.rglob("*") if p.is_file() and not p.is_symlink())
@@ -157,6 +249,8 @@ class Phase2(PhaseBase):
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
             return Phase2Result(Phase2Status.SKIPPED_DISABLED)
+        # A stage built from memory forgotten since can never be accepted: drop it and run again.
+        review.drop_if_forgotten(self.store, self.paths)
         if review.pending(self.paths) is not None:
             return Phase2Result(
                 Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
@@ -190,16 +284,42 @@ class Phase2(PhaseBase):
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
 
+    def _sync_inputs(self) -> dict[str, Any]:
+        """What the sync import needs from the DB, read here (on the store's thread)."""
+        from memoryd.sync.publish import machine_id  # the sync package loads when a pass needs it
+
+        enabled = bool(self.settings.sync_remote)
+        forgotten = set(self.store.tombstones())
+        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        return {
+            "enabled": enabled,
+            "own_id": machine_id(self.store) if enabled else None,
+            "forgotten": forgotten,
+            "limit": self.settings.max_raw_memories_for_consolidation,
+        }
+
     def _prepare(
-        self, ws: Workspace, baseline: Baseline, selected: list[Output]
-    ) -> tuple[WorkspaceDiff, list[str]]:
-        """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread)."""
+        self,
+        ws: Workspace,
+        baseline: Baseline,
+        selected: list[Output],
+        sync_inputs: dict[str, Any],
+    ) -> tuple[WorkspaceDiff, list[str], list[str]]:
+        """Bring the folder in line with the DB and diff it (file work only: runs in a worker thread).
+
+        Also returns what was removed because it had no place in memoryd's layout: whoever put it
+        there, opencode must not find it when it boots in the folder.
+        """
+        if rollback.interrupted(self.paths):
+            rollback.restore(self.paths, self.clock)  # a run was killed: finish its rollback
+            rollback.clear_running(self.paths)
         removed = ws.ensure_layout()
+        ws.remove_diff_file()
+        removed += sweep(self.paths.memories)
         if removed:
             log.warning(
-                "removed symlinks from the memory folder before phase 2: %s", ", ".join(removed)
+                "removed entries outside memoryd's layout before phase 2: %s", ", ".join(removed)
             )
-        ws.remove_diff_file()
         baseline.ensure()
         ws.sync(selected)
         ws.prune_extension_resources(RESOURCE_RETENTION_DAYS)
@@ -208,7 +328,15 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        return baseline.diff(), ws.validate()
+        # Other machines' memory (the last fetched sync head; no network here).
+        from memoryd.sync.inputs import import_sync  # dulwich: only when a pass runs
+
+        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
+        problems = ws.validate()
+        if not problems:
+            # Valid as it stands (a hand edit included): that is what a failed run returns to.
+            rollback.record(self.paths, source="the memory folder before a run")
+        return baseline.diff(), problems, removed
 
     async def _run_claimed(self, token: str) -> Phase2Result:
         self.paths.ensure_dir(self.paths.data_dir)
@@ -220,7 +348,11 @@ class Phase2(PhaseBase):
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
         watermark = max((wm for _, wm in consumed), default=0)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
-        diff, problems = await asyncio.to_thread(self._prepare, ws, baseline, selected)
+        diff, problems, swept = await asyncio.to_thread(
+            self._prepare, ws, baseline, selected, self._sync_inputs()
+        )
+        if swept:
+            self._note_swept("before a consolidation", swept)
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
@@ -233,24 +365,44 @@ class Phase2(PhaseBase):
         self.budget.check(self.settings.consolidation_model)
         ws.write_diff_file(diff.render())
         snapshot = ws.snapshot_protected()
+        rollback.mark_running(self.paths)
         try:
-            await self._consolidate_with_heartbeat(token)
-        finally:
-            restored = ws.restore_protected(snapshot)
-            ws.remove_diff_file()
-            redact_agent_files(
-                self.paths.memories
-            )  # also after a failed run: the read path may show it
-        problems = ws.validate()
-        if restored:
-            raise ProtectedFilesChanged(restored)
-        if problems:
-            raise InvalidMemory(problems)
-        if not self.store.heartbeat_phase2(token):
-            raise OwnershipLost()
-        if self.settings.review:
-            return await self._stage_for_review(token, baseline, consumed, watermark, changes)
-        await asyncio.to_thread(baseline.reset)
+            try:
+                await self._consolidate_with_heartbeat(token, diff)
+            finally:
+                restored = ws.restore_protected(snapshot)
+                ws.remove_diff_file()
+                foreign = sweep(self.paths.memories)
+                redact_agent_files(self.paths.memories)
+            undone = [*foreign, *(r for r in restored if r not in foreign)]
+            if undone:
+                self._note_swept("after a consolidation", undone)
+            problems = ws.validate()
+            if undone:
+                raise ConfinementError(
+                    "the consolidator went outside its own files; undone (removed or restored)",
+                    undone,
+                )
+            if problems:
+                raise InvalidMemory(problems)
+            if not self.store.heartbeat_phase2(token):
+                raise OwnershipLost()
+            if self.settings.review:
+                result = await self._stage_for_review(token, baseline, consumed, watermark, changes)
+                # staging put the baseline's files back; the validated copy may be newer
+                rollback.restore(self.paths, self.clock)
+                rollback.clear_running(self.paths)
+                return result
+            await asyncio.to_thread(baseline.reset)
+            rollback.record(self.paths, source="a validated consolidation")
+        except OwnershipLost:
+            raise  # another worker owns the folder now; its run decides what stays
+        except BaseException:
+            # Failed, aborted or cancelled: only validated memory may stay in the folder.
+            rollback.restore(self.paths, self.clock)
+            rollback.clear_running(self.paths)
+            raise
+        rollback.clear_running(self.paths)
         self._finish(token, consumed, consolidated=True, watermark=watermark)
         export_codex(self.settings, self.paths.memories)
         return Phase2Result(Phase2Status.SUCCEEDED, consumed=len(consumed), changes=changes)
@@ -275,6 +427,11 @@ class Phase2(PhaseBase):
         self.store.release_phase2(token, "waiting: a consolidation is staged for review")
         return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
+    def _note_swept(self, when: str, entries: list[str]) -> None:
+        self.store.put_state(
+            FOLDER_SWEPT, {"at": self.clock.now_ms(), "when": when, "removed": entries}
+        )
+
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
     ) -> None:
@@ -287,10 +444,10 @@ class Phase2(PhaseBase):
         ):
             raise OwnershipLost()
 
-    async def _consolidate_with_heartbeat(self, token: str) -> None:
+    async def _consolidate_with_heartbeat(self, token: str, diff: WorkspaceDiff) -> None:
         if not self.store.heartbeat_phase2(token):
             raise OwnershipLost()
-        agent = asyncio.create_task(self._consolidate())
+        agent = asyncio.create_task(self._consolidate(diff))
         try:
             while True:
                 done, _ = await asyncio.wait({agent}, timeout=PHASE2_HEARTBEAT_S)
@@ -306,16 +463,22 @@ class Phase2(PhaseBase):
                 agent.cancel()
                 await asyncio.gather(agent, return_exceptions=True)
 
-    async def _consolidate(self) -> None:
+    async def _consolidate(self, diff: WorkspaceDiff) -> None:
         root = str(self.paths.memories)
+        rules = await confinement(self.client, self.paths)
+        try:
+            await self._consolidate_in(root, rules, diff)
+        finally:
+            try:  # nothing the run left behind stays loaded in a long-lived server
+                await asyncio.shield(self.client.dispose_instance(root))
+            except HostError as exc:
+                log.warning("could not dispose the memory folder's opencode instance: %s", exc)
+
+    async def _consolidate_in(
+        self, root: str, rules: list[dict[str, str]], diff: WorkspaceDiff
+    ) -> None:
         await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
-        text = prompts.render(
-            "consolidation.md",
-            memory_root=root,
-            diff_file=DIFF_FILE,
-            extensions_block=extensions_block(self.paths.memories),
-            summary_token_budget=str(summary_token_budget(self.paths)),
-        )
+        text = consolidation_prompt(self.paths, self.workspace().project_keys(), diff)
         model = self.settings.consolidation_model
         async with helper_session(
             self.client,
@@ -323,6 +486,7 @@ class Phase2(PhaseBase):
             title="memoryd-consolidate",
             metadata={"memoryd": "consolidate"},
             store=self.store,
+            permission=rules,
         ) as helper:
             outcome = "ok"
             try:
@@ -331,7 +495,9 @@ class Phase2(PhaseBase):
                     directory=root,
                     text=text,
                     agent=CONSOLIDATE_AGENT,
-                    disable_tools=UNGOVERNED_TOOLS,
+                    # No per-prompt tools map: opencode 1.18 turns one into the session's whole
+                    # permission list, replacing the rules above. Those rules deny the MCP
+                    # resource tools' reads ("mcp:*") instead.
                     model=model,
                     timeout=self.settings.host.prompt_timeout_s,
                 )

@@ -31,13 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
+from memoryd.extensions.common import EXTENSIONS_DIR, RESOURCES
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
-from memoryd.workspace import is_agent_owned, is_tracked
+from memoryd.workspace import AD_HOC_NOTES, is_agent_owned, is_tracked
+from memoryd.write import rollback
 
 if TYPE_CHECKING:
     from memoryd.write.baseline import Baseline
@@ -49,6 +51,7 @@ META = "meta.json"
 TREE = "tree"
 HISTORY_KEY = "review_history"
 WORKER = "memoryd-review"
+SYNC_RESOURCES = f"{EXTENSIONS_DIR}/sync/{RESOURCES}"
 
 
 @dataclass(frozen=True)
@@ -208,11 +211,82 @@ def history(store: Store) -> list[dict[str, Any]]:
     return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
 
 
-def _claim(store: Store) -> str:
+def _claim(store: Store, paths: Paths, staged: Staged) -> str:
+    """Take the phase-2 lease, then make sure ``staged`` is still the one waiting.
+
+    Another accept or reject (the CLI and the web page race) may have decided it between our
+    read and the claim; acting on it then would lay an empty tree over the live memory.
+    """
+    before = store.phase2_job()
     claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
     if not claim.claimed or claim.token is None:
         raise ReviewError(f"the consolidation job is busy ({claim.status}); try again shortly")
+    now = pending(paths)
+    if now is None or now.staged_at != staged.staged_at or not (_staged_dir(paths) / TREE).is_dir():
+        # Put the job back as it was: this claim did nothing.
+        store.release_phase2(
+            claim.token,
+            before["last_error"] if before is not None else None,
+            status=before["status"] if before is not None else "pending",
+        )
+        raise ReviewError("that consolidation was already accepted or rejected")
     return claim.token
+
+
+def forgotten_in_stage(store: Store, paths: Paths, staged: Staged) -> list[str]:
+    """Sessions (and ad hoc notes) the staged memory used that were forgotten since it was staged.
+
+    A forgotten session's text may sit in the staged ``MEMORY.md``; accepting it would bring
+    back what the user asked to forget, so such a stage is dropped instead.
+    """
+    from memoryd.sync.layout import SESSIONS, session_key  # dulwich only when it is needed
+
+    dead = set(store.tombstones())
+    gone = sorted({sid for sid, _ in staged.consumed} & dead)
+    tree = _staged_dir(paths) / TREE
+    # Other machines' sessions the consolidator saw as inputs (file names are session keys).
+    keys = {session_key(sid): sid for sid in dead}
+    resources = tree / SYNC_RESOURCES
+    if resources.is_dir() and not resources.is_symlink():
+        for md in resources.glob(f"*/{SESSIONS}/*.md"):
+            sid = keys.get(md.name.removesuffix(".md"))
+            if sid is not None and sid not in gone:
+                gone.append(sid)
+    # Ad hoc notes deleted from the live folder since staging (memory_forget(note=...)).
+    notes = tree / AD_HOC_NOTES
+    if notes.is_dir() and not notes.is_symlink():
+        live = paths.memories / AD_HOC_NOTES
+        for note in sorted(notes.iterdir()):
+            if note.is_file() and not (live / note.name).is_file():
+                gone.append(f"{AD_HOC_NOTES}/{note.name}")
+    return gone
+
+
+def drop_if_forgotten(store: Store, paths: Paths) -> bool:
+    """Discard the staged consolidation when something it used has been forgotten since.
+
+    Recorded in the review history with the reason; phase 2 then runs again without it (the
+    forget's urgent enqueue lifted the cooldown).
+    """
+    staged = pending(paths)
+    if staged is None:
+        return False
+    gone = forgotten_in_stage(store, paths, staged)
+    if not gone:
+        return False
+    discard(paths)
+    shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+    _record(
+        store,
+        {
+            "decision": "discarded",
+            "at": store.clock.now_ms(),
+            "staged_at": staged.staged_at,
+            "reason": f"it used memory forgotten since: {shown}"[:REVIEW_REASON_MAX_CHARS],
+        },
+    )
+    log.warning("staged consolidation discarded: it used forgotten memory (%s)", shown)
+    return True
 
 
 def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
@@ -220,7 +294,13 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
     staged = pending(paths)
     if staged is None:
         raise ReviewError("no consolidation is waiting for review")
-    token = _claim(store)
+    token = _claim(store, paths, staged)
+    if drop_if_forgotten(store, paths):
+        store.release_phase2(token, "waiting: a staged consolidation used forgotten memory")
+        raise ReviewError(
+            "the staged consolidation used memory that has since been forgotten; it was "
+            "discarded and the next consolidation runs without it"
+        )
     try:
         _put_agent_files(paths.memories, staged_agent_files(paths))
         from memoryd.write.baseline import Baseline  # dulwich only when it is needed
@@ -228,7 +308,9 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         Baseline(
             paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)
         ).reset()
+        rollback.record(paths, source="an accepted review")  # what turns see from now on
     except BaseException as exc:
+        rollback.restore(paths, store.clock)  # the folder goes back to what turns still see
         store.release_phase2(token, f"waiting: review accept failed: {exc}")
         raise
     if not store.mark_phase2_succeeded(
@@ -254,13 +336,14 @@ def reject(store: Store, paths: Paths, reason: str | None) -> dict[str, Any]:
     """Drop the staged memory and say why; the live memory and the baseline stay as they are.
 
     The job finishes as if the run had consolidated (its model cost was spent), so the cooldown
-    applies and the same diff is tried again only after it, together with whatever arrived since.
+    applies and the same diff is tried again only after it, together with whatever arrived since
+    (unless something was forgotten meanwhile: that lifts the cooldown, see ``mark_phase2_succeeded``).
     """
     staged = pending(paths)
     if staged is None:
         raise ReviewError("no consolidation is waiting for review")
     why = " ".join((reason or "").split())[:REVIEW_REASON_MAX_CHARS] or None
-    token = _claim(store)
+    token = _claim(store, paths, staged)
     keep = [(o.session_id, o.source_updated_at) for o in store.outputs() if o.selected_for_phase2]
     if not store.mark_phase2_succeeded(
         token, keep, consolidated=True, watermark=0, claimed_input=staged.claimed_input

@@ -1,14 +1,19 @@
 // memoryd's opencode shim. memoryd writes this file; the daemon does all the work out of process.
-// Per model request: one stat of the rendered memory block (re-read only when it changed), pushed
-// as the 2nd system message. Per reply that cites memory: strip the citation block and append
-// one JSON line to the spool. At load: record this server's address. Tools: memoryd's three
-// memory tools, each call answered by one short-lived `memoryd tool` process (nothing stays up
-// per instance). Node builtins only.
+// Per model request: one stat of the rendered memory block of this instance's project (re-read
+// only when it changed), pushed as the 2nd system message. Per reply that cites memory: strip the
+// citation block and append one JSON line to the spool. At load: record this server's address,
+// work out the project key of the instance folder (same rule as memoryd/scopes.py), announce it so
+// memoryd renders that project's block, and keep the global-only block as the fallback until it
+// does. Tools: memoryd's three memory tools, each call answered by one short-lived `memoryd tool`
+// process told this project's key (nothing stays up per instance). Node builtins only.
 import { execFile } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
 const BLOCK_FILE = {{ block_file }};
+const PROJECTS_DIR = {{ projects_dir }};
+const SEEN_DIR = {{ seen_dir }};
 const SPOOL_FILE = {{ spool_file }};
 const SERVER_FILE = {{ server_file }};
 const HELPER_AGENT_PREFIX = {{ helper_agent_prefix }};
@@ -96,11 +101,29 @@ function stripCitations(text) {
   return pyStrip(text.replace(BLOCK, "").replace(UNCLOSED, "").replace(/\n{3,}/g, "\n\n"), false);
 }
 
+// ---- project scope: a port of memoryd/scopes.py (scope_root, scope_key) ----------------------------
+function scopeRoot(ctx) {
+  const wt = ctx?.worktree, dir = ctx?.directory;
+  if (typeof wt === "string" && wt && wt !== "/") return wt;
+  if (wt === "/" && typeof dir === "string" && dir) return dir; // a loose folder is its own scope
+  return null;
+}
+
+function scopeKey(root) {
+  const digest = crypto.createHash("sha256").update(root, "utf8").digest("hex").slice(0, 8);
+  const base = root.replace(/\/+$/, "").split("/").pop();
+  let name = "";
+  for (const ch of base) name += /^[A-Za-z0-9]$/.test(ch) ? ch.toLowerCase() : "-";
+  name = name.replace(/-+/g, "-").replace(/^-+|-+$/g, "").slice(0, 32).replace(/-+$/, "");
+  return name ? `${name}-${digest}` : digest;
+}
+
 // ---- the memory tools ------------------------------------------------------------------------
-function runTool(name, args, ctx) {
+function runTool(name, args, ctx, projectKey) {
   return new Promise((resolve, reject) => {
     const argv = [...TOOL_COMMAND.slice(1), name, JSON.stringify(args ?? {})];
     if (typeof ctx?.sessionID === "string") argv.push("--session", ctx.sessionID);
+    if (projectKey) argv.push("--project", projectKey); // the call sees this project + global only
     const child = execFile(TOOL_COMMAND[0], argv,
       { env: { ...process.env, ...TOOL_ENV }, timeout: TOOL_TIMEOUT_MS, maxBuffer: 8 << 20, windowsHide: true },
       (err, stdout, stderr) => {
@@ -114,14 +137,32 @@ function runTool(name, args, ctx) {
   });
 }
 
-const memoryTools = () => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
-  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx) }]));
+// projectKey: the instance's project (one server can hold instances of several projects)
+const memoryTools = (projectKey) => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
+  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx, projectKey) }]));
 
 // ---- the plugin ------------------------------------------------------------------------------
 export const MemorydShim = async (ctx) => {
   const helpers = new Set(); // sessions whose last turn ran a memoryd- agent, oldest first
   let titlePrompt = TITLE_PROMPT;
-  let cache = null; // { mtimeMs, size, ino, text } of BLOCK_FILE
+  let cache = null; // { mtimeMs, size, ino, text } of blockFile
+  let blockFile = BLOCK_FILE, fallback = ""; // fallback: the global-only block as it was at load
+  let projectKey = null;
+
+  try { // Which project this instance serves: its block file is the only one stat'ed per request.
+    const root = scopeRoot(ctx);
+    if (root) {
+      const key = scopeKey(root);
+      projectKey = key;
+      blockFile = path.join(PROJECTS_DIR, `${key}.md`);
+      const seen = path.join(SEEN_DIR, key);
+      if (!fs.existsSync(seen)) { // tell memoryd: render this project's block from now on
+        fs.mkdirSync(SEEN_DIR, { recursive: true, mode: 0o700 });
+        fs.writeFileSync(seen, root + "\n", { mode: 0o600 });
+      }
+      if (!fs.existsSync(blockFile)) fallback = fs.readFileSync(BLOCK_FILE, "utf8");
+    }
+  } catch {}
 
   try { // Record where this server is; never call it from here (it is still booting: defect 1).
     const env = process.env, tmp = `${SERVER_FILE}.${process.pid}.tmp`;
@@ -135,7 +176,7 @@ export const MemorydShim = async (ctx) => {
   } catch {}
 
   return {
-    tool: memoryTools(),
+    tool: memoryTools(projectKey),
     config: async (cfg) => {
       try { // a user-defined title prompt replaces the built-in one
         const p = cfg?.agent?.title?.prompt;
@@ -158,10 +199,14 @@ export const MemorydShim = async (ctx) => {
         const sid = input?.sessionID, system = output?.system;
         if (!sid || helpers.has(sid) || !Array.isArray(system)) return;
         if (typeof system[0] === "string" && system[0].startsWith(titlePrompt)) return;
-        const st = fs.statSync(BLOCK_FILE, { throwIfNoEntry: false });
-        if (!st) { cache = null; return; }
+        const st = fs.statSync(blockFile, { throwIfNoEntry: false });
+        if (!st) { // memoryd has not rendered this project's block yet: the global one from load time
+          cache = null;
+          if (fallback.trim()) system.push(fallback);
+          return;
+        }
         if (!cache || cache.mtimeMs !== st.mtimeMs || cache.size !== st.size || cache.ino !== st.ino) {
-          const text = fs.readFileSync(BLOCK_FILE, "utf8");
+          const text = fs.readFileSync(blockFile, "utf8");
           cache = { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino, text: text.trim() ? text : "" };
         }
         if (cache.text) system.push(cache.text); // push: opencode then sends [its prompt, our block]

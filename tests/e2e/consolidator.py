@@ -6,6 +6,11 @@ artifacts with the ``write`` tool. ``MEMORY.md`` gets every fact bullet of ``raw
 so content from the sessions — and its disappearance when a session is forgotten — is visible.
 An optional ``extra_steps`` list lets a test insert misbehaviour (writes outside the folder,
 overwriting a note) before the good writes.
+
+Project layers: every ``projects/<key>/raw_memories.md`` the diff names is read too, and that
+project's facts go into ``projects/<key>/memory_summary.md``. With ``scoped=True`` the global files
+keep only facts marked ``(everywhere)`` (a literal consolidator's idea of "holds across
+projects"); otherwise they get every fact, as before scopes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ from tests.e2e.mockllm import MockLLM, Reply, Text, ToolCall
 
 CONSOLIDATOR_TOOLS = {"edit", "glob", "grep", "read", "write"}
 Step = Callable[[dict[str, str]], ToolCall] | ToolCall
+GLOBAL_MARK = "(everywhere)"
+
+
+def diff_projects(seen: dict[str, str]) -> list[str]:
+    diff = read_content(seen.get("phase2_workspace_diff.md", "")) or ""
+    return sorted(set(re.findall(r"projects/([a-z0-9-]+)/raw_memories\.md", diff)))
 
 
 def is_consolidation(req: dict[str, Any]) -> bool:
@@ -36,36 +47,67 @@ def read_content(tool_output: str) -> str | None:
 
 class ScriptedConsolidator:
     def __init__(
-        self, extra_steps: list[Step] | None = None, side_effect: Callable[[], None] | None = None
+        self,
+        extra_steps: list[Step] | None = None,
+        side_effect: Callable[[], None] | None = None,
+        *,
+        scoped: bool = False,
     ) -> None:
+        self.scoped = scoped
         self.extra_steps = extra_steps or []
         self.side_effect = side_effect
         self.diffs: list[str] = []
         self.runs = 0
 
-    def _plan(self) -> list[Step]:
-        reads = [
-            ToolCall("read", {"filePath": f})
-            for f in (
-                "phase2_workspace_diff.md",
-                "raw_memories.md",
-                "MEMORY.md",
-                "memory_summary.md",
-            )
+    def _plan(self, seen: dict[str, str]) -> list[Step]:
+        keys = diff_projects(seen)
+        files = ["phase2_workspace_diff.md", "raw_memories.md", "MEMORY.md", "memory_summary.md"]
+        files += [f"projects/{k}/raw_memories.md" for k in keys]
+        reads = [ToolCall("read", {"filePath": f}) for f in files]
+        # a project whose folder is gone (all forgotten) gets no layer: its read found nothing
+        layers = [
+            self._project_writer(k)
+            for k in keys
+            if read_content(seen.get(f"projects/{k}/raw_memories.md", "")) is not None
         ]
-        return [*reads, *self.extra_steps, self._write_memory, self._write_summary]
+        return [*reads, *self.extra_steps, self._write_memory, self._write_summary, *layers]
+
+    def _bullets(self, seen: dict[str, str], *, global_only: bool) -> list[str]:
+        out = []
+        for path, text in seen.items():
+            if path.endswith("raw_memories.md"):
+                raw = read_content(text) or ""
+                out += [line for line in raw.splitlines() if line.startswith("- ")]
+        if global_only and self.scoped:
+            out = [b for b in out if GLOBAL_MARK in b]
+        return out
+
+    def _project_writer(self, key: str) -> Callable[[dict[str, str]], ToolCall]:
+        def write(seen: dict[str, str]) -> ToolCall:
+            raw = read_content(seen.get(f"projects/{key}/raw_memories.md", "")) or ""
+            bullets = [b for b in raw.splitlines() if b.startswith("- ")]
+            if self.scoped:
+                bullets = [b for b in bullets if GLOBAL_MARK not in b]
+            body = "\n".join(bullets) or "- (nothing yet)"
+            return ToolCall(
+                "write",
+                {
+                    "filePath": f"projects/{key}/memory_summary.md",
+                    "content": f"v1\n## This project\n{body}\n",
+                },
+            )
+
+        return write
 
     def _write_memory(self, seen: dict[str, str]) -> ToolCall:
-        raw = read_content(seen.get("raw_memories.md", "")) or ""
-        bullets = [line for line in raw.splitlines() if line.startswith("- ")]
+        bullets = self._bullets(seen, global_only=True)
         body = "\n".join(bullets) if bullets else "- (no durable facts yet)"
         return ToolCall(
             "write", {"filePath": "MEMORY.md", "content": f"# Memory\n\n## Facts\n{body}\n"}
         )
 
     def _write_summary(self, seen: dict[str, str]) -> ToolCall:
-        raw = read_content(seen.get("raw_memories.md", "")) or ""
-        bullets = [line for line in raw.splitlines() if line.startswith("- ")]
+        bullets = self._bullets(seen, global_only=True)
         top = "\n".join(bullets[:5])
         return ToolCall(
             "write",
@@ -97,7 +139,7 @@ class ScriptedConsolidator:
                 self.side_effect()
         if steps_done == 1 and "phase2_workspace_diff.md" in seen:
             self.diffs.append(read_content(seen["phase2_workspace_diff.md"]) or "")
-        plan = self._plan()
+        plan = self._plan(seen)
         if steps_done >= len(plan):
             return Text("Consolidated the new session notes.")
         step = plan[steps_done]

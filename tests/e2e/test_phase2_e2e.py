@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dulwich.repo import Repo
 
+from memoryd.scopes import scope_key
 from tests.e2e.consolidator import (
     CONSOLIDATOR_TOOLS,
     ScriptedConsolidator,
@@ -50,6 +51,9 @@ def test_consolidation_no_op_usage_and_forgetting(
     env = run_env(sandbox)
     home = sandbox.memoryd_home
     memories = home / "memories"
+    # the sessions run in the sandbox's project folder: their inputs live in its project folder
+    proj = memories / "projects" / scope_key(str(sandbox.project_dir))
+    rel = f"projects/{proj.name}"
     keep = session(
         sandbox,
         "database choice",
@@ -97,18 +101,19 @@ def test_consolidation_no_op_usage_and_forgetting(
     assert fourth.returncode == 0 and mock_llm.requests == [], fourth.stdout
 
     # a session deleted in opencode is forgotten, and the diff says so
-    summaries_before = {p.name for p in (memories / "rollout_summaries").iterdir()}
+    summaries_before = {p.name for p in (proj / "rollout_summaries").iterdir()}
     assert sandbox.driver.delete_session(gone)
     mock_llm.clear()
     fifth = memoryd(env, "run", "--once", "--force-consolidation")
     assert fifth.returncode == 0, fifth.stderr
     assert "1 forgotten" in fifth.stdout and "phase 2: consolidated" in fifth.stdout
-    removed = summaries_before - {p.name for p in (memories / "rollout_summaries").iterdir()}
+    removed = summaries_before - {p.name for p in (proj / "rollout_summaries").iterdir()}
     assert len(removed) == 1
     diff = cons.diffs[-1]
-    assert f"D rollout_summaries/{removed.pop()}" in diff and "M raw_memories.md" in diff
-    assert gone not in (memories / "raw_memories.md").read_text()
-    assert "queue drain" not in (memories / "raw_memories.md").read_text()
+    assert f"D {rel}/rollout_summaries/{removed.pop()}" in diff
+    assert f"M {rel}/raw_memories.md" in diff
+    assert gone not in (proj / "raw_memories.md").read_text()
+    assert "queue drain" not in (proj / "raw_memories.md").read_text()
     assert "queue drain" not in (memories / "MEMORY.md").read_text()
     assert "PostgreSQL 16" in (memories / "MEMORY.md").read_text()
 

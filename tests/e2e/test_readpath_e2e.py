@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from memoryd.scopes import scope_key
 from tests.e2e.consolidator import ScriptedConsolidator, install, is_consolidation
 from tests.e2e.mockllm import MockLLM, RecordedRequest, Text, is_extraction, last_user_text
 from tests.e2e.sandbox import OpencodeSandbox
@@ -46,11 +47,13 @@ def test_block_in_every_turn_and_citations_feed_usage(make_sandbox, mock_llm: Mo
     assert memoryd(env, "install", "opencode").returncode == 0
     out = memoryd(env, "run", "--once")
     assert "phase 2: consolidated" in out.stdout, out.stdout + out.stderr
-    block_file = home / "state" / "readpath" / "block.md"
-    block = block_file.read_text()
-    assert "ruff" in block  # the summary made it into the block
+    # the session's folder is its project: its block is global + that project's layer
+    key = scope_key(str(box.project_dir))
+    block_file = home / "state" / "readpath" / "projects" / f"{key}.md"
+    block = block_file.read_text()  # rendered for every project with a layer
     box.restart()  # load the shim
     d = box.driver
+    assert "ruff" in block  # the summary made it into the block
 
     # 20 turns in a user session, one with a tool call: the block is the 2nd system message, byte-identical
     default = mock_llm.default_responder

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from memoryd import prompts
+from memoryd.host.install import SHIM, planned_files
 from memoryd.paths import Paths
 from tests.e2e.mockllm import MockLLM, RecordedRequest, Text, last_user_text, make_default_responder
 from tests.e2e.sandbox import REPO_ROOT, OpencodeSandbox
@@ -25,18 +25,9 @@ HELPER_AGENT = (
 
 def install_shim(box: OpencodeSandbox) -> Paths:
     paths = Paths.from_env({"MEMORYD_HOME": str(box.memoryd_home)})
-    values = {
-        "block_file": paths.readpath_block,
-        "spool_file": paths.citation_spool,
-        "server_file": paths.server_state,
-        "helper_agent_prefix": "memoryd-",
-        "memoryd_version": "0.1.0",
-    }
-    shim = prompts.render(
-        "opencode/memoryd.js", **{k: json.dumps(str(v)) for k, v in values.items()}
-    )
+    (shim,) = [f for f in planned_files(paths) if f.relpath == SHIM]  # what install writes
     (box.config_dir / "plugin").mkdir(exist_ok=True)
-    (box.config_dir / "plugin" / "memoryd.js").write_text(shim, encoding="utf-8")
+    (box.config_dir / "plugin" / "memoryd.js").write_bytes(shim.content)
     paths.readpath_block.parent.mkdir(parents=True, exist_ok=True)
     paths.readpath_block.write_text(BLOCK, encoding="utf-8")
     return paths

@@ -155,18 +155,8 @@ def test_ui_in_a_real_browser(
         page.wait_for_url(re.compile(r"/search\?q=PostgreSQL"))
         assert "PostgreSQL 16" in page.locator("ol.results").inner_text()
 
-        # forget a session, through its confirmation page
-        page.click('nav a[href="/sessions"]')
-        page.click(f'tr[data-session="{db_sid}"] a.danger')
-        assert page.locator("h1").inner_text() == "Forget this session?"
-        assert db_sid in outputs(home)
-        page.click("#confirm-forget")
-        page.wait_for_url(re.compile(r"/sessions\?done="))
-        assert f"forgot session {db_sid}" in page.locator(".flash").inner_text()
-        assert db_sid not in outputs(home) and hostile_sid in outputs(home)
-        assert page.locator(f'tr[data-session="{db_sid}"] select').input_value() == "disabled"
-
-        # accept the staged review: the diff is shown, then the block changes
+        # accept the staged review: the diff is shown, then the block changes (before any forget:
+        # forgetting a session the stage used discards the stage, so it can never go live)
         page.click('nav a[href="/review"]')
         diff = page.locator("#staged-diff").inner_text()
         assert "Tuesdays" in diff and "+++ b/MEMORY.md" in diff
@@ -179,6 +169,17 @@ def test_ui_in_a_real_browser(
         assert all(line in new_block for line in staged_summary.splitlines()[1:])
         assert "Tuesdays" in (home / "memories" / "MEMORY.md").read_text()
         assert page.locator(".badge").count() == 0
+
+        # forget a session, through its confirmation page
+        page.click('nav a[href="/sessions"]')
+        page.click(f'tr[data-session="{db_sid}"] a.danger')
+        assert page.locator("h1").inner_text() == "Forget this session?"
+        assert db_sid in outputs(home)
+        page.click("#confirm-forget")
+        page.wait_for_url(re.compile(r"/sessions\?done="))
+        assert f"forgot session {db_sid}" in page.locator(".flash").inner_text()
+        assert db_sid not in outputs(home) and hostile_sid in outputs(home)
+        assert page.locator(f'tr[data-session="{db_sid}"] select').input_value() == "disabled"
 
         # the dashboard is live: a change made elsewhere shows up without a reload
         page.click('nav a[href="/"]')

@@ -29,6 +29,8 @@ async function load(t, opts = {}) {
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const values = {
     block_file: path.join(dir, "state", "readpath", "block.md"),
+    projects_dir: path.join(dir, "state", "readpath", "projects"),
+    seen_dir: path.join(dir, "state", "readpath", "seen"),
     spool_file: path.join(dir, "state", "spool", "citations.jsonl"),
     server_file: path.join(dir, "state", "opencode-server.json"),
     helper_agent_prefix: "memoryd-",
@@ -313,6 +315,75 @@ test("citations quoted inside memoryd's helper sessions are stripped but never s
   await hooks["experimental.text.complete"]({ sessionID: "ses_helper", messageID: "m", partID: "p" }, output);
   assert.equal(output.text, "Quote.");
   assert.equal(fs.existsSync(values.spool_file), false);
+});
+
+// ---- project scopes ----------------------------------------------------------------------------
+const KEYS = JSON.parse(fs.readFileSync(path.join(ROOT, "tests", "golden", "scope_keys.json"), "utf8"));
+
+async function loadIn(t, ctx, before = () => {}) {
+  // render once without loading the plugin to learn the paths, so files can exist before load
+  const probe = await load(t, { ctx: undefined });
+  before(probe.values);
+  const hooks = await probe.mod.MemorydShim({ serverUrl: new URL("http://127.0.0.1:4321"), ...ctx });
+  const transform = async (sessionID) => {
+    const output = { system: ["provider prompt"] };
+    await hooks["experimental.chat.system.transform"]({ sessionID, model: { id: "m" } }, output);
+    return output.system;
+  };
+  return { values: probe.values, transform, hooks, dir: probe.dir };
+}
+
+test("project keys are the same as memoryd's (tests/golden/scope_keys.json)", async (t) => {
+  for (const [root, key] of Object.entries(KEYS)) {
+    const { values } = await loadIn(t, { worktree: root, directory: root });
+    if (root === "/") continue; // worktree "/" means a loose folder: scoped to its directory
+    assert.ok(fs.existsSync(path.join(values.seen_dir, key)), `${root} -> ${key}`);
+  }
+  const loose = await loadIn(t, { worktree: "/", directory: "/home/dev/src/memoryd" });
+  assert.deepEqual(fs.readdirSync(loose.values.seen_dir), [KEYS["/home/dev/src/memoryd"]]);
+});
+
+test("a project instance stats only its own block: once per request, 10,000 requests", async (t) => {
+  const key = KEYS["/home/dev/src/memoryd"];
+  const { values, transform } = await loadIn(t, { worktree: "/home/dev/src/memoryd", directory: "/home/dev/src/memoryd/sub" });
+  assert.equal(fs.readFileSync(path.join(values.seen_dir, key), "utf8"), "/home/dev/src/memoryd\n");
+  fs.mkdirSync(values.projects_dir, { recursive: true });
+  fs.writeFileSync(values.block_file, "global only\n");
+  fs.writeFileSync(path.join(values.projects_dir, `${key}.md`), "global + project\n");
+  assert.deepEqual(await transform("s"), ["provider prompt", "global + project\n"]);
+  const counts = countFs(t);
+  for (let i = 0; i < 10_000; i++) {
+    if ((await transform("s"))[1] !== "global + project\n") assert.fail(`call ${i}`);
+  }
+  assert.deepEqual(counts, { statSync: 10_000 });
+});
+
+test("until memoryd renders the project's block, the global block from load time is used", async (t) => {
+  const key = KEYS["/home/dev/src/memoryd"];
+  const { values, transform } = await loadIn(t, { worktree: "/home/dev/src/memoryd", directory: "/home/dev/src/memoryd" },
+    (v) => { fs.mkdirSync(path.dirname(v.block_file), { recursive: true }); fs.writeFileSync(v.block_file, "global at load\n"); });
+  fs.writeFileSync(values.block_file, "global changed later\n"); // not looked at: no second stat
+  const counts = countFs(t);
+  assert.deepEqual(await transform("s"), ["provider prompt", "global at load\n"]);
+  assert.deepEqual(counts, { statSync: 1 });
+  fs.mkdirSync(values.projects_dir, { recursive: true });
+  fs.writeFileSync(path.join(values.projects_dir, `${key}.md`), "rendered for the project\n");
+  assert.deepEqual(await transform("s"), ["provider prompt", "rendered for the project\n"]);
+});
+
+test("a folder of another project never sees this project's block", async (t) => {
+  const a = KEYS["/home/dev/src/memoryd"];
+  const { values, transform } = await loadIn(t, { worktree: "/home/dev/src/memoryd-wt2", directory: "/home/dev/src/memoryd-wt2" });
+  fs.mkdirSync(values.projects_dir, { recursive: true });
+  fs.writeFileSync(path.join(values.projects_dir, `${a}.md`), "A's facts\n");
+  assert.deepEqual(await transform("s"), ["provider prompt"]);
+});
+
+test("tools: a project instance tells memoryd its project, so a call sees nothing else", async (t) => {
+  const { hooks, dir } = await loadIn(t, { worktree: "/home/dev/src/memoryd", directory: "/home/dev/src/memoryd" });
+  const out = await hooks.tool.memory_search.execute({ query: "q" }, { sessionID: "ses_abc123" });
+  assert.deepEqual(JSON.parse(out).rest, ["--session", "ses_abc123", "--project", KEYS["/home/dev/src/memoryd"]]);
+  assert.ok(dir);
 });
 
 test("tools: each spec becomes an opencode plugin tool with plain JSON-schema arguments", async (t) => {

@@ -81,7 +81,7 @@ def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None
     from memoryd.cli import main
 
     monkeypatch.setenv("MEMORYD_HOST_URL", "http://127.0.0.1:9")  # nothing listens on discard
-    monkeypatch.setattr("memoryd.host.opencode.HOST_RETRY_DELAYS_S", (0.0,))
+    monkeypatch.setattr("memoryd.tuning.HOST_RETRY_DELAYS_S", (0.0,))
     assert main(["run", "--once"]) == 3
     capsys.readouterr()
     assert main(["status", "--json"]) == 0

@@ -12,7 +12,7 @@ import pytest
 
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host.opencode import OpencodeClient
-from memoryd.owner import Owner, boot_id, current_owner, owner_gone, process_start
+from memoryd.owner import Owner, boot_id, current_owner, owner_gone, pid_space, process_start
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
@@ -27,7 +27,7 @@ def dead_owner() -> Owner:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     start = process_start(proc.pid)
     proc.wait()
-    return Owner(socket.gethostname(), boot_id(), proc.pid, start or "1")
+    return Owner(socket.gethostname(), boot_id(), proc.pid, start or "1", pid_space())
 
 
 def test_owner_liveness() -> None:
@@ -35,12 +35,21 @@ def test_owner_liveness() -> None:
     assert me.pid == os.getpid() and not owner_gone(me)
     assert owner_gone(dead_owner())
     # our own pid, but a process that started at another moment: the pid was reused
-    assert owner_gone(Owner(me.host, me.boot, me.pid, me.start + "0")) == bool(me.start)
+    assert owner_gone(Owner(me.host, me.boot, me.pid, me.start + "0", me.space)) == bool(me.start)
     # another machine sharing the home, or an unreadable record: never provably gone
     assert not owner_gone(Owner("some-other-host", me.boot, 1, "1"))
     assert not owner_gone(None)
     assert Owner.decode("{not json") is None
     assert Owner.decode(me.encode()) == me
+
+
+def test_a_dead_pid_in_another_pid_space_is_not_proof() -> None:
+    """Same host name, other pid space (a host-network container, a clone on a shared home)."""
+    gone = dead_owner()
+    assert owner_gone(gone)
+    for space in ("other-machine-id:" + pid_space().split(":")[1], pid_space() + "0", None):
+        assert not owner_gone(Owner(gone.host, gone.boot, gone.pid, gone.start, space))
+    assert Owner.decode('{"host":"h","boot":"b","pid":1,"start":"s"}') == Owner("h", "b", 1, "s")
 
 
 def test_a_dead_owners_stage1_claim_is_taken_over_at_once(store: Store, clock: ManualClock) -> None:

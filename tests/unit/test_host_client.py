@@ -756,9 +756,9 @@ def test_is_helper_session() -> None:
 async def test_idempotent_requests_ride_out_transient_faults(monkeypatch) -> None:
     """Issue 11: a reset or a 503 on a GET is retried with a short, bounded backoff; a POST is not
     (it may have happened), and a fault that persists still surfaces."""
-    import memoryd.host.opencode as opencode_mod
+    from memoryd import tuning
 
-    monkeypatch.setattr(opencode_mod, "HOST_RETRY_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr(tuning, "HOST_RETRY_DELAYS_S", (0.0, 0.0))
     calls: list[str] = []
     faults = [
         lambda r: (_ for _ in ()).throw(httpx.ReadError("reset", request=r)),

@@ -11,6 +11,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memoryd.clock import ManualClock
+from memoryd.mcp_server import MODEL_TOOLS
 from memoryd.paths import Paths
 from memoryd.store import Store
 
@@ -20,10 +21,7 @@ EXPECTED = {
     "memory_list",
     "memory_search",
     "memory_add_note",
-    "memory_forget",
     "memory_inspect",
-    "memory_mode",
-    "memory_reset",
 }
 
 
@@ -57,7 +55,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         await session.initialize()
         listed = await session.list_tools()
         tools = {t.name: t for t in listed.tools}
-        assert set(tools) == EXPECTED
+        assert set(tools) == EXPECTED == set(MODEL_TOOLS)
         assert all(t.description and len(t.description) > 30 for t in tools.values())
 
         async def call(name: str, **args: object) -> str:
@@ -72,12 +70,31 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         assert "saved note" in await call(
             "memory_add_note", note="Prefer small PRs.", title="pr size"
         )
-        assert "refused" in await call(
+        assert "phase 2" in await call("memory_inspect")
+
+        async def failing(name: str, **args: object) -> str:
+            res = await session.call_tool(name, args)
+            assert res.is_error, res
+            return res.content[0].text
+
+        assert "refused" in await failing(
             "memory_add_note", note="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
         )
-        assert "phase 2" in await call("memory_inspect")
-        assert "disabled" in await call("memory_mode", mode="disabled", session_id="ses_other00001")
-        assert sid in await call("memory_forget", session_id=sid)
-        assert "memory_read error:" in await call("memory_read", path="../../etc/passwd")
-        assert "memory_reset error:" in await call("memory_reset")
-        assert "memory reset" in await call("memory_reset", confirm=True)
+        assert "memory_read error:" in await failing("memory_read", path="../../etc/passwd")
+        assert "memory_list error:" in await failing("memory_list", path="nope/none")
+        assert "memory_search error:" in await failing("memory_search", queries=[])
+        # erasing is the user's call: a model cannot reach it, confirm or not
+        for name, args in (
+            ("memory_reset", {"confirm": True}),
+            ("memory_forget", {"session_id": sid}),
+            ("memory_mode", {"mode": "polluted", "session_id": sid}),
+        ):
+            assert "unknown tool" in (await failing(name, **args)).lower()
+        assert "make ship" in await call("memory_read", path="MEMORY.md")
+
+    store = Store(Paths.from_env({"MEMORYD_HOME": str(memoryd_home)}).db, clock=ManualClock())
+    try:
+        assert store.output_count() == 1
+        assert store.memory_mode(sid) in (None, "enabled")
+    finally:
+        store.close()

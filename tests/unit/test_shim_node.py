@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHIM = "opencode/memoryd.js"
 PLACEHOLDERS = {
     "block_file",
+    "projects_dir",
+    "seen_dir",
     "spool_file",
     "server_file",
     "helper_agent_prefix",
@@ -70,6 +72,8 @@ def test_memoryd_renders_a_loadable_shim(tmp_path: Path) -> None:
     state = tmp_path / 'st\'ate "dir" $1 \\g<0> \u2713'
     values = {
         "block_file": state / "readpath" / "block.md",
+        "projects_dir": state / "readpath" / "projects",
+        "seen_dir": state / "readpath" / "seen",
         "spool_file": state / "spool" / "citations.jsonl",
         "server_file": state / "opencode-server.json",
         "helper_agent_prefix": "memoryd-",

@@ -162,6 +162,26 @@ def test_reset_clears_folder_outputs_and_index(
         index.close()
 
 
+def test_reset_takes_the_old_summary_out_of_every_turn(
+    store: Store, paths: Paths, folder: Path
+) -> None:
+    from memoryd.read.block import render_block, sync_block
+    from memoryd.write import rollback
+
+    settings = Settings()
+    rollback.record(paths, source="a validated run")  # the block renders from this copy
+    assert sync_block(paths, settings)
+    assert "prefers uv" in paths.readpath_block.read_text()
+    memory_reset(store, paths, True)
+    assert render_block(paths) is None
+    sync_block(paths, settings)
+    assert not paths.readpath_block.exists()
+    # a rollback after the reset (e.g. a failed first run) restores to nothing, not to the past
+    (folder / SUMMARY_FILE).write_text("v1\nhalf-written by a failed run\n")
+    rollback.restore(paths, ManualClock(T0))
+    assert not (folder / SUMMARY_FILE).exists()
+
+
 def test_admin_results_are_json_serialisable(store: Store, paths: Paths, folder: Path) -> None:
     import json
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import memoryd.tools.index as index_mod
+import memoryd.tools.index_refresh as refresh_mod
 from memoryd.clock import DAY, ManualClock
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
@@ -246,8 +246,8 @@ def test_unchanged_watermark_answers_without_walking(
     age(root)
     assert index.refresh().files_indexed == 5
     walked: list[int] = []
-    real_walk = index_mod.walk_files
-    monkeypatch.setattr(index_mod, "walk_files", lambda *a: walked.append(1) or real_walk(*a))
+    real_walk = refresh_mod.walk_files
+    monkeypatch.setattr(refresh_mod, "walk_files", lambda *a: walked.append(1) or real_walk(*a))
     hit = index.refresh()
     assert hit.watermark_hit and walked == []
     # an atomic replace (rename) changes its folder's mtime: noticed without any mark
@@ -262,7 +262,7 @@ def test_unchanged_watermark_answers_without_walking(
     index.refresh()
     (root / "sub" / "f2.md").write_text("walrus\n")  # in place: no folder time changes
     assert ranked(root, index, "walrus").total == 0
-    monkeypatch.setattr(index_mod, "FULL_CHECK_S", 0)
+    monkeypatch.setattr(refresh_mod, "FULL_CHECK_S", 0)
     assert ranked(root, index, "walrus").total == 1
 
 

@@ -11,9 +11,9 @@ from memoryd.clock import DAY, SECOND, ManualClock
 from memoryd.errors import PathError
 from memoryd.paths import templates_dir
 from memoryd.store.outputs import Output
+from memoryd.tuning import RAW_MEMORY_MAX_CHARS
 from memoryd.workspace import (
     DIFF_FILE,
-    RAW_MEMORY_MAX_CHARS,
     Workspace,
     is_agent_owned,
     is_tracked,
@@ -365,7 +365,7 @@ def test_sync_prunes_unselected_summaries_only(ws, root):
 
 
 def test_sync_stem_clash_is_disambiguated(ws, root, monkeypatch):
-    import memoryd.workspace as wsmod
+    import memoryd.layout as wsmod  # the renderer lives there
 
     monkeypatch.setattr(wsmod, "_id_hash", lambda sid: "AAAA")
     result = ws.sync([out("ses_b"), out("ses_a")])

@@ -1,0 +1,280 @@
+"""Sync benchmark: time and wire bytes of memoryd's sync beside plain ``git push`` / ``git fetch``.
+
+A real ``git daemon --enable=receive-pack`` serves two bare repositories on 127.0.0.1; a small
+byte-counting TCP proxy sits in front of it, so both sides are measured the same way (bytes on
+the wire, each direction). Two memoryd homes, A and B, each with its own store:
+
+1. **first sync, publish**: A holds N outputs (default 1,000; ~0.4–1.5 KB raw memory and ~1–3 KB
+   summary each, like phase 2's bench) and syncs into the empty remote;
+2. **first sync, receive**: B (no outputs of its own) syncs and fetches all of them;
+3. **incremental, publish**: A gains 1 output and syncs (N outputs already in the remote);
+4. **incremental, receive**: B syncs and fetches that one;
+5. **nothing changed**: A syncs again.
+
+memoryd's time is the whole ``run_sync`` (read the DB, build the folder, secret scan, fetch,
+commit, push, record state). The baseline is the git binary with the same files in a checkout:
+``git add -A && git commit && git push`` for publishing and ``git fetch`` for receiving, into the
+second repository through the same proxy.
+
+Run from the repo root::
+
+    .venv/bin/python bench/sync.py [--outputs 1000] [--reps 3]
+
+Not a test: nothing here is collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench._common import WORDS, fmt_s, machine, paragraph, table
+from memoryd.clock import SystemClock
+from memoryd.paths import Paths
+from memoryd.settings import Settings
+from memoryd.store import Store
+from memoryd.sync.engine import run_sync
+from memoryd.sync.layout import MACHINES
+from memoryd.sync.publish import build_publication
+
+
+class CountingProxy:
+    """127.0.0.1:port → target port, counting bytes client→server (up) and server→client (down)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.up = self.down = 0
+        self._lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.up = self.down = 0
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, server, "up"), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, "down"), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, way: str) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                with self._lock:
+                    setattr(self, way, getattr(self, way) + len(data))
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_WR if s is dst else socket.SHUT_RD)
+                except OSError:
+                    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def git(*args: str, cwd: Path | None = None) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 18))).capitalize() + "."
+
+
+class Home:
+    def __init__(self, root: Path, remote: str) -> None:
+        self.paths = Paths(
+            config_file=root / "config.toml", data_dir=root, state_dir=root / "state"
+        )
+        self.paths.ensure_dir(root)
+        self.paths.memories.mkdir(exist_ok=True)
+        self.store = Store(self.paths.db, clock=SystemClock())
+        self.settings = Settings(sync_remote=remote)
+
+    def add_outputs(self, rng: random.Random, start: int, count: int) -> None:
+        rows = []
+        for i in range(start, start + count):
+            raw = "\n".join(f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4))
+            summary = paragraph(rng, rng.randint(1000, 3000), sentence)
+            rows.append(
+                (f"ses_{i:06d}", 1_800_000_000_000 + i, raw, summary, f"slug-{i}", "/work/p",
+                 f"Session {i}", 1_800_000_000_000, 1)
+            )  # fmt: skip
+        with self.store._conn:
+            self.store._conn.executemany(
+                """INSERT INTO stage1_outputs (session_id, source_updated_at, raw_memory,
+                   rollout_summary, rollout_slug, cwd, title, generated_at, selected_for_phase2)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                rows,
+            )
+
+    def sync(self) -> Any:
+        out = asyncio.run(run_sync(self.store, self.settings, self.paths, SystemClock()))
+        assert out.ok, out.detail
+        return out
+
+
+def timed(proxy: CountingProxy, fn: Callable[[], object]) -> tuple[float, int, int]:
+    proxy.reset()
+    t = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - t
+    time.sleep(0.05)  # let the pipe threads count the last bytes
+    return elapsed, proxy.up, proxy.down
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:,.1f} KB"
+
+
+def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
+    remotes = base / "remotes"
+    remotes.mkdir()
+    for name in ("memoryd.git", "git.git"):
+        git("init", "-q", "--bare", str(remotes / name))
+    port = free_port()
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
+         f"--base-path={remotes}", "--export-all", "--enable=receive-pack", str(remotes)],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        proxy = CountingProxy(port)
+        url = f"git://127.0.0.1:{proxy.port}"
+        rng = random.Random(14)
+        a = Home(base / "a", f"{url}/memoryd.git")
+        b = Home(base / "b", f"{url}/memoryd.git")
+        a.add_outputs(rng, 0, outputs)
+        res: dict[str, tuple[float, int, int]] = {}
+        res["first publish"] = timed(proxy, a.sync)
+        res["first receive"] = timed(proxy, b.sync)
+        a.add_outputs(rng, outputs, 1)
+        res["incremental publish"] = timed(proxy, a.sync)
+        res["incremental receive"] = timed(proxy, b.sync)
+        res["nothing changed"] = timed(proxy, a.sync)
+
+        # baseline: the same files through the git binary
+        a.store._conn.execute(
+            "DELETE FROM stage1_outputs WHERE session_id = ?", (f"ses_{outputs:06d}",)
+        )
+        pub = build_publication(a.store, a.paths.memories)
+        work, clone = base / "git-work", base / "git-clone"
+        git("init", "-q", "-b", "memoryd-sync", str(work))
+        for k, v in (("user.email", "b@e"), ("user.name", "bench")):
+            git("config", k, v, cwd=work)
+        git("remote", "add", "origin", f"{url}/git.git", cwd=work)
+        folder = work / MACHINES / pub.machine_id
+
+        def write(files: dict[str, bytes]) -> None:
+            for rel, data in files.items():
+                p = folder / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+
+        def publish(msg: str) -> None:
+            git("add", "-A", cwd=work)
+            git("commit", "-q", "-m", msg, cwd=work)
+            git("push", "-q", "origin", "memoryd-sync", cwd=work)
+
+        write(pub.files)
+        res["git: first publish"] = timed(proxy, lambda: publish("first"))
+        git("init", "-q", str(clone))
+        git("remote", "add", "origin", f"{url}/git.git", cwd=clone)
+        res["git: first receive"] = timed(proxy, lambda: git("fetch", "-q", "origin", cwd=clone))
+        a.add_outputs(random.Random(99), outputs, 1)
+        new = build_publication(a.store, a.paths.memories)
+        write({k: v for k, v in new.files.items() if pub.files.get(k) != v})
+        res["git: incremental publish"] = timed(proxy, lambda: publish("one more"))
+        res["git: incremental receive"] = timed(
+            proxy, lambda: git("fetch", "-q", "origin", cwd=clone)
+        )
+        res["git: nothing changed"] = timed(
+            proxy, lambda: git("push", "-q", "origin", "memoryd-sync", cwd=work)
+        )
+        a.store.close()
+        b.store.close()
+        return res
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        daemon.wait(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--outputs", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args(argv)
+    if shutil.which("git") is None:
+        print("bench/sync.py needs the git binary for the baseline and the git daemon")
+        return 2
+    runs = []
+    for _ in range(args.reps):
+        with tempfile.TemporaryDirectory(prefix="memoryd-bench-sync-") as tmp:
+            runs.append(run(args.outputs, Path(tmp)))
+    print(f"sync of {args.outputs:,} outputs over git:// ({machine()}); median of {args.reps} runs")
+    rows = []
+    for step in (
+        "first publish",
+        "first receive",
+        "incremental publish",
+        "incremental receive",
+        "nothing changed",
+    ):
+        med = [
+            statistics.median(r[k][i] for r in runs)
+            for k in (step, f"git: {step}")
+            for i in range(3)
+        ]
+        rows.append((step, fmt_s(med[0]), kb(int(med[1])), kb(int(med[2])),
+                     fmt_s(med[3]), kb(int(med[4])), kb(int(med[5])), f"{med[0] / med[3]:.1f}×"))  # fmt: skip
+    table(
+        rows, ("step", "memoryd", "up", "down", "git", "up", "down", "time ratio"), right_align=True
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

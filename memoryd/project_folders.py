@@ -1,0 +1,112 @@
+"""The ``projects/<key>/`` folders of the memory folder: which exist, when one goes, what is valid.
+
+A project folder exists while its project has selected outputs or the user's notes; the
+consolidator may write only its ``memory_summary.md`` and ``MEMORY.md`` (see
+:data:`memoryd.workspace.AGENT_OWNED`), and those must belong to a folder memoryd made.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from memoryd.fsutil import lstat_or_none, read_regular_with_mode
+from memoryd.layout import (
+    MEMORY_FILE,
+    PROJECT_FILE,
+    PROJECT_NOTES,
+    RAW_MEMORIES_FILE,
+    SUMMARIES_DIR,
+    SUMMARY_FILE,
+    SUMMARY_VERSION,
+    is_tracked,
+)
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
+
+log = logging.getLogger(__name__)
+
+
+class ProjectFolders:
+    """Mixed into :class:`memoryd.workspace.Workspace`, which provides ``root`` and ``_walk``."""
+
+    root: Path
+
+    def _walk(self, rel: str = "") -> Iterator[tuple[str, os.stat_result]]:
+        raise NotImplementedError
+
+    def _drop_projects(self, keep: set[str]) -> list[str]:
+        """Remove the folders of projects with nothing selected and no notes; returns file relpaths."""
+        removed: list[str] = []
+        for name in self.project_keys():
+            if name in keep:
+                continue
+            base = f"{PROJECTS_DIR}/{name}"
+            if self._has_files(f"{base}/{PROJECT_NOTES}"):
+                # The user's notes keep the project (and its layer) alive; its session inputs go.
+                stale = [f"{base}/{RAW_MEMORIES_FILE}"] + [
+                    rel
+                    for rel, st in self._walk(f"{base}/{SUMMARIES_DIR}")
+                    if stat.S_ISREG(st.st_mode)
+                ]
+                for rel in stale:
+                    if lstat_or_none(self.root / rel) is not None:
+                        os.unlink(self.root / rel)
+                        removed.append(rel)
+                continue
+            removed += [
+                rel for rel, st in self._walk(base) if stat.S_ISREG(st.st_mode) and is_tracked(rel)
+            ]
+            shutil.rmtree(self.root / base)
+            log.info("memory folder: project %s has no memories left; removed its folder", name)
+        return removed
+
+    def _has_files(self, rel: str) -> bool:
+        return any(stat.S_ISREG(st.st_mode) and is_tracked(r) for r, st in self._walk(rel))
+
+    def project_keys(self) -> list[str]:
+        """Keys of the project folders present (real directories with a key-shaped name)."""
+        base = self.root / PROJECTS_DIR
+        st = lstat_or_none(base)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return []
+        with os.scandir(base) as it:
+            return sorted(
+                e.name for e in it if e.is_dir(follow_symlinks=False) and is_scope_key(e.name)
+            )
+
+    def validate_projects(self) -> list[str]:
+        """Each project layer must belong to a project memoryd rendered and carry the ``v1`` line."""
+        problems: list[str] = []
+        base = self.root / PROJECTS_DIR
+        st = lstat_or_none(base)
+        if st is None:
+            return problems
+        if not stat.S_ISDIR(st.st_mode):
+            return [f"{PROJECTS_DIR}/ is not a directory"]
+        with os.scandir(base) as it:
+            names = sorted(e.name for e in it if not e.name.startswith("."))
+        for name in names:
+            rel = f"{PROJECTS_DIR}/{name}"
+            st = lstat_or_none(self.root / rel)
+            if not is_scope_key(name) or st is None or not stat.S_ISDIR(st.st_mode):
+                problems.append(f"{rel} is not a project folder memoryd made")
+                continue
+            if lstat_or_none(self.root / rel / PROJECT_FILE) is None and not self._has_files(
+                f"{rel}/{PROJECT_NOTES}"
+            ):
+                problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE}, no notes)")
+            for fname in (SUMMARY_FILE, MEMORY_FILE):
+                fst = lstat_or_none(self.root / rel / fname)
+                if fst is not None and not stat.S_ISREG(fst.st_mode):
+                    problems.append(f"{rel}/{fname} is not a regular file")
+            got = read_regular_with_mode(self.root / rel / SUMMARY_FILE)
+            if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
+                problems.append(
+                    f"the first line of {rel}/{SUMMARY_FILE} must be exactly "
+                    f"{SUMMARY_VERSION.decode()!r}"
+                )
+        return problems

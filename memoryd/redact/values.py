@@ -1,0 +1,240 @@
+"""Which keys name a secret, and which values under them are plainly not one.
+
+A key matches on its last segment (split on ``_ - .`` and camelCase): ``GITHUB_TOKEN``,
+``accessToken``, ``PGPASSWORD``, ``SMTP_PASS`` and ``client-key-data`` match; ``max_tokens``,
+``token_count``, ``secrets`` and ``bypass`` do not. Kinds come in two strengths:
+
+* *strong* (passwords, secrets, tokens, ``api_key``-style keys, ``Authorization``): any literal
+  value goes unless it is plainly not a secret (see :func:`keep`);
+* *weak* (a bare ``key`` or ``*_key`` with an unremarkable qualifier, ``auth``, ``credentials``,
+  ``sig``/``signature``): only a value that :func:`~memoryd.redact.tokens.looks_random` goes, so
+  ``primary_key: id`` and ``auth: required`` stay readable while ``"auth": "dXNlcjpw..."`` does not.
+
+Kept values: shorter than :data:`MIN_SECRET_LEN`, booleans and null, placeholders (``<token>``,
+``your-api-key-here``, ``xxxx``, ``changeme``), references (``${TOKEN}``, ``$TOKEN``,
+``{{ secrets.X }}``, ``process.env.X``, ``os.environ[...]``), numbers under a ``token`` key (usage
+counters), paths under ``pwd``/``*_key`` keys, and unquoted values that read as code or as a
+description (``self.password``, ``auth[1]``, ``str | None``, ``The token to use``). Quoted values
+are literals. In shell assignments (``KEY=value``) and YAML (``key: value``) a bare word is a
+literal even when it ends in a keyword-like word (``CorrectHorse-token``), since neither syntax
+would read a variable there.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from memoryd.redact.tokens import looks_random
+
+MIN_SECRET_LEN = 4
+STRONG_KINDS = frozenset({"password", "token", "key", "pwd", "authorization"})
+
+SEGMENT_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_KEY_QUALIFIERS = frozenset(
+    {"api", "private", "secret", "access", "auth", "encryption", "signing", "master", "account"}
+    | {"shared", "client", "consumer", "license", "hmac", "storage", "subscription", "app"}
+    | {"service", "admin", "root", "session", "cookie", "jwt", "webhook", "decryption", "crypt"}
+)
+_PASS_WORDS = ("password", "passwd", "passphrase", "pword", "contrasena", "secret")
+# "pass" ends many words (bypass, minipass): only these spellings name a password
+_PASS_NAMES = frozenset(
+    {"pass", "dbpass", "rootpass", "adminpass", "userpass", "mypass", "smtppass", "mailpass"}
+    | {"ftppass", "sshpass", "storepass", "keypass", "srcstorepass", "deststorepass", "apppass"}
+    | {"keystorepass", "truststorepass", "vpnpass", "wifipass", "proxypass", "ldappass"}
+)
+_WEAK_LAST = frozenset({"auth", "credential", "credentials", "creds", "sig", "signature"})
+
+
+@lru_cache(maxsize=4096)
+def secret_key_kind(key: str) -> str | None:
+    """Which kind of secret a key names, or None. See the module docstring."""
+    segs = [s.lower() for s in SEGMENT_RE.findall(key)]
+    if not segs:
+        return None
+    last = segs[-1]
+    if last == "id":
+        return "key" if segs[-3:-1] == ["access", "key"] else None
+    if last == "data" and len(segs) >= 2 and segs[-2] == "key":
+        return "key"  # kubeconfig client-key-data
+    if last in ("authorization", "authorisation"):
+        return "authorization"
+    if last == "cookie":
+        return "cookie"
+    if last == "key":
+        return "key" if len(segs) >= 2 and segs[-2] in _KEY_QUALIFIERS else "weak"
+    if last in ("pw", "pwd", "psk") or last.endswith("pwd"):
+        return "pwd" if last.endswith("pwd") else "password"
+    if last.endswith("token"):
+        return "token"
+    if last in _PASS_NAMES or any(last.endswith(w) for w in _PASS_WORDS):
+        return "password"
+    if last.endswith(("apikey", "privatekey", "secretkey", "accesskey", "authkey")):
+        return "key"
+    if last.endswith("key") and len(last) > 3:
+        return "weak"
+    if last in _WEAK_LAST:
+        return "weak"
+    return None
+
+
+# --- values that stay ---------------------------------------------------------------------------
+
+_MARKER_RE = re.compile(r"\[REDACTED(?::[a-z0-9-]+)?\]")
+_KEYWORD_WORD_RE = re.compile(r"pass(?:word|wd|phrase)|pwd|secret|token|key", re.IGNORECASE)
+_NUMBER_RE = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_TYPE_WORDS = frozenset(
+    {"str", "string", "bytes", "int", "integer", "number", "bool", "boolean", "any", "object"}
+    | {"char", "union", "optional", "option", "list", "dict", "none", "null", "undefined"}
+    | {"unknown", "secretstr", "secretstring", "secretbytes"}
+)
+_REFERENCE_RE = re.compile(
+    r"\$?\{\{[^{}\n]{0,256}\}\}|\$\{[^{}\n]{0,256}\}|\$\([^()\n]{0,256}\)|(?<!\S)\$[A-Za-z_]\w*"
+    r"|%[A-Za-z_]\w*%|\{[A-Za-z_][\w.]*\}"
+)
+_SCHEME_WORD_RE = re.compile(r"(?i)^(?:bearer|basic|token)\b\s*")
+_CODE_LOOKUP_RE = re.compile(
+    r"(?:process\.env|import\.meta\.env|Deno\.env|os\.environ)\b|(?:os\.|System\.)?getenv\("
+    r"|ENV\[|env\(|secrets\.|vars\.|env\."
+)
+_CODE_LEAD_RE = re.compile(
+    r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)*)"
+    r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)"
+    r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)(?:[ \t]|$))"
+)
+_SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)(?:[ \t]|$)")
+_NAMING_WORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
+_FUNCTION_RE = re.compile(r"(?:async|function|lambda|def|fn|func)\b")
+_SEMVER_RANGE_RE = re.compile(r"[\^~]|[<>]=?|workspace:|npm:|file:|git\+|github:")
+_HUMPS_RE = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
+_CODE_OBJECTS = frozenset(
+    {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx"}
+    | {"context", "args", "opts", "options", "req", "request", "params", "props", "secrets"}
+)
+_VARIABLE_RE = re.compile(r"[a-z_]+(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)+\d*")
+_DOTTED_PART_RE = re.compile(r"[A-Za-z_][a-z_]*(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)*\d*")
+_SQL_PLACEHOLDER_RE = re.compile(r"(?:\?|%s|%\(\w+\)s|:[A-Za-z_]\w*|\$\d+)(?!\w)")
+_PROSE_RE = re.compile(r"[A-Za-z][A-Za-z\s'(),.;:/-]*")
+_PROSE_OPENERS = frozenset(
+    {"the", "a", "an", "to", "if", "when", "whether", "optional", "optionally", "used", "use"}
+)
+_HEX_COLOR_RE = re.compile(r"#[0-9A-Fa-f]{3,8}")
+_PATH_RE = re.compile(r"(?:~|\.{1,2})?/[\w.\-/~]*|[A-Za-z]:\\.*")
+_PLACEHOLDER_RE = re.compile(
+    r"(?i)<[^<>]*>|\[[^\[\]]*\]|(?:your|insert|enter|replace|put)[-_ ][\w\- ]*|your\w*"
+    r"|[\w\- ]*[-_ ](?:here|goes[-_ ]here|placeholder)|x{3,}|(?:replace|change)[-_]?me"
+    r"|(?:mock|fake|dummy|test|example|sample|placeholder|not[-_]?a[-_]?real)[-_ ][a-z\-_ ]*"
+    r"|todo|tbd|fixme|\*+|\.{3,}|…"
+)
+_NOT_SECRET_LITERALS = frozenset(
+    {"true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "~"}
+    | {"changeme", "placeholder", "redacted", "example", "dummy", "value", "pass", "password"}
+    | {"passwd", "secret", "token", "required", "optional", "default", "string", "empty"}
+)
+
+
+def is_reference(value: str) -> bool:
+    if "${" in value or "{{" in value or "#{" in value:
+        return True  # a template: the secret is interpolated, not written
+    if _CODE_LOOKUP_RE.match(value) or re.fullmatch(r"<[^<>]*>|\*[\w-]+", value):
+        return True
+    rest = _REFERENCE_RE.sub("", _MARKER_RE.sub("", value)).strip(" \t\"'`+")
+    return rest != value and len(_SCHEME_WORD_RE.sub("", rest).strip()) < MIN_SECRET_LEN
+
+
+def looks_like_type(expr: str, *, capitalized: bool = True) -> bool:
+    if any(c in expr for c in "[|<"):
+        return True
+    first = expr.split(".")[0].rstrip("?")
+    return first.lower() in _TYPE_WORDS or (
+        capitalized and re.fullmatch(r"[A-Z][A-Za-z]+", first) is not None
+    )
+
+
+def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
+    """An unquoted value that reads as code: ``auth[1]``, ``self.password or x``, ``load()``, ``?``.
+
+    A bare word stays suspect (``hunter22``). snake_case and camelCase names count as variables only
+    where ``bare_names`` says the syntax may be a program; machine-made secrets rarely look like
+    them. Where ``literal_words`` says the syntax is ``"shell"`` or ``"yaml"``, a dotted or
+    secret-sounding word (``hunter2.secret``, ``staging_token``) is a literal, not a variable; in
+    YAML-looking ``key: value`` a camelCase name still reads as a JavaScript property value.
+    """
+    if value.startswith("(") or _SQL_PLACEHOLDER_RE.match(value) or _FUNCTION_RE.match(value):
+        return True
+    m = _CODE_LEAD_RE.match(value)
+    if m is None:
+        return False
+    tail = m.group("tail")
+    if tail in ("(", "[") or _SYMBOL_OPERATOR_RE.fullmatch(tail):
+        return True  # a call, an index, an operator or a comprehension: str | int, a / "b"
+    chain = m.group("chain")
+    parts = re.split(r"\??\.", chain)
+    if parts[0] in _CODE_OBJECTS:
+        return True
+    if literal_words == "yaml" and _HUMPS_RE.fullmatch(chain) and _NAMING_WORD_RE.search(chain):
+        return True  # userPassword, ProgressToken: a property or a type, not a passphrase
+    if not literal_words and re.fullmatch(r"[A-Z][a-z]+(?:[A-Z][a-z]+)?", chain):
+        return True  # token = Error, secret = SecretStr: a class in code (3+ words: a passphrase)
+    if literal_words:
+        return False
+    if secret_key_kind(parts[-1]) is not None and secret_key_kind(parts[-1]) != "weak":
+        return True
+    if len(parts) > 1:
+        return all(_DOTTED_PART_RE.fullmatch(p) for p in parts)
+    return (
+        bare_names
+        and _VARIABLE_RE.fullmatch(chain) is not None
+        and ("_" in chain or chain.lower() != chain)
+    )
+
+
+def is_prose(value: str) -> bool:
+    """A description such as ``The access token to verify.`` or ``SSH password``.
+
+    It must open with an article-like word or name the secret in its first two words, so
+    ``swordfish for the staging db`` is still redacted.
+    """
+    words = value.lower().split()
+    if len(words) < 2 or not _PROSE_RE.fullmatch(value):
+        return False
+    return words[0] in _PROSE_OPENERS or any(_KEYWORD_WORD_RE.search(w) for w in words[:2])
+
+
+def keep(
+    value: str,
+    kind: str,
+    *,
+    plain: bool = False,
+    bare_names: bool = False,
+    literal_words: str = "",
+) -> bool:
+    """True when a value is plainly not a secret and should stay readable."""
+    v = value.strip()
+    if plain:
+        if v.startswith("#") or is_prose(v):
+            return True
+        if is_code(v, bare_names=bare_names, literal_words=literal_words):
+            return True
+        v = v.rstrip(",;").rstrip()
+    if len(v) < MIN_SECRET_LEN or v.lower() in _NOT_SECRET_LITERALS:
+        return True
+    if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
+        return True
+    if re.fullmatch(r"[\^~>=<]{0,2}\d+(?:\.\d+){1,2}(?:[-+][\w.]+)?", v) and _SEMVER_RANGE_RE.match(
+        v
+    ):
+        return True  # "minipass": "^7.0.2": a version range
+    if re.fullmatch(r"__\w+__", v):
+        return True
+    if kind == "token" and _NUMBER_RE.fullmatch(v):
+        return True
+    if (
+        kind in ("pwd", "key", "weak")
+        and _PATH_RE.fullmatch(v)
+        and not any(looks_random(part) for part in v.split("/"))
+    ):
+        return True  # a path, not base64 that happens to start with "/"
+    if is_reference(v):
+        return True
+    return kind == "weak" and not looks_random(v.strip("\"'"))

@@ -1,0 +1,129 @@
+"""What this machine publishes, and the secret scan that stands between it and the remote.
+
+Published: the stage-1 outputs the last validated consolidation used (so retention, memory modes
+and forgetting apply exactly as they do locally), the ad-hoc notes, and the tombstones of
+sessions forgotten here. Outputs are stored redacted already; the scan below runs anyway on every
+file a push would add or change, because a note can be dropped into the folder by hand and a
+detector can improve between extraction and publication. (Files the remote already holds passed
+it when they were pushed, which keeps a no-change sync of 1,000 outputs from rescanning them.) One flagged file stops the whole push: publishing the rest
+would make a partial memory look complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd.errors import PathError
+from memoryd.extensions.common import read_source
+from memoryd.redact import find_secrets
+from memoryd.store import Output, Store
+from memoryd.sync.layout import (
+    MACHINE_FILE,
+    MAX_NOTE_BYTES,
+    NOTE_NAME_RE,
+    NOTES,
+    TOMBSTONES,
+    PublishedSession,
+    machine_bytes,
+    new_machine_id,
+    session_path,
+    tombstones_bytes,
+)
+from memoryd.workspace import AD_HOC_NOTES
+
+log = logging.getLogger(__name__)
+
+MACHINE_STATE = "sync_machine"
+
+
+def machine_id(store: Store) -> str:
+    """This machine's stable id, created on first use and kept in memoryd's state."""
+    saved = store.get_state(MACHINE_STATE)
+    if isinstance(saved, dict) and isinstance(saved.get("id"), str):
+        return str(saved["id"])
+    mid = new_machine_id()
+    store.put_state(MACHINE_STATE, {"id": mid, "name": socket.gethostname()})
+    return mid
+
+
+def machine_name(store: Store) -> str:
+    saved = store.get_state(MACHINE_STATE)
+    if isinstance(saved, dict) and isinstance(saved.get("name"), str):
+        return str(saved["name"])
+    return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Publication:
+    """This machine's folder: relpath (under ``machines/<id>/``) -> bytes."""
+
+    machine_id: str
+    files: dict[str, bytes]
+    sessions: int
+    notes: int
+    tombstones: int
+
+    def scan(self, only: set[str] | None = None) -> list[tuple[str, list[str]]]:
+        """Every file (of ``only``, when given) the secret detector flags: (relpath, rule families)."""
+        flagged = []
+        for rel, data in sorted(self.files.items()):
+            if only is not None and rel not in only:
+                continue
+            kinds = find_secrets(data.decode("utf-8", errors="replace"))
+            if kinds:
+                flagged.append((rel, kinds))
+        return flagged
+
+
+def _session(out: Output) -> PublishedSession:
+    return PublishedSession(
+        session_id=out.session_id,
+        updated_at=out.source_updated_at,
+        raw_memory=out.raw_memory,
+        rollout_summary=out.rollout_summary,
+        cwd=out.cwd,
+        title=out.title,
+        slug=out.rollout_slug,
+    )
+
+
+def _notes(memory_root: Path) -> dict[str, bytes]:
+    folder = memory_root.joinpath(*AD_HOC_NOTES.split("/"))
+    if folder.is_symlink() or not folder.is_dir():
+        return {}
+    notes: dict[str, bytes] = {}
+    with os.scandir(folder) as it:
+        names = sorted(e.name for e in it)
+    for name in names:
+        if not NOTE_NAME_RE.fullmatch(name):
+            if not name.startswith("."):
+                log.info("sync: not publishing note %r (unusual file name)", name)
+            continue
+        try:
+            data = read_source(folder / name, limit=MAX_NOTE_BYTES)
+        except PathError as exc:
+            log.warning("sync: not publishing note %s: %s", name, exc)
+            continue
+        if data is not None:
+            notes[name] = data
+    return notes
+
+
+def build_publication(store: Store, memory_root: Path) -> Publication:
+    """This machine's folder as it should be on the remote now (DB reads: call on the store's thread)."""
+    mid = machine_id(store)
+    files: dict[str, bytes] = {MACHINE_FILE: machine_bytes(mid, machine_name(store))}
+    outputs = [Output.from_row(r) for r in store.published_outputs()]
+    for out in outputs:
+        files[session_path(out.session_id)] = _session(out).to_bytes()
+    notes = _notes(memory_root)
+    for name, data in notes.items():
+        files[f"{NOTES}/{name}"] = data
+    tombstones = store.tombstones()
+    if tombstones:
+        files[TOMBSTONES] = tombstones_bytes(tombstones)
+    return Publication(mid, files, len(outputs), len(notes), len(tombstones))
