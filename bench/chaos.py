@@ -70,18 +70,21 @@ def clean_pass(w: World, fig: Figures, env: dict[str, str] | None = None) -> flo
 # -- 1. kill -9 storm ---------------------------------------------------------------------------
 
 
-def storm(w: World, rng: random.Random, kills: int) -> Figures:
+def storm(w: World, rng: random.Random, kills: int, span_s: float | None = None) -> Figures:
+    """``kills`` SIGKILLs; moments are drawn over ``span_s`` (default: a measured typical pass)."""
     fig = Figures("1 kill -9 storm")
     w.slow = (0.02, 0.3)
-    w.cli("run", "--once", "--force-consolidation")
-    for sid in w.sessions[:2]:
-        w.touch(sid)
-    t0 = time.monotonic()
-    w.cli("run", "--once", "--force-consolidation")  # a typical pass: two extractions + phase 2
-    span = min(max(time.monotonic() - t0, 2.0), 15.0)
+    if span_s is None:
+        w.cli("run", "--once", "--force-consolidation")
+        for sid in w.sessions[:2]:
+            w.touch(sid)
+        t0 = time.monotonic()
+        w.cli("run", "--once", "--force-consolidation")  # a typical pass: 2 extractions + phase 2
+        span_s = time.monotonic() - t0
+    span = min(max(span_s, 2.0), 15.0)
     log(f"first pass took {span:.1f} s")
     steps: Counter[str] = Counter()
-    url_env, private_env = w.env(), w.env(private=True)
+    url_env = w.env()
     done = 0
     while fig.injected < kills:
         fig.runs += 1
@@ -102,21 +105,25 @@ def storm(w: World, rng: random.Random, kills: int) -> Figures:
                 [("run", "--once"), ("run", "--once", "--force-consolidation"), ("run",)]
             )
         private = rng.random() < 0.08
-        proc = w.spawn(*args, env=private_env if private else url_env)
+        proc = w.spawn(*args, env=w.env(private=True) if private else url_env)
         at = rng.uniform(0.2, span * 1.3 + (3.0 if private else 0.0))
         extra = rng.uniform(0.0, 1.5)
-        if not _wait_for_moment(w, proc, aim, at, extra, deadline=span * 2 + 10):
+        if not _wait_for_moment(w, proc, aim, at, extra, deadline=at + extra):
             done += 1
             proc.communicate(timeout=300)
             continue
         step = (
-            "consolidation call"
+            "in a consolidation call"
             if w.inflight["consolidate"]
-            else "extraction call"
+            else "in an extraction call"
             if w.inflight["extract"]
-            else "start/discovery/claim/finalize/sync/diff/audit/baseline"
+            else {
+                "uniform": "at a uniform moment (start, discovery, claim, sync, diff)",
+                "extract": "after an extraction call (finalize, next claim)",
+                "consolidate": "between consolidation calls (tools, audit, baseline)",
+            }[aim]
         )
-        steps[step + (" (daemon)" if args == ("run",) else "")] += 1
+        steps[step + (" [daemon]" if args == ("run",) else "")] += 1
         kill9(proc)
         fig.injected += 1
         log(f"kill {fig.injected} at {at:.1f} s ({step})")
@@ -174,7 +181,7 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
         for sid in touched:
             w.touch(sid)
         w.slow = (60.0, 60.0)
-        proc = w.spawn("run", "--once", env=env)
+        proc = w.spawn("run", "--once", env=w.env(private=True))
         deadline = time.monotonic() + 90
         while w.inflight["extract"] < 1 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -184,6 +191,9 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
         w.slow = (0.0, 0.0)
         held = [k for k, j in w.jobs().items() if j["status"] == "running"]
         helpers = len(w.helper_sessions())
+        orphans = memoryd_servers(w.home)
+        if not held or not helpers or not orphans:
+            fig.fail(f"the kill left nothing to recover: {held=} {helpers=} {orphans=}")
         t0 = time.monotonic()
         out = w.cli("run", "--once", env=env)
         fig.recovery_s.append(time.monotonic() - t0)
@@ -195,7 +205,9 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
             fig.fail("helper sessions of the killed run are still there")
         if memoryd_servers(w.home):
             fig.fail("the killed run's opencode serve is still running")
-        fig.notes.append(f"{len(held)} claims held and {helpers} helpers left by the kill")
+        fig.notes.append(
+            f"the kill left {len(held)} claims, {helpers} helpers, {len(orphans)} opencode serve"
+        )
     clean_pass(w, fig, env)
     w.check(fig)
     return fig
@@ -205,7 +217,12 @@ def after_crash(w: World, rng: random.Random, runs: int) -> Figures:
 
 
 def host_faults(
-    w: World, rng: random.Random, hang_s: float, passes: int, kinds: int | None = None
+    w: World,
+    rng: random.Random,
+    hang_s: float,
+    passes: int,
+    kinds: int | None = None,
+    restart: bool = True,
 ) -> Figures:
     """Every fault kind (or ``kinds`` of them, drawn by the seed), then opencode restarted."""
     fig = Figures("3 host faults")
@@ -216,7 +233,7 @@ def host_faults(
     rng.shuffle(order)
     order = order[:kinds] if kinds is not None else order
     try:
-        for mode in [*order, "opencode_restart"]:
+        for mode in [*order, "opencode_restart"] if restart else order:
             for sid in rng.sample(w.sessions, k=min(2, len(w.sessions))):
                 w.touch(sid)
             before = proxy.injected
@@ -350,9 +367,9 @@ def concurrency(w: World, rng: random.Random, seconds: float) -> Figures:
             out = w.cli(*args, env=env, timeout=300)
             text = out.stdout + out.stderr
             if pick == "note":
-                m = re.search(r"notes/\S+\.md", text)
+                m = re.search(r"saved note (\S+\.md)", text)
                 if m:
-                    notes.append(m.group(0).rstrip("."))
+                    notes.append(m.group(1))
             with lock:
                 codes[f"{args[0]} {out.returncode}"] += 1
                 if "database is locked" in text or "Traceback" in text:

@@ -118,6 +118,9 @@ class World:
         )
         if private:
             env.pop("MEMORYD_HOST_URL", None)
+            # the shim inside the sandbox's opencode records that server; forget it, so memoryd
+            # starts (and must clean up after) its own
+            self.paths.server_state.unlink(missing_ok=True)
         elif url:
             env["MEMORYD_HOST_URL"] = url
         env.update(extra)

@@ -25,14 +25,12 @@ Rendering is deterministic and files are rewritten only when their bytes change,
 baseline diff moves only on real change. Usage counters are deliberately not rendered: a
 citation alone must not make the workspace dirty and pay for a consolidation.
 
-Path safety: symlinks are never tolerated under the root (they are removed where found). Every
-write goes through :func:`memoryd.fsutil.atomic_write` after each existing parent component has
-been lstat'ed; a symlinked or non-directory parent raises :class:`PathError` instead of being
-replaced, because the callers clear links first and one showing up mid-run means something is
-racing us. Reads use ``O_NOFOLLOW`` and check the opened file is regular.
-
-Only the agent-owned paths may change while the consolidation agent runs; everything else is
-snapshotted before and put back afterwards (:meth:`Workspace.restore_protected`).
+Pieces split out for size, which :class:`Workspace` combines: the path-safety primitives
+(symlinks never tolerated, no write through a link) in :mod:`memoryd.memory_folder`; what the
+agent may change, the snapshot/restore of everything else and validation of its files in
+:mod:`memoryd.workspace_audit`; the ``projects/<key>/`` folders in :mod:`memoryd.project_folders`;
+file names and rendering in :mod:`memoryd.layout`. Names callers import from here are
+re-exported.
 """
 
 from __future__ import annotations
@@ -42,14 +40,14 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from memoryd import workspace_audit as audit
 from memoryd.clock import DAY, Clock
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write, lstat_or_none, read_regular_with_mode
+from memoryd.fsutil import lstat_or_none, read_regular_with_mode
 from memoryd.layout import (
     AD_HOC_INSTRUCTIONS,
     AD_HOC_NOTES,
@@ -73,11 +71,19 @@ from memoryd.layout import (
     rollout_stem,
     sanitize_slug,
 )
+from memoryd.memory_folder import MemoryFolder
 from memoryd.paths import templates_dir
 from memoryd.project_folders import ProjectFolders
-from memoryd.scopes import PROJECTS_DIR, is_scope_key
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.store.outputs import Output
 from memoryd.tuning import RESOURCE_RETENTION_DAYS
+from memoryd.workspace_audit import (
+    AGENT_OWNED,
+    FileState,
+    Snapshot,
+    holds_agent_owned,
+    is_agent_owned,
+)
 
 __all__ = [
     "AGENT_OWNED",
@@ -105,22 +111,13 @@ __all__ = [
     "Snapshot",
     "SyncResult",
     "Workspace",
+    "holds_agent_owned",
     "is_agent_owned",
     "is_tracked",
 ]
 
 log = logging.getLogger(__name__)
 
-
-# The only things the consolidation agent may change; a trailing "/" means the whole subtree and
-# "*" one project key.
-AGENT_OWNED: tuple[str, ...] = (
-    MEMORY_FILE,
-    SUMMARY_FILE,
-    SKILLS_DIR + "/",
-    f"{PROJECTS_DIR}/*/{SUMMARY_FILE}",
-    f"{PROJECTS_DIR}/*/{MEMORY_FILE}",
-)
 
 LAYOUT_DIRS: tuple[str, ...] = (
     SUMMARIES_DIR,
@@ -135,70 +132,6 @@ LAYOUT_DIRS: tuple[str, ...] = (
 _STAMP_PREFIX = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
 
 
-def is_agent_owned(relpath: str) -> bool:
-    """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
-    parts = path_parts(relpath)
-    rel = "/".join(parts)
-    for owned in AGENT_OWNED:
-        if "*" in owned:
-            pattern = owned.split("/")
-            if len(parts) == len(pattern) and all(
-                p == q or (q == "*" and is_scope_key(p))
-                for p, q in zip(parts, pattern, strict=True)
-            ):
-                return True
-        elif owned.endswith("/"):
-            if rel == owned[:-1] or rel.startswith(owned):
-                return True
-        elif _segments_match(owned.split("/"), parts):
-            return True
-    return False
-
-
-def holds_agent_owned(relpath: str) -> bool:
-    """Whether a folder at ``relpath`` is, or may contain, something the agent owns."""
-    parts = path_parts(relpath)
-    if is_agent_owned(relpath):
-        return True
-    return any(
-        len(parts) < len(owned.rstrip("/").split("/"))
-        and _segments_match(owned.rstrip("/").split("/")[: len(parts)], parts)
-        for owned in AGENT_OWNED
-    )
-
-
-def _segments_match(pattern: list[str], parts: list[str]) -> bool:
-    return len(pattern) == len(parts) and all(
-        p in ("*", q) for p, q in zip(pattern, parts, strict=True)
-    )
-
-
-def _protected(relpath: str) -> bool:
-    return is_tracked(relpath) and not is_agent_owned(relpath)
-
-
-def _mkdir(path: Path, *, parents: bool = False) -> None:
-    try:
-        path.mkdir(parents=parents, exist_ok=parents)
-    except OSError as exc:
-        raise PathError(path, f"cannot create directory ({exc.strerror or exc})") from exc
-
-
-@dataclass(frozen=True)
-class FileState:
-    data: bytes
-    mode: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Protected content before the agent ran: files by relpath, real dirs, and other entries left alone."""
-
-    files: dict[str, FileState] = field(default_factory=dict)
-    dirs: frozenset[str] = frozenset()
-    others: frozenset[str] = frozenset()
-
-
 @dataclass(frozen=True)
 class SyncResult:
     written: list[str]
@@ -210,105 +143,12 @@ class SyncResult:
         return bool(self.written or self.removed)
 
 
-class Workspace(ProjectFolders):
+class Workspace(MemoryFolder, ProjectFolders):
     """The memory folder at ``root``; see the module docstring for layout and safety rules."""
 
     def __init__(self, root: Path, *, clock: Clock) -> None:
-        self.root = Path(root)
+        super().__init__(root)
         self._clock = clock
-
-    # -- safety helpers ---------------------------------------------------------------------
-
-    def _check_root(self) -> bool:
-        """True when the root exists; raises if it is a symlink or not a directory."""
-        st = lstat_or_none(self.root)
-        if st is None:
-            return False
-        if stat.S_ISLNK(st.st_mode):
-            raise PathError(self.root, "is a symlink; memoryd refuses to work through links")
-        if not stat.S_ISDIR(st.st_mode):
-            raise PathError(self.root, "exists and is not a directory")
-        return True
-
-    def _make_root(self) -> None:
-        if not self._check_root():
-            _mkdir(self.root, parents=True)
-            self._check_root()
-
-    def _path(self, relpath: str, *, make_parents: bool = False) -> Path:
-        """Absolute path for ``relpath`` after checking every existing parent is a real directory.
-
-        Missing parents are created (``make_parents``) with ``mkdir``, which never follows a link.
-        """
-        pure = PurePosixPath(relpath)
-        if not pure.parts or pure.is_absolute() or any(p in (".", "..") for p in pure.parts):
-            raise PathError(relpath, "is not a plain path inside the memory folder")
-        target = self.root.joinpath(*pure.parts)
-        if make_parents:
-            self._make_root()
-        elif not self._check_root():
-            return target
-        current = self.root
-        for part in pure.parts[:-1]:
-            current = current / part
-            st = lstat_or_none(current)
-            if st is None and not make_parents:
-                return target
-            if st is None:
-                _mkdir(current)
-            elif stat.S_ISLNK(st.st_mode):
-                raise PathError(current, "is a symlink; refusing to write through it")
-            elif not stat.S_ISDIR(st.st_mode):
-                raise PathError(current, "is not a directory")
-        return target
-
-    def _write(self, relpath: str, data: bytes, *, mode: int = 0o644) -> None:
-        atomic_write(self._path(relpath, make_parents=True), data, mode=mode)
-
-    def write_file(self, relpath: str, data: bytes) -> None:
-        """Write one file atomically, never through a link (used by the rollback)."""
-        self._write(relpath, data)
-
-    def remove_file(self, relpath: str) -> None:
-        path = self._path(relpath)
-        st = lstat_or_none(path)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            os.unlink(path)
-
-    def _write_if_changed(self, relpath: str, text: str) -> bool:
-        data = text.encode("utf-8")
-        current = read_regular_with_mode(self._path(relpath), skip_irregular=True)
-        if current is not None and current[0] == data:
-            return False
-        self._write(relpath, data)
-        return True
-
-    def _ensure_dir(self, relpath: str) -> bool:
-        """Create ``relpath`` as a real directory; False if something else is in the way."""
-        path = self._path(relpath, make_parents=True)
-        st = lstat_or_none(path)
-        if st is None:
-            _mkdir(path)
-            return True
-        return stat.S_ISDIR(st.st_mode)
-
-    def _walk(self, rel: str = "") -> Iterator[tuple[str, os.stat_result]]:
-        """Every entry under the root (or ``rel``), depth first, lstat'ed; links are never followed."""
-        base = self.root / rel if rel else self.root
-        try:
-            with os.scandir(base) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for entry in entries:
-            relpath = f"{rel}/{entry.name}" if rel else entry.name
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            yield relpath, st
-            if stat.S_ISDIR(st.st_mode):
-                yield from self._walk(relpath)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -345,21 +185,6 @@ class Workspace(ProjectFolders):
             ) from exc
         self._write(AD_HOC_INSTRUCTIONS, data)
         log.info("memory folder: seeded %s", AD_HOC_INSTRUCTIONS)
-
-    def remove_symlinks(self) -> list[str]:
-        """Delete every symlink under the root (the links, never their targets); returns their relpaths."""
-        if not self._check_root():
-            return []
-        removed = []
-        for relpath, st in list(self._walk()):
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    os.unlink(self.root / relpath)
-                except FileNotFoundError:
-                    continue
-                log.warning("memory folder: removed symlink %s", relpath)
-                removed.append(relpath)
-        return removed
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -489,83 +314,15 @@ class Workspace(ProjectFolders):
                 return True
         return False
 
-    # -- guarding the agent's run -------------------------------------------------------------
+    # -- guarding the agent's run (see memoryd.workspace_audit) -----------------------------
 
     def snapshot_protected(self) -> Snapshot:
         """Content and mode of every tracked file the agent must not change."""
-        files: dict[str, FileState] = {}
-        dirs: set[str] = set()
-        others: set[str] = set()
-        if not self._check_root():
-            return Snapshot()
-        for relpath, st in self._walk():
-            if not _protected(relpath) or stat.S_ISLNK(st.st_mode):
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                dirs.add(relpath)
-                continue
-            got = (
-                read_regular_with_mode(self.root / relpath, skip_irregular=True)
-                if stat.S_ISREG(st.st_mode)
-                else None
-            )
-            if got is None:
-                others.add(relpath)
-            else:
-                files[relpath] = FileState(data=got[0], mode=got[1])
-        return Snapshot(files=files, dirs=frozenset(dirs), others=frozenset(others))
+        return audit.snapshot_protected(self)
 
     def restore_protected(self, snap: Snapshot) -> list[str]:
-        """Undo the agent's changes outside :data:`AGENT_OWNED`; returns every relpath touched.
-
-        Symlinks go first, then protected entries the agent created, then modified or deleted
-        files (and folders) come back with their old bytes and mode. User notes survive this way
-        whatever the agent did.
-        """
-        touched: set[str] = set(self.remove_symlinks())
-        self._make_root()
-        known = set(snap.files) | snap.others
-        created_dirs: list[str] = []
-        for relpath, st in list(self._walk()):
-            if not _protected(relpath):
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if relpath not in snap.dirs:
-                    created_dirs.append(relpath)
-            elif relpath not in known:
-                os.unlink(self.root / relpath)
-                touched.add(relpath)
-        for relpath in sorted(created_dirs, reverse=True):  # children before parents
-            if relpath in snap.files:
-                shutil.rmtree(self.root / relpath)  # a folder squatting on a protected file
-                touched.add(relpath)
-                continue
-            try:
-                os.rmdir(self.root / relpath)
-                touched.add(relpath)
-            except OSError:
-                pass  # still holds untracked (dot) entries; git ignores empty-of-tracked folders
-        for relpath in sorted(snap.dirs):  # parents sort before their children
-            if lstat_or_none(self.root / relpath) is None:
-                self._ensure_dir(relpath)
-                touched.add(relpath)
-        for relpath, state in sorted(snap.files.items()):
-            try:
-                current = read_regular_with_mode(
-                    self._path(relpath, make_parents=True), skip_irregular=True
-                )
-            except PathError:
-                current = None  # e.g. made unreadable: rewrite it
-            if current == (state.data, state.mode):
-                continue
-            self._write(relpath, state.data, mode=state.mode)
-            touched.add(relpath)
-        result = sorted(touched)
-        for relpath in result:
-            log.warning(
-                "memory folder: undid the consolidation agent's change to protected %s", relpath
-            )
-        return result
+        """Undo the agent's changes outside :data:`AGENT_OWNED`; returns every relpath touched."""
+        return audit.restore_protected(self, snap)
 
     # -- validation and transient files -------------------------------------------------------
 
@@ -574,26 +331,7 @@ class Workspace(ProjectFolders):
 
         Symlinks anywhere are removed *and* reported: their presence alone makes a run invalid.
         """
-        problems: list[str] = []
-        if not self._check_root():
-            return [f"memory folder {self.root} does not exist"]
-        links = self.remove_symlinks()
-        if links:
-            problems.append(f"symlinks are not allowed (removed: {', '.join(links)})")
-        for name in (MEMORY_FILE, SUMMARY_FILE):
-            st = lstat_or_none(self.root / name)
-            if st is None or not stat.S_ISREG(st.st_mode):
-                problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
-        got = read_regular_with_mode(self.root / SUMMARY_FILE, skip_irregular=True)
-        if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
-            problems.append(
-                f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
-            )
-        st = lstat_or_none(self.root / SKILLS_DIR)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            problems.append(f"{SKILLS_DIR}/ is not a directory")
-        problems += self.validate_projects()
-        return problems
+        return audit.validate_root_files(self) + self.validate_projects()
 
     def write_diff_file(self, text: str) -> Path:
         """Write ``phase2_workspace_diff.md`` atomically (never through a link)."""

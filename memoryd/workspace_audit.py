@@ -1,0 +1,216 @@
+"""What the consolidation agent may change in the memory folder, and the audit of what it did.
+
+Only the agent-owned paths (:data:`AGENT_OWNED`) may change while the agent runs: every other
+tracked entry is snapshotted before and put back afterwards, so the user's notes and the rendered
+inputs survive whatever the agent did. Validation then decides whether its own files are good
+enough for phase 2 to count the run as done. Split out of :mod:`memoryd.workspace`, which
+delegates to these functions; they work on any :class:`~memoryd.memory_folder.MemoryFolder`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+
+from memoryd.errors import PathError
+from memoryd.fsutil import lstat_or_none, read_regular_with_mode
+from memoryd.layout import (
+    MEMORY_FILE,
+    SKILLS_DIR,
+    SUMMARY_FILE,
+    SUMMARY_VERSION,
+    is_tracked,
+    path_parts,
+)
+from memoryd.memory_folder import MemoryFolder
+from memoryd.scopes import PROJECTS_DIR, is_scope_key
+
+__all__ = [
+    "AGENT_OWNED",
+    "FileState",
+    "Snapshot",
+    "holds_agent_owned",
+    "is_agent_owned",
+    "restore_protected",
+    "snapshot_protected",
+    "validate_root_files",
+]
+
+log = logging.getLogger(__name__)
+
+
+# The only things the consolidation agent may change; a trailing "/" means the whole subtree and
+# "*" one project key.
+AGENT_OWNED: tuple[str, ...] = (
+    MEMORY_FILE,
+    SUMMARY_FILE,
+    SKILLS_DIR + "/",
+    f"{PROJECTS_DIR}/*/{SUMMARY_FILE}",
+    f"{PROJECTS_DIR}/*/{MEMORY_FILE}",
+)
+
+
+def is_agent_owned(relpath: str) -> bool:
+    """Whether the consolidation agent may change this path (see :data:`AGENT_OWNED`)."""
+    parts = path_parts(relpath)
+    rel = "/".join(parts)
+    for owned in AGENT_OWNED:
+        if "*" in owned:
+            pattern = owned.split("/")
+            if len(parts) == len(pattern) and all(
+                p == q or (q == "*" and is_scope_key(p))
+                for p, q in zip(parts, pattern, strict=True)
+            ):
+                return True
+        elif owned.endswith("/"):
+            if rel == owned[:-1] or rel.startswith(owned):
+                return True
+        elif _segments_match(owned.split("/"), parts):
+            return True
+    return False
+
+
+def holds_agent_owned(relpath: str) -> bool:
+    """Whether a folder at ``relpath`` is, or may contain, something the agent owns."""
+    parts = path_parts(relpath)
+    if is_agent_owned(relpath):
+        return True
+    return any(
+        len(parts) < len(owned.rstrip("/").split("/"))
+        and _segments_match(owned.rstrip("/").split("/")[: len(parts)], parts)
+        for owned in AGENT_OWNED
+    )
+
+
+def _segments_match(pattern: list[str], parts: list[str]) -> bool:
+    return len(pattern) == len(parts) and all(
+        p in ("*", q) for p, q in zip(pattern, parts, strict=True)
+    )
+
+
+def _protected(relpath: str) -> bool:
+    return is_tracked(relpath) and not is_agent_owned(relpath)
+
+
+@dataclass(frozen=True)
+class FileState:
+    data: bytes
+    mode: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Protected content before the agent ran: files by relpath, real dirs, and other entries left alone."""
+
+    files: dict[str, FileState] = field(default_factory=dict)
+    dirs: frozenset[str] = frozenset()
+    others: frozenset[str] = frozenset()
+
+
+def snapshot_protected(folder: MemoryFolder) -> Snapshot:
+    """Content and mode of every tracked file the agent must not change."""
+    files: dict[str, FileState] = {}
+    dirs: set[str] = set()
+    others: set[str] = set()
+    if not folder._check_root():
+        return Snapshot()
+    for relpath, st in folder._walk():
+        if not _protected(relpath) or stat.S_ISLNK(st.st_mode):
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            dirs.add(relpath)
+            continue
+        got = (
+            read_regular_with_mode(folder.root / relpath, skip_irregular=True)
+            if stat.S_ISREG(st.st_mode)
+            else None
+        )
+        if got is None:
+            others.add(relpath)
+        else:
+            files[relpath] = FileState(data=got[0], mode=got[1])
+    return Snapshot(files=files, dirs=frozenset(dirs), others=frozenset(others))
+
+
+def restore_protected(folder: MemoryFolder, snap: Snapshot) -> list[str]:
+    """Undo the agent's changes outside :data:`AGENT_OWNED`; returns every relpath touched.
+
+    Symlinks go first, then protected entries the agent created, then modified or deleted
+    files (and folders) come back with their old bytes and mode. User notes survive this way
+    whatever the agent did.
+    """
+    touched: set[str] = set(folder.remove_symlinks())
+    folder._make_root()
+    known = set(snap.files) | snap.others
+    created_dirs: list[str] = []
+    for relpath, st in list(folder._walk()):
+        if not _protected(relpath):
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if relpath not in snap.dirs:
+                created_dirs.append(relpath)
+        elif relpath not in known:
+            os.unlink(folder.root / relpath)
+            touched.add(relpath)
+    for relpath in sorted(created_dirs, reverse=True):  # children before parents
+        if relpath in snap.files:
+            shutil.rmtree(folder.root / relpath)  # a folder squatting on a protected file
+            touched.add(relpath)
+            continue
+        try:
+            os.rmdir(folder.root / relpath)
+            touched.add(relpath)
+        except OSError:
+            pass  # still holds untracked (dot) entries; git ignores empty-of-tracked folders
+    for relpath in sorted(snap.dirs):  # parents sort before their children
+        if lstat_or_none(folder.root / relpath) is None:
+            folder._ensure_dir(relpath)
+            touched.add(relpath)
+    for relpath, state in sorted(snap.files.items()):
+        try:
+            current = read_regular_with_mode(
+                folder._path(relpath, make_parents=True), skip_irregular=True
+            )
+        except PathError:
+            current = None  # e.g. made unreadable: rewrite it
+        if current == (state.data, state.mode):
+            continue
+        folder._write(relpath, state.data, mode=state.mode)
+        touched.add(relpath)
+    result = sorted(touched)
+    for relpath in result:
+        log.warning(
+            "memory folder: undid the consolidation agent's change to protected %s", relpath
+        )
+    return result
+
+
+def validate_root_files(folder: MemoryFolder) -> list[str]:
+    """Problems with the agent's root artifacts (the global layer), ``[]`` when there are none.
+
+    Symlinks anywhere are removed *and* reported: their presence alone makes a run invalid. The
+    project layers are checked by :meth:`~memoryd.project_folders.ProjectFolders.validate_projects`;
+    :meth:`memoryd.workspace.Workspace.validate` runs both.
+    """
+    problems: list[str] = []
+    if not folder._check_root():
+        return [f"memory folder {folder.root} does not exist"]
+    links = folder.remove_symlinks()
+    if links:
+        problems.append(f"symlinks are not allowed (removed: {', '.join(links)})")
+    for name in (MEMORY_FILE, SUMMARY_FILE):
+        st = lstat_or_none(folder.root / name)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
+    got = read_regular_with_mode(folder.root / SUMMARY_FILE, skip_irregular=True)
+    if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
+        problems.append(
+            f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
+        )
+    st = lstat_or_none(folder.root / SKILLS_DIR)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        problems.append(f"{SKILLS_DIR}/ is not a directory")
+    return problems
