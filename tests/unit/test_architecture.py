@@ -3,6 +3,7 @@
 * no import cycle between memoryd's modules (module-level imports; a function-level import is a
   deliberate late binding and does not count);
 * the read side (``memoryd.read``) imports nothing from the write side (``memoryd.write``);
+* no module over 600 lines, no class over 300;
 * every exception class lives in ``memoryd/errors.py`` and is drawn in its tree;
 * ARCHITECTURE.md's module table lists exactly the modules in the tree.
 """
@@ -124,6 +125,20 @@ def test_the_read_side_imports_nothing_from_the_write_side() -> None:
         if m.startswith("memoryd.read")
     }
     assert not {m: v for m, v in offenders.items() if v}
+
+
+def test_no_module_over_600_lines_and_no_class_over_300() -> None:
+    long_modules, long_classes = [], []
+    for mod, path in modules().items():
+        text = path.read_text()
+        if text.count("\n") > 600:
+            long_modules.append((mod, text.count("\n")))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > 300:
+                    long_classes.append((f"{mod}.{node.name}", size))
+    assert not long_modules and not long_classes, (long_modules, long_classes)
 
 
 def test_every_exception_class_lives_in_errors_and_is_drawn() -> None:
