@@ -146,10 +146,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("name")
     parser.add_argument("arguments", nargs="?", default="{}")
     parser.add_argument("--session", dest="session_id")
+    parser.add_argument("--project", metavar="KEY")  # the same options as cli/tool.py's parser
     args = parser.parse_args(argv)
     try:
         text = call(
-            Paths.from_env(), SystemClock(), args.name, parse_args(args.arguments), args.session_id
+            Paths.from_env(),
+            SystemClock(),
+            args.name,
+            parse_args(args.arguments),
+            args.session_id,
+            project=args.project,
         )
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)

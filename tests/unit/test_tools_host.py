@@ -63,3 +63,30 @@ def test_memoryd_tool_runs_without_loading_the_cli(paths: Paths, tmp_path: Path)
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "memoryd: " in bad.stderr and "EXIT 1" in bad.stderr and not bad.stdout
+
+
+def test_the_fast_path_takes_every_option_the_shim_passes(paths: Paths, tmp_path: Path) -> None:
+    """The shim calls ``memoryd tool NAME ARGS --session ID --project KEY``; the fast path in
+    ``memoryd/__main__.py`` parses that itself, so it must accept what the CLI parser accepts."""
+    import argparse
+
+    from memoryd.cli import tool as tool_cli
+
+    cli = argparse.ArgumentParser()
+    tool_cli.register(cli.add_subparsers())
+    options = {
+        opt
+        for action in cli._subparsers._group_actions[0].choices["tool"]._actions  # type: ignore[union-attr]
+        for opt in action.option_strings
+        if opt not in ("-h", "--help")
+    }
+    assert options == {"--session", "--project"}
+    paths.memories.mkdir(parents=True)
+    (paths.memories / "MEMORY.md").write_text("teal is the colour\n")
+    env = {"MEMORYD_HOME": str(tmp_path / "memoryd-home"), "PATH": "/usr/bin:/bin"}
+    argv = ["memory_search", '{"query": "teal"}', "--session", "ses_x", "--project", "p-12345678"]
+    ok = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "teal is the colour" in ok.stdout, ok.stderr
+    assert "EXIT 0 []" in ok.stderr, ok.stderr
