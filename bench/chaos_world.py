@@ -178,13 +178,29 @@ class World:
         with contextlib.closing(self.db()) as conn:
             return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
 
+    def _migrated(self) -> bool:
+        """memory.db exists with its tables: a kill before the first migration leaves neither."""
+        if not (self.home / "memory.db").exists():
+            return False
+        with contextlib.closing(self.db()) as conn:
+            return (
+                conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
+                ).fetchone()
+                is not None
+            )
+
     def jobs(self) -> dict[str, sqlite3.Row]:
+        if not self._migrated():
+            return {}
         with contextlib.closing(self.db()) as conn:
             rows = conn.execute("SELECT * FROM jobs WHERE kind = 'memory_stage1'").fetchall()
         return {r["job_key"]: r for r in rows}
 
     def pending_work(self) -> tuple[bool, bool]:
         """(a session awaits extraction, phase 2 has unconsumed input)."""
+        if not self._migrated():
+            return bool(self.sessions), False
         jobs = self.jobs()
         stage1 = len(jobs) < len(self.sessions) or any(j["status"] != "done" for j in jobs.values())
         with contextlib.closing(self.db()) as conn:
@@ -231,15 +247,28 @@ class World:
             fig.lost += unselected
             fig.fail(f"{unselected} outputs not consumed by the clean consolidation")
         mem = self.home / "memories"
-        raw = (mem / RAW_MEMORIES_FILE).read_text() if (mem / RAW_MEMORIES_FILE).exists() else ""
+        # the global layer and every project layer (projects/<key>/) hold rendered inputs
+        projects = mem / "projects"
+        layers = [
+            mem,
+            *(sorted(p for p in projects.iterdir() if p.is_dir()) if projects.is_dir() else []),
+        ]
+        raw = "".join(
+            (layer / RAW_MEMORIES_FILE).read_text()
+            for layer in layers
+            if (layer / RAW_MEMORIES_FILE).exists()
+        )
         for sid in expect:
             n = raw.count(f"## Session `{sid}`")
             if n > 1:
                 fig.duplicated += 1
                 fig.fail(f"{sid} appears {n} times in raw_memories.md")
-        summaries = (
-            list((mem / SUMMARIES_DIR).glob("*.md")) if (mem / SUMMARIES_DIR).is_dir() else []
-        )
+        summaries = [
+            s
+            for layer in layers
+            if (layer / SUMMARIES_DIR).is_dir()
+            for s in (layer / SUMMARIES_DIR).glob("*.md")
+        ]
         if len(summaries) != len(outs):
             fig.duplicated += max(0, len(summaries) - len(outs))
             fig.fail(f"{len(summaries)} rollout summaries for {len(outs)} outputs")
