@@ -150,3 +150,30 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # it exists, it just is not ours
     return True
+
+
+def read_json_quiet(path: Path | str) -> Any:
+    """A small JSON file memoryd wrote for itself (a stamp, a signature): its value, or ``None``
+    when it is absent, a link, unreadable or not JSON, so the caller recomputes instead."""
+    import json
+
+    try:
+        data = read_regular(path)
+    except PathError:
+        return None
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def remove_empty_parents(folder: Path, stop: Path) -> None:
+    """Remove ``folder`` and its parents while they are empty, up to (not including) ``stop``."""
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

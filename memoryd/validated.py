@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write, read_regular
+from memoryd.fsutil import atomic_write, read_regular, remove_empty_parents
 from memoryd.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -97,19 +97,9 @@ class ValidatedMemory:
                 changed = True
         for rel in sorted(set(current) - set(files)):
             (self.root / rel).unlink(missing_ok=True)
-            _prune_empty(self.root / rel, self.root)
+            remove_empty_parents((self.root / rel).parent, self.root)
             changed = True
         if changed or not self.recorded():
             atomic_write(self.root / RECORD_FILE, json.dumps({"source": source}) + "\n")
             log.info("validated memory updated from %s (%d file(s))", source, len(files))
         return changed
-
-
-def _prune_empty(path: Path, stop: Path) -> None:
-    folder = path.parent
-    while folder != stop and stop in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent

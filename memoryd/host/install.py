@@ -24,7 +24,13 @@ from typing import Any, Literal
 
 from memoryd import __version__, prompts
 from memoryd.errors import InstallError, PathError
-from memoryd.fsutil import atomic_write, read_json_object, read_regular, sha256
+from memoryd.fsutil import (
+    atomic_write,
+    read_json_object,
+    read_regular,
+    remove_empty_parents,
+    sha256,
+)
 from memoryd.host.agents import HELPER_AGENT_PREFIX, remove_agent_configs
 from memoryd.host.mcp_config import McpStep, server_command, server_env, uninstall_mcp
 from memoryd.paths import Paths
@@ -220,7 +226,7 @@ class Installer:
                 steps.append(Step("remove", target))
                 if not dry_run:
                     target.unlink()
-                    _remove_empty_parents(target.parent, self.config_dir)
+                    remove_empty_parents(target.parent, self.config_dir)
             else:
                 steps.append(Step("keep-modified", target))
                 remaining[rel] = digest
@@ -238,12 +244,3 @@ class Installer:
         if not dry_run and mcp_step is not None and mcp_step.action != "keep-modified":
             self._save_mcp({})
         return mcp_step
-
-
-def _remove_empty_parents(folder: Path, stop: Path) -> None:
-    while folder != stop and stop in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent

@@ -58,7 +58,7 @@ from typing import Any
 
 from memoryd import prompts, tokens
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write, read_regular
+from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths, templates_dir
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
@@ -309,16 +309,7 @@ def _block_sigs(paths: Paths, keys: list[str]) -> dict[str, Any]:
 
 
 def _load_stamp(path: Path) -> dict[str, Any] | None:
-    try:
-        data = read_regular(path)
-    except PathError:
-        return None
-    if data is None:
-        return None
-    try:
-        loaded = json.loads(data)
-    except ValueError:
-        return None
+    loaded = read_json_quiet(path)
     return loaded if isinstance(loaded, dict) else None
 
 

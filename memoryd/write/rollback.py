@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from memoryd.clock import Clock
 from memoryd.errors import BaselineError, PathError
-from memoryd.fsutil import atomic_write, read_regular
+from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
@@ -209,14 +209,5 @@ def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
 
 
 def _read_signature(paths: Paths) -> list[list[object]] | None:
-    try:
-        data = read_regular(paths.validated_memory / SIGNATURE_FILE)
-    except PathError:
-        return None
-    if data is None:
-        return None
-    try:
-        loaded = json.loads(data)
-    except ValueError:
-        return None
+    loaded = read_json_quiet(paths.validated_memory / SIGNATURE_FILE)
     return loaded if isinstance(loaded, list) else None
