@@ -133,7 +133,7 @@ class Home:
             raw = "\n".join(f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4))
             summary = paragraph(rng, rng.randint(1000, 3000), sentence)
             rows.append(
-                (f"ses_{i:06d}", 1_800_000_000_000 + i, raw, summary, f"slug-{i}", "/work/p",
+                (f"ses_{i:06d}", 1_800_000_000_000 + i, raw, summary, f"slug-{i}", "/home/dev/p",
                  f"Session {i}", 1_800_000_000_000, 1)
             )  # fmt: skip
         with self.store._conn:

@@ -22,9 +22,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, sync_playwright
+
+if TYPE_CHECKING:  # imported where used: collecting the unit tests must not need playwright
+    from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page
 
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM
@@ -55,6 +58,8 @@ def chromium() -> str:
 @pytest.fixture
 def browser() -> Iterator[Browser]:
     args = ["--no-sandbox"] if os.geteuid() == 0 else []  # chromium refuses root with a sandbox
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=chromium(), headless=True, args=args)
         try:

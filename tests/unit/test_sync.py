@@ -56,7 +56,7 @@ class Machine:
             raw_memory=f"- {fact}",
             rollout_summary=f"Summary: {fact}",
             rollout_slug="slug",
-            cwd="/work/project",
+            cwd="/home/dev/project",
             title=f"title {sid}",
         )
         claim = self.store.claim_phase2(worker_id="w", ignore_cooldown=True)

@@ -63,7 +63,7 @@ def add_output(app: App, sid: str, text: str, *, title: str = "a session", at: i
         raw_memory=text,
         rollout_summary=f"Summary: {text}",
         rollout_slug=None,
-        cwd="/work/project",
+        cwd="/home/dev/project",
         title=title,
     )
 
