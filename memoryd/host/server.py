@@ -54,6 +54,16 @@ SEED_LOCKFILE = {
 }
 
 
+# A server memoryd starts runs only memoryd's helper sessions: it must not replace the user's
+# opencode binary (autoupdate) or download language servers while it works, and needs no web UI.
+# Set only where the user's environment does not already say otherwise.
+PRIVATE_SERVER_ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
+}
+
+
 @dataclass
 class ServerHandle:
     """How to reach a server we started."""
@@ -247,6 +257,8 @@ class PrivateServer:
 
     def _spawn(self, binary: str, port: int, password: str) -> ServerHandle:
         env = dict(os.environ if self.env is None else self.env)
+        for key, value in PRIVATE_SERVER_ENV.items():
+            env.setdefault(key, value)
         env["OPENCODE_SERVER_PASSWORD"] = password
         env["OPENCODE_SERVER_USERNAME"] = self.username
         cmd = [binary, "serve", "--hostname", "127.0.0.1", "--port", str(port)]

@@ -35,6 +35,8 @@ FAKE = textwrap.dedent(
     import http.server, json, os, sys, time
     port = int(sys.argv[sys.argv.index("--port") + 1])
     go, log = os.environ["FAKE_GO"], os.environ["FAKE_LOG"]
+    with open(log + ".env", "w") as fh:
+        json.dump(dict(os.environ), fh)
     deadline = time.monotonic() + 5
     while not os.path.exists(go):
         if time.monotonic() > deadline:
@@ -174,3 +176,20 @@ async def test_empty_home_pass_boots_opencode_during_local_work_and_makes_no_pro
     routes = [r.split("?")[0] for r in requests_seen(tmp_path)]
     assert routes == ["GET /global/health", "GET /experimental/session"]
     assert no_server_left(paths)
+
+
+def test_private_server_gets_a_quiet_environment_the_user_can_override(
+    tmp_path: Path, fake_opencode: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No self-update of the user's binary, no language-server downloads, no web UI; a value the
+    user set wins, and the password is always memoryd's own."""
+    (tmp_path / "go").touch()
+    monkeypatch.setenv("FAKE_GO", str(tmp_path / "go"))
+    monkeypatch.setenv("OPENCODE_DISABLE_LSP_DOWNLOAD", "0")
+    monkeypatch.setenv("OPENCODE_SERVER_PASSWORD", "the user's")
+    with PrivateServer(str(fake_opencode), cwd=tmp_path) as handle:
+        env = json.loads((tmp_path / "requests.log.env").read_text())
+    assert env["OPENCODE_DISABLE_AUTOUPDATE"] == "1"
+    assert env["OPENCODE_DISABLE_EMBEDDED_WEB_UI"] == "1"
+    assert env["OPENCODE_DISABLE_LSP_DOWNLOAD"] == "0"
+    assert env["OPENCODE_SERVER_PASSWORD"] == handle.password != "the user's"
