@@ -29,6 +29,9 @@ TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
 TOOL_OUTPUT_CHARS = 4_000
 ERROR_CHARS = 1_000
 CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+TOKENIZER_TIMEOUT_S = (
+    60.0  # the tokenizer helper process starts (table load) and answers within this
+)
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
@@ -36,6 +39,7 @@ SLUG_MAX_CHARS = 60  # rollout summary and note file names
 RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
 DIFF_CONTEXT_LINES = 3
+DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
