@@ -36,6 +36,7 @@ SLUG_MAX_CHARS = 60  # rollout summary and note file names
 RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
 DIFF_CONTEXT_LINES = 3
+DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn

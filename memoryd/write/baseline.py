@@ -487,10 +487,12 @@ def _head_entries(repo: Repo) -> Entries:
 
 
 def _blob_data(repo: Repo, sha: ObjectID) -> bytes:
-    obj = repo.object_store[sha]
-    if not isinstance(obj, Blob):
+    # The raw object, not a Blob: building one re-hashes the content (half the read time of a
+    # 7 MB file); the pack's zlib checksum already catches a damaged object.
+    type_num, data = repo.object_store.get_raw(sha)
+    if type_num != Blob.type_num:
         raise BaselineBroken(f"{sha.decode()} is not a blob")
-    return obj.as_raw_string()
+    return data
 
 
 @dataclass
@@ -533,10 +535,13 @@ def _commit_files(repo: Repo, files: list[tuple[str, int, bytes]]) -> ObjectID:
     objects[commit.id] = commit
     # dulwich's add_objects() re-reads the pack it wrote to index it; writing the pack and its
     # index in one pass without delta search is about 3x faster for thousands of small files.
+    # Level 0 (stored zlib blocks): every diff inflates the changed files' old content, and a
+    # 7 MB raw_memories.md took 28 ms to inflate at level 1 against 5 ms stored; the pack is
+    # then about the size of the folder (16 MB at 4,096 sessions instead of ~6 MB).
     pack_dir = Path(repo.controldir()) / "objects" / "pack"
     staging = str(pack_dir / "incoming")
     checksum, _ = write_pack(
-        staging, list(objects.values()), repo.object_format, deltify=False, compression_level=1
+        staging, list(objects.values()), repo.object_format, deltify=False, compression_level=0
     )
     final = pack_dir / f"pack-{checksum.hex()}"
     os.rename(staging + ".pack", f"{final}.pack")
