@@ -29,6 +29,9 @@ TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
 TOOL_OUTPUT_CHARS = 4_000
 ERROR_CHARS = 1_000
 CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+TOKENIZER_TIMEOUT_S = (
+    60.0  # the tokenizer helper process starts (table load) and answers within this
+)
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
