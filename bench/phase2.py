@@ -632,7 +632,7 @@ def report_size(r: SizeResult) -> None:
     print(f"  diff                                   {m['diff 1%'].text()}")
     raw_s, rest_s = r.patch_split
     print(
-        f"    of which patch text: raw_memories.md {fmt_s(raw_s)} (difflib over {r.raw_lines} lines), "
+        f"    of which patch text: raw_memories.md {fmt_s(raw_s)} ({r.raw_lines} lines), "
         f"the other {2 * r.changed} files {fmt_s(rest_s)}; walk + read + hash the rest"
     )
     print(f"  render                                 {m['render 1%'].text()}")

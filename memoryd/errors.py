@@ -14,6 +14,7 @@ The tree::
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
     ├── TemplateError               a prompt template is missing or lacks a variable
+    ├── TokenizerError              the tokenizer helper process failed to start, answer or count
     ├── HostError                   talking to the agent host (opencode)
     │   ├── HostUnreachable         connection refused, DNS, no server configured or recorded
     │   │   └── HostNotStarted      memoryd's own opencode could not be found, started or readied
@@ -104,6 +105,10 @@ class SchemaTooNew(StoreError):
 
 class TemplateError(MemorydError):
     pass
+
+
+class TokenizerError(MemorydError):
+    """Counting runs in a child process (:mod:`memoryd.tokens`); this says why it gave no answer."""
 
 
 class HostError(MemorydError):

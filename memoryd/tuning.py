@@ -29,6 +29,9 @@ TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
 TOOL_OUTPUT_CHARS = 4_000
 ERROR_CHARS = 1_000
 CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very large transcripts
+TOKENIZER_TIMEOUT_S = (
+    60.0  # the tokenizer helper process starts (table load) and answers within this
+)
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
@@ -36,6 +39,8 @@ SLUG_MAX_CHARS = 60  # rollout summary and note file names
 RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
 DIFF_CONTEXT_LINES = 3
+DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
+DIFF_SYNC_WINDOW_BYTES = 8192  # first window searched for where two files line up again
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
@@ -99,6 +104,9 @@ NOTE_TITLE_MAX_CHARS = 120
 TOOL_FILE_MAX_BYTES = 64 * 1024 * 1024
 TOOL_MAX_DEPTH = 64
 INDEX_BUSY_TIMEOUT_S = 30.0
+# Ranked search scores at most this many matching chunks, the most recently indexed ones: BM25
+# costs ~2 µs per match and term, so a word in every chunk cost 0.25 s at 50 MB (issue 16).
+RANKED_WINDOW = 2000
 
 # -- extensions --------------------------------------------------------------------------------
 EXTENSION_SOURCE_MAX_BYTES = 4 * 1024 * 1024

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
-from memoryd.tools.scope import ALL, Scope, resolve_project
+
+if TYPE_CHECKING:  # memoryd.tools loads only for these commands, never in the daemon
+    from memoryd.tools.scope import Scope
 
 
 def _out(result: Any, as_json: bool) -> int:
@@ -32,6 +34,8 @@ def _scoped(p: argparse.ArgumentParser) -> None:
 
 
 def _scope(args: argparse.Namespace) -> Scope:
+    from memoryd.tools.scope import ALL, Scope, resolve_project
+
     if args.all:
         return ALL
     if args.project:
@@ -173,6 +177,7 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 def cmd_note_add(app: App, args: argparse.Namespace) -> int:
     from memoryd import tools  # not loaded by the daemon, which never needs it
+    from memoryd.tools.scope import resolve_project
 
     return _out(
         tools.memory_add_note(
@@ -189,6 +194,7 @@ def cmd_note_add(app: App, args: argparse.Namespace) -> int:
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
     from memoryd import tools  # not loaded by the daemon, which never needs it
+    from memoryd.tools.scope import resolve_project
 
     return _out(
         tools.memory_forget(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TYPE_CHECKING
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_OK
-from memoryd.runtime.service import Report, Service, Status
-from memoryd.runtime.servicefile import UNIT
+
+if TYPE_CHECKING:  # loaded by these commands only, never in the daemon (plistlib pulls in xml)
+    from memoryd.runtime.service import Report, Service, Status
 
 ACTION_TEXT = {
     "create": "created",
@@ -65,6 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _service(app: App, args: argparse.Namespace) -> Service:
+    from memoryd.runtime.service import Service
+
     return Service(args.platform, paths=app.paths)
 
 
@@ -145,6 +149,8 @@ def status_lines(st: Status) -> list[str]:
     s = st.state
     if st.platform == "systemd":
         if s.get("LoadState") == "not-found":
+            from memoryd.runtime.servicefile import UNIT
+
             lines.append(
                 f"manager:  {UNIT} is not known to systemd (run `memoryd service install`)"
             )
@@ -173,6 +179,8 @@ def status_lines(st: Status) -> list[str]:
 
 
 def _name(report: Report) -> str:
+    from memoryd.runtime.servicefile import UNIT
+
     return UNIT if report.platform == "systemd" else "the launchd agent"
 
 

@@ -39,9 +39,11 @@ per process, so the template's entry in the stamp matters across restarts (an up
 even though the summary did not move), not within one run.
 
 Racy stamps: a file rewritten in place within one timestamp tick, keeping its size and inode,
-would look unchanged. Like git's racy-index rule, no stamp is saved while the summary's mtime is
-younger than :data:`RACY_WINDOW_NS`; the next tick renders again (cheap for a real summary) and
-saves the stamp once the file has settled.
+would look unchanged. Like git's racy-index rule, metadata alone is not trusted while a summary's
+mtime is younger than :data:`RACY_WINDOW_NS`: such a stamp also holds a hash of the summaries'
+bytes, taken before rendering, and the next tick compares the files' bytes to it instead of
+rendering again (rendering means tokenizing, a helper process). Once the files have settled the
+stamp is saved without the hash.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ PROJECT_HEADING = "## This project (other projects' folders are not yours): proj
 NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
-STAMP_VERSION = 2
+STAMP_VERSION = 3
 RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
 _FENCE_RUN = re.compile(r"={5,}")
@@ -373,23 +375,53 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
         and {k: saved.get(k) for k in inputs} == inputs
         and saved.get("block") == _block_sigs(paths, keys)
     ):
-        return False
+        if "content" not in saved:
+            return False
+        if saved["content"] == _content_hash(paths, keys):  # racy stamp: the bytes decide
+            if not _racy(inputs):
+                _save_stamp(sidecar, paths, inputs, keys, None)
+            return False
 
+    content = _content_hash(paths, keys) if _racy(inputs) else None  # before rendering
     changed = _put(target, render_block(paths), paths)
     for key in keys:
         block = render_block(paths, key)
         changed = _put(project_block_path(paths, key), block, paths, keep=True) or changed
 
-    summary_sigs = [inputs["summary"]] + [v[1] for v in inputs["projects"].values()]
-    now = time.time_ns()
-    racy = any(sig is not None and now - sig[4] < RACY_WINDOW_NS for sig in summary_sigs)
-    if racy or _input_stamp(paths, settings) != inputs:
-        # Too fresh to trust its metadata, or it changed while we rendered: check again next time.
-        _remove(sidecar)
+    if _input_stamp(paths, settings) != inputs:
+        _remove(sidecar)  # it changed while we rendered: check again next time
     else:
-        stamp = {"v": STAMP_VERSION, **inputs, "block": _block_sigs(paths, keys)}
-        encoded = json.dumps(stamp, sort_keys=True).encode("utf-8")
-        if _current_bytes(sidecar) != encoded:
-            paths.ensure_dir(sidecar.parent)
-            atomic_write(sidecar, encoded)
+        _save_stamp(sidecar, paths, inputs, keys, content if _racy(inputs) else None)
     return changed
+
+
+def _racy(inputs: dict[str, Any]) -> bool:
+    """Whether a summary is too fresh for its metadata to prove it unchanged."""
+    sigs = [inputs["summary"]] + [v[1] for v in inputs["projects"].values()]
+    now = time.time_ns()
+    return any(sig is not None and now - sig[4] < RACY_WINDOW_NS for sig in sigs)
+
+
+def _content_hash(paths: Paths, keys: list[str]) -> str:
+    """The bytes of every summary the blocks are rendered from."""
+    layers = ValidatedMemory(paths).root / PROJECTS_DIR
+    digest = hashlib.sha256()
+    for path in [ValidatedMemory(paths).summary_path] + [layers / k / SUMMARY_FILE for k in keys]:
+        try:
+            data = read_regular(path)
+        except PathError:
+            data = None
+        digest.update(b"-" if data is None else b"%d:" % len(data) + data)
+    return digest.hexdigest()
+
+
+def _save_stamp(
+    sidecar: Path, paths: Paths, inputs: dict[str, Any], keys: list[str], content: str | None
+) -> None:
+    stamp = {"v": STAMP_VERSION, **inputs, "block": _block_sigs(paths, keys)}
+    if content is not None:
+        stamp["content"] = content
+    encoded = json.dumps(stamp, sort_keys=True).encode("utf-8")
+    if _current_bytes(sidecar) != encoded:
+        paths.ensure_dir(sidecar.parent)
+        atomic_write(sidecar, encoded)

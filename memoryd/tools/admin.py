@@ -152,7 +152,10 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             pass
         else:
             text = decode(data)
-            chars, count = len(text), tokens.count(text)
+            try:
+                chars, count = len(text), tokens.count(text)
+            finally:
+                tokens.release()  # a long-lived server (MCP, web UI) must not keep the helper
     modes: dict[str, int] = dict(Counter(store.memory_modes().values()))
     selection = [
         {

@@ -706,9 +706,9 @@ def test_large_file_with_scattered_edits_is_diffed_quickly_and_minimally(
         edited[i] = f"fact {i} was revised\n"
     write(wt, "raw_memories.md", "".join(edited))
 
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time, so a busy machine does not fail the test
     patch = bl.diff().patch
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
 
     body = [l for l in patch.splitlines() if not l.startswith(("---", "+++"))]
     assert sum(l.startswith("-") for l in body) == sum(l.startswith("+") for l in body) == 100
@@ -764,9 +764,9 @@ def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(
     bl.ensure()
     changed = dict.fromkeys(range(0, 4096, 100), "changed")
     (wt / "raw_memories.md").write_text(render(changed))
-    t0 = time.monotonic()
+    t0 = time.process_time()
     diff = bl.diff()
-    assert time.monotonic() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
     removed = [l for l in diff.patch.splitlines() if l.startswith("-description")]
     added = [l for l in diff.patch.splitlines() if l.startswith("+description")]
     assert len(removed) == len(added) == len(changed)

@@ -334,13 +334,53 @@ def test_no_summary_state_is_stamped_too(paths, settings, monkeypatch):
     assert readpath.sync_block(paths, settings) is False
 
 
-def test_fresh_summary_is_not_stamped(paths, settings):
+def test_fresh_summary_is_stamped_with_its_bytes_and_not_rendered_again(
+    paths, settings, monkeypatch
+):
+    # The first tick after a consolidation: metadata cannot be trusted yet, the bytes can.
+    path = _write_summary(paths, _generated(20_000), age=False)
+    assert readpath.sync_block(paths, settings) is True
+    racy = readpath._load_stamp(readpath.stamp_path(paths))
+    assert racy is not None and "content" in racy
+    with monkeypatch.context() as m:
+        _forbid_render(m)
+        assert readpath.sync_block(paths, settings) is False
+        assert readpath._load_stamp(readpath.stamp_path(paths)) == racy  # nothing written
+    os.utime(path, (OLD, OLD))  # settled, with a new mtime: rendered once more, then trusted
+    assert readpath.sync_block(paths, settings) is False
+    settled = readpath._load_stamp(readpath.stamp_path(paths))
+    assert settled is not None and "content" not in settled
+
+
+def test_racy_stamp_is_dropped_once_the_summary_settles(paths, settings, monkeypatch):
     path = _write_summary(paths, "v1\njust written\n", age=False)
     readpath.sync_block(paths, settings)
-    assert not readpath.stamp_path(paths).exists()  # racy: its metadata cannot be trusted yet
-    os.utime(path, (OLD, OLD))
+    assert "content" in (readpath._load_stamp(readpath.stamp_path(paths)) or {})
+    monkeypatch.setattr(readpath, "RACY_WINDOW_NS", 0)  # time passes
+    _forbid_render(monkeypatch)
+    assert readpath.sync_block(paths, settings) is False
+    assert "content" not in (readpath._load_stamp(readpath.stamp_path(paths)) or {})
+    assert path.exists()
+
+
+def test_racy_in_place_edit_with_unchanged_metadata_is_seen(paths, settings, monkeypatch):
+    # A filesystem with coarse timestamps: an in-place rewrite of the same size looks unchanged.
+    real = readpath._lstat_sig
+
+    def coarse(p):
+        sig = real(p)
+        return None if sig is None else [*sig[:3], sig[3], sig[4] // 10**9 * 10**9, 0]
+
+    monkeypatch.setattr(readpath, "_lstat_sig", coarse)
+    monkeypatch.setattr(readpath, "RACY_WINDOW_NS", 10**12)  # the summary stays fresh
+    path = _write_summary(paths, "v1\n- alpha\n", age=False)
     readpath.sync_block(paths, settings)
-    assert readpath.stamp_path(paths).exists()
+    st = os.stat(path)
+    with open(path, "r+b") as fh:
+        fh.write(b"v1\n- omega\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert readpath.sync_block(paths, settings) is True
+    assert b"- omega" in paths.readpath_block.read_bytes()
 
 
 def test_deleted_block_is_restored_despite_stamp(paths, settings):

@@ -439,9 +439,9 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
         "password: hunter22\ntoken: 'abcd1234'",
     ]
     text = "\n".join(lines[i % len(lines)] for i in range(12_000))[:1_000_000]
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine delays us but does not inflate it
     out = redact(text)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < 1.0, f"redact took {elapsed:.2f}s on 1 MB"
     assert GITHUB not in out and "hunter22" not in out
 
@@ -470,6 +470,6 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
     ],
 )
 def test_pathological_inputs_stay_linear(text: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     redact(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
