@@ -40,6 +40,7 @@ RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
 DIFF_CONTEXT_LINES = 3
 DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
+DIFF_SYNC_WINDOW_BYTES = 8192  # first window searched for where two files line up again
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
