@@ -211,6 +211,17 @@ class Stage1Mixin:
             _enqueue_global(c, wm)
             return True
 
+    def advance_stage1_claim(self, session_id: str, token: str, watermark: int) -> bool:
+        """The session as read now is newer than when it was claimed: the output will claim it."""
+        with write_tx(self._conn) as c:
+            if _owned(c, STAGE1, session_id, token) is None:
+                return False
+            c.execute(
+                "UPDATE jobs SET input_watermark = MAX(input_watermark, ?) WHERE kind = ? AND job_key = ?",
+                (watermark, STAGE1, session_id),
+            )
+            return True
+
     def mark_stage1_no_output(
         self, session_id: str, token: str, *, save_point: SavePoint | None = None
     ) -> bool:

@@ -385,6 +385,12 @@ class Phase1(PhaseBase):
         assert claim.token is not None
         try:
             try:
+                # The listing may be a moment old. Read the session first and the transcript
+                # after: the transcript holds at least that version, so the output claims it
+                # (else a turn landing in between is read now and extracted again next pass).
+                fresh = await self.client.get_session(sid)
+                if fresh.time.updated > (claim.watermark or 0):
+                    self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
                 messages = await self.client.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)

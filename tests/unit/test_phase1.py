@@ -479,3 +479,29 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
     report = await make(store, host, paths, clock).run_pass()
     assert report.forgotten == 0 and report.failed == 1
     assert store.output("ses_old0aaaaaa") is not None
+
+
+async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
+    store, host, paths, clock
+) -> None:
+    """Found by the chaos bench (issue 11, scenario 4): a turn that lands after the pass listed
+    the sessions but before the extraction read the transcript was read, yet the output claimed
+    the listed version, so the next pass sent the model the same transcript again."""
+    listed = host._list
+    moved: list[int] = []
+
+    def list_then_a_turn_lands(request):  # type: ignore[no-untyped-def]
+        page = listed(request)
+        if not moved:
+            moved.append(clock.now_ms() - 1)
+            host.touch("ses_old1aaaaaa", moved[0], ("user", "and use ruff"))
+        return page
+
+    host._list = list_then_a_turn_lands  # type: ignore[method-assign]
+    settings = {"max_rollouts_per_startup": 8, "min_rollout_idle_hours": 0}
+    await make(store, host, paths, clock, **settings).run_pass()
+    assert "and use ruff" in json.dumps([p for p in host.prompts if "ses_old1aaaaaa" in str(p)])
+    assert store.output("ses_old1aaaaaa").source_updated_at == moved[0]
+    host.prompts.clear()
+    report = await make(store, host, paths, clock, **settings).run_pass()
+    assert report.claimed == 0 and host.prompts == []
