@@ -69,6 +69,20 @@ class Figures:
         self.failures.append(what)
 
 
+@dataclass(frozen=True, eq=False)
+class Extraction:
+    """One extraction call the model saw: the session, a digest of the transcript it was sent,
+    the claim (watermark and token) that sent it, and whether it repeats work: that version was
+    already stored, or another claim of it was being answered at the same moment."""
+
+    session: str
+    digest: str
+    watermark: int | None
+    token: str | None
+    done_before: bool
+    alongside: bool
+
+
 class World:
     """One sandboxed opencode + mock model + memoryd home, shared by the scenarios of a run."""
 
@@ -91,14 +105,16 @@ class World:
             self.started[kind] += 1
             helper = getattr(self.mock.local, "headers", {}).get("x-session-id")
             self.calls.append((kind, self._helper_owner(helper)))
-            if kind == "extract":
-                self._note_extraction(req)
+            seen = self._note_extraction(req) if kind == "extract" else None
             try:
                 if self.slow[1] > 0:
                     time.sleep(random.uniform(*self.slow))
                 return self.consolidator(req) if kind == "consolidate" else default(req)
             finally:
                 self.inflight[kind] -= 1
+                if seen is not None:
+                    with self._lock:
+                        self._live.remove(seen)
 
         self.mock.set_responder(respond)
         self.box = OpencodeSandbox(root / "opencode", ensure_opencode(), self.mock.base_url)
@@ -109,8 +125,9 @@ class World:
         # every call of memoryd's helpers: (kind, pid of the memoryd that recorded the helper);
         # a killed memoryd's helper can go on calling the model until the next one deletes it
         self.calls: list[tuple[str, int | None]] = []
-        # every extraction the model saw: (session, transcript digest, claimed watermark, token)
-        self.extractions: list[tuple[str, str, int | None, str | None]] = []
+        self.extractions: list[Extraction] = []  # every extraction call the model saw
+        self._live: list[Extraction] = []  # those being answered now
+        self._lock = threading.Lock()
         self.sessions: list[str] = []
         out = self.cli("install", "opencode")
         if out.returncode != 0:
@@ -132,21 +149,34 @@ class World:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def _note_extraction(self, req: dict[str, Any]) -> None:
-        """Which claim sent this extraction: told apart later, a second request of one claim is
-        opencode retrying the model call, a second claim of one version is a duplicate."""
+    def _note_extraction(self, req: dict[str, Any]) -> Extraction:
+        """Which claim sent this extraction call, and whether it repeats work already done."""
         text = last_user_text(req)
         sid = next((s for s in self.sessions if s in text), "?")
-        digest = hashlib.sha1(transcript_of(req).encode()).hexdigest()
         row = self.jobs().get(sid)
-        self.extractions.append(
-            (
+        wm = row["input_watermark"] if row is not None else None
+        token = row["ownership_token"] if row is not None else None
+        stored = None
+        if self._migrated():
+            with contextlib.closing(self.db()) as conn:
+                got = conn.execute(
+                    "SELECT source_updated_at FROM stage1_outputs WHERE session_id = ?", (sid,)
+                ).fetchone()
+            stored = got[0] if got is not None else None
+        with self._lock:
+            x = Extraction(
                 sid,
-                digest,
-                row["input_watermark"] if row is not None else None,
-                row["ownership_token"] if row is not None else None,
+                hashlib.sha1(transcript_of(req).encode()).hexdigest(),
+                wm,
+                token,
+                done_before=wm is not None and stored is not None and stored >= wm,
+                alongside=any(
+                    o.session == sid and o.watermark == wm and o.token != token for o in self._live
+                ),
             )
-        )
+            self.extractions.append(x)
+            self._live.append(x)
+        return x
 
     # -- environment -------------------------------------------------------------------------
 
@@ -155,6 +185,12 @@ class World:
         env.update(
             MEMORYD_MIN_ROLLOUT_IDLE_HOURS="0",
             MEMORYD_MAX_ROLLOUTS_PER_STARTUP="4",
+            # The scripted model is free. With the default cap (120 helper prompts an hour) the
+            # storm spent it within minutes and phase 1 then waited: every later turn stayed
+            # unextracted (the 8 "lost" sessions of the first full run) and no kill could land
+            # in an extraction any more.
+            MEMORYD_MAX_MODEL_CALLS_PER_HOUR="0",
+            MEMORYD_DAILY_TOKEN_BUDGET="0",
             MEMORYD_LOG_LEVEL="INFO",
         )
         if private:
@@ -488,6 +524,7 @@ class FaultProxy:
             ThreadingHTTPServer.allow_reuse_address = True
             self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _proxy_handler(self))
             self._httpd.daemon_threads = True
+            self._httpd.handle_error = lambda *a: None  # type: ignore[method-assign]  # peers hang up
             threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
 
     def refuse(self) -> None:
