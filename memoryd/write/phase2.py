@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from memoryd.errors import (
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
+from memoryd.extensions.common import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
@@ -286,14 +288,17 @@ class Phase2(PhaseBase):
 
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
-        from memoryd.sync.publish import machine_id  # the sync package loads when a pass needs it
-
         enabled = bool(self.settings.sync_remote)
+        own_id = None
+        if enabled:
+            from memoryd.sync.publish import machine_id  # the sync package: a home that syncs
+
+            own_id = machine_id(self.store)
         forgotten = set(self.store.tombstones())
         forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
         return {
             "enabled": enabled,
-            "own_id": machine_id(self.store) if enabled else None,
+            "own_id": own_id,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
         }
@@ -328,10 +333,13 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        # Other machines' memory (the last fetched sync head; no network here).
-        from memoryd.sync.inputs import import_sync  # dulwich: only when a pass runs
+        # Other machines' memory (the last fetched sync head; no network here). Without a remote
+        # there is at most a stale extensions/sync/ to remove: a home that never synced does not
+        # load the sync package and dulwich's client (~1 MB the daemon would keep).
+        if sync_inputs["enabled"] or os.path.lexists(self.paths.memories / EXTENSIONS_DIR / "sync"):
+            from memoryd.sync.inputs import import_sync
 
-        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
+            import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
         problems = ws.validate()
         if not problems:
             # Valid as it stands (a hand edit included): that is what a failed run returns to.
