@@ -29,6 +29,7 @@ from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import stamp_ms
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_root, read_file, walk_files
+from memoryd.tuning import INDEX_OPTIMIZE_ADDED
 from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 
 FULL_CHECK_S = 300
@@ -343,7 +344,7 @@ class IndexRefresh:
                 self._sync_files(todo, stats)
                 self._sync_outputs(todo, stats)
                 self._apply(todo)
-            if stats.chunks_removed:
+            if stats.chunks_removed or stats.chunks_added >= INDEX_OPTIMIZE_ADDED:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
             self._remember(dirs, before)

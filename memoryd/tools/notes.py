@@ -25,7 +25,6 @@ from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
-from memoryd.redact import find_secrets
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
@@ -127,6 +126,8 @@ def _check_note(
         if not isinstance(session_id, str) or len(session_id) > SESSION_ID_MAX_CHARS:
             raise InvalidArgument("session_id must be a string of at most 200 characters")
         sid = _one_line(session_id) or None
+    from memoryd.redact import find_secrets  # here: a search-only tool process never loads it
+
     kinds = list(
         dict.fromkeys(find_secrets(note) + (find_secrets(title) if isinstance(title, str) else []))
     )

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.errors import ObjectFormatException
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, parse_tree
 from dulwich.pack import write_pack
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
@@ -472,17 +473,22 @@ def _head_entries(repo: Repo) -> Entries:
     while stack:
         tree_id, prefix = stack.pop()
         try:
-            tree = repo.object_store[tree_id]
+            # raw text, not a Tree object, which would re-hash itself (a third of this walk)
+            type_num, raw = repo.object_store.get_raw(tree_id)
         except KeyError as exc:
             raise BaselineBroken(f"tree {tree_id.decode()} is missing") from exc
-        if not isinstance(tree, Tree):
+        if type_num != Tree.type_num:
             raise BaselineBroken(f"{tree_id.decode()} is not a tree")
-        for name, mode, sha in tree.iteritems():
+        try:
+            items = list(parse_tree(raw, sha_len=repo.object_format.oid_length))
+        except (ValueError, ObjectFormatException) as exc:
+            raise BaselineBroken(f"tree {tree_id.decode()} is malformed ({exc})") from exc
+        for name, mode, sha in items:
             rel = prefix + name.decode(FS_ENCODING, "surrogateescape")
             if stat.S_ISDIR(mode):
-                stack.append((sha, rel + "/"))
+                stack.append((ObjectID(sha), rel + "/"))
             else:
-                entries[rel] = (mode, sha)
+                entries[rel] = (mode, ObjectID(sha))
     return entries
 
 

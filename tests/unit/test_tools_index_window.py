@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import memoryd.tools.index as index_mod
-from memoryd.clock import DAY
+import memoryd.tools.index_refresh as refresh_mod
+from memoryd.clock import DAY, ManualClock
+from memoryd.paths import Paths
 from memoryd.scopes import scope_key
 from memoryd.store import Store
 from memoryd.tools import SearchIndex, memory_search
@@ -165,3 +170,57 @@ def test_the_watermark_reads_the_outputs_index_not_their_text(store: Store) -> N
     for sql in (OUTPUTS_MARK_SQL, OUTPUT_SIGS_SQL):
         plan = " ".join(str(r[3]) for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
         assert "COVERING INDEX idx_stage1_outputs_version" in plan, plan
+
+
+def test_a_large_refresh_optimises_the_fts_index_a_small_one_does_not(
+    root: Path, index: SearchIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(refresh_mod, "INDEX_OPTIMIZE_ADDED", 3)
+    statements: list[str] = []
+    index._conn.set_trace_callback(statements.append)
+    for i in range(3):
+        note(root, f"n{i}.md", f"stork {i}\n", age_days=1)
+    assert index.refresh().chunks_added == 3
+    assert any("'optimize'" in s for s in statements)
+    statements.clear()
+    note(root, "n9.md", "stork 9\n", age_days=1)
+    assert index.refresh().chunks_added == 1
+    assert not any("'optimize'" in s for s in statements)
+
+
+# -- the tool process ----------------------------------------------------------------------------
+
+
+def test_a_tool_call_skips_the_integrity_check_the_daemon_runs(
+    paths: Paths, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.tools import host
+
+    statements: list[str] = []
+    real_connect = sqlite3.connect
+
+    def traced(*args: Any, **kw: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kw)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    paths.ensure_dir(paths.memories)
+    (paths.memories / "a.md").write_text("crane spotted\n")
+    assert "crane spotted" in host.call(paths, clock, "memory_search", {"query": "crane"})
+    assert statements and not any("quick_check" in s for s in statements)
+    Store(paths.db, clock=clock).close()  # the daemon's (and the CLI's) open still checks
+    assert any("quick_check" in s for s in statements)
+
+
+def test_the_tool_process_loads_no_redactor() -> None:
+    """Its patterns cost ~40 ms to load in a process that only searches or reads (issue 16)."""
+    probe = (
+        "import sys\n"
+        "from memoryd.tools.host import main\n"
+        "print(sorted(m for m in sys.modules if m.startswith('memoryd.redact')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "[]"
