@@ -18,7 +18,11 @@ server, and every process below opencode is counted with its RSS, before and aft
 Finally a new user turn shows the bytes with memory (the block) and, for ``lean``, one
 ``memory_search`` call is timed end to end.
 
-    .venv/bin/python bench/host.py [--sessions 20] [--keep]
+Last, ``memoryd -vv run --once`` with no server configured (memoryd starts and stops its own)
+on two fresh homes: a truly empty one (no sessions, no notes: no model call allowed) and one
+holding one note (a consolidation runs), for v0.1 and lean, split into steps from the log.
+
+    .venv/bin/python bench/host.py [--sessions 20] [--keep] [--empty-only]
 """
 
 from __future__ import annotations
@@ -186,7 +190,7 @@ def run_variant(name: str, base: Path, bin_: Path, mock: MockLLM, n: int) -> Var
 
 
 STEPS = (
-    ("start", "started opencode serve"),
+    ("spawn", "started opencode serve"),
     ("listening", "listening on"),
     ("connected", "using opencode"),
     ("first write", "memory folder:"),
@@ -194,41 +198,52 @@ STEPS = (
     ("consolidated", "reset to"),
     ("stopped", "stopped opencode serve"),
 )
+EMPTY_CASES = ("empty", "one note")  # a truly empty home; one note (so a consolidation runs)
 
 
-def empty_home_pass(name: str, base: Path, bin_: Path, mock: MockLLM) -> dict[str, float]:
-    """``memoryd run --once`` on a fresh home holding one note, with memoryd's private server."""
+def empty_home_pass(
+    name: str, base: Path, bin_: Path, mock: MockLLM, case: str
+) -> dict[str, float]:
+    """``memoryd -vv run --once`` on a fresh home (empty, or holding one note), with memoryd's own
+    private server; seconds from launching memoryd to each step, from its log."""
+    import os
     import subprocess
     from datetime import datetime
 
-    box = OpencodeSandbox(base / f"empty-{name}", bin_, mock.base_url, start=False)
+    box = OpencodeSandbox(base / f"{case[:3]}-{name}", bin_, mock.base_url, start=False)
     env = box.base_env  # no MEMORYD_HOST_URL: memoryd starts (and stops) its own opencode
     if name == "v01000":
         install_v01(box, env)
     else:
         assert memoryd(env, "install", "opencode").returncode == 0
-    note = "We deploy with make deploy-staging first, then production."
-    assert memoryd(env, "note", "add", note).returncode == 0
+    if case == "one note":
+        note = "We deploy with make deploy-staging first, then production."
+        assert memoryd(env, "note", "add", note).returncode == 0
     install(mock, ScriptedConsolidator())
-    t = time.monotonic()
+    requests_before = len(mock.requests)
+    load = os.getloadavg()[0]
+    launched, t = time.time(), time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "memoryd", "-vv", "run", "--once"], env=env,
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     wall = time.monotonic() - t
     assert proc.returncode == 0, proc.stderr[-2000:]
     at: dict[str, float] = {}
-    first: float | None = None
     for line in proc.stderr.splitlines():
         try:
             ts = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
         except ValueError:
             continue
-        first = ts if first is None else first
         for step, needle in STEPS:
             if needle in line and (step not in at or step == "consolidated"):
                 at[step] = ts  # the last reset is the consolidation's (the first is ensure()'s)
-    base_ts = at.get("start", first or 0.0)
-    out = {step: round(at[step] - base_ts, 2) for step, _ in STEPS if step in at}
+    out = {step: round(at[step] - launched, 2) for step, _ in STEPS if step in at}
     out["wall"] = round(wall, 2)
+    out["model calls"] = len(mock.requests) - requests_before
+    out["load"] = round(load, 1)
+    if case == "empty":  # nothing changed: no model call, ever (a project rule)
+        assert out["model calls"] == 0, out
+    if not out["model calls"]:
+        out.pop("consolidated", None)  # its only "reset to" is the baseline's creation
     return out
 
 
@@ -330,17 +345,29 @@ def main(argv: list[str] | None = None) -> int:
                     t = time.monotonic()
                     out[name] = run_variant(name, base, bin_, mock, args.sessions)
                     print(f"{LABEL[name]}: done in {time.monotonic() - t:.1f} s", flush=True)
-            empty = {name: empty_home_pass(name, base, bin_, mock) for name in VARIANTS[1:]}
+            empty = {
+                (case, name): empty_home_pass(name, base, bin_, mock, case)
+                for case in EMPTY_CASES
+                for name in VARIANTS[1:]
+            }
         if out:
             report(out)
-        print("\n== Empty home, one note, private server: seconds from spawning opencode ==")
         steps = [s for s, _ in STEPS] + ["wall"]
-        rows = [
-            (LABEL[n], *(f"{e.get(s, float('nan')):.2f}" for s in steps)) for n, e in empty.items()
-        ]
-        table(rows, ("variant", *steps))
-        a, b = empty["v01000"]["wall"], empty["lean00"]["wall"]
-        print(f"lean / v0.1 wall: {b / a:.2f}x (goal: lean <= 4 s)")
+        for case in EMPTY_CASES:
+            print(f"\n== Home: {case}, private server: seconds from launching memoryd ==")
+            rows = [
+                (
+                    LABEL[n],
+                    *(f"{e.get(s, float('nan')):.2f}" for s in steps),
+                    str(e["model calls"]),
+                    f"{e['load']:.1f}",
+                )
+                for (c, n), e in empty.items()
+                if c == case
+            ]
+            table(rows, ("variant", *steps, "model calls", "load"))
+            a, b = empty[(case, "v01000")]["wall"], empty[(case, "lean00")]["wall"]
+            print(f"lean / v0.1 wall: {b / a:.2f}x (goal for the empty home: lean <= 4 s)")
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -443,7 +443,7 @@ class Row:
     ranked: list[float] = field(default_factory=list)
     grep: list[float] = field(default_factory=list)
     plain_total: int = 0
-    ranked_total: int = 0
+    ranked_total: str = "0"  # "4000+" when the count stopped at the scored window
     ranked_stage: str | None = None
     grep_lines: int = 0
 
@@ -507,7 +507,8 @@ def measure_query(q: Query, root: Path, idx: SearchIndex, runs: int) -> Row:
     def ranked() -> None:
         dt, res = timed(lambda: memory_search(root, qs, ranked=True, index=idx))
         row.ranked.append(dt)
-        row.ranked_total, row.ranked_stage = res.total, res.strategy
+        row.ranked_total = f"{res.total}{'+' if res.total_capped else ''}"
+        row.ranked_stage = res.strategy
 
     def grep() -> None:
         dt, n = run_grep(q, root)

@@ -40,6 +40,7 @@ RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
 DIFF_CONTEXT_LINES = 3
 DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
+DIFF_SYNC_WINDOW_BYTES = 8192  # first window searched for where two files line up again
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
@@ -103,6 +104,12 @@ NOTE_TITLE_MAX_CHARS = 120
 TOOL_FILE_MAX_BYTES = 64 * 1024 * 1024
 TOOL_MAX_DEPTH = 64
 INDEX_BUSY_TIMEOUT_S = 30.0
+# Ranked search scores at most this many matching chunks, the most recently indexed ones: BM25
+# costs ~2 µs per match and term, so a word in every chunk cost 0.25 s at 50 MB (issue 16).
+RANKED_WINDOW = 2000
+# A refresh that added this many chunks optimises the FTS index (one segment): a first build at
+# 50 MB left ~1.5× slower frequent-word queries otherwise; small additions are left to automerge.
+INDEX_OPTIMIZE_ADDED = 1000
 
 # -- extensions --------------------------------------------------------------------------------
 EXTENSION_SOURCE_MAX_BYTES = 4 * 1024 * 1024

@@ -9,7 +9,6 @@ import sys
 
 from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
-from memoryd.runtime.daemon import Daemon
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
 from memoryd.write.phase2 import Phase2Result, Phase2Status
@@ -85,5 +84,9 @@ def cmd_run(app: App, args: argparse.Namespace) -> int:
             print(f"memoryd: {result.phase2.detail}", file=sys.stderr)
             return EXIT_ERROR
         return EXIT_OK
+    # Only the daemon needs the scheduler: `run --once` (and every other command) skips ~0.1 s
+    # of imports before it can start a private opencode.
+    from memoryd.runtime.daemon import Daemon
+
     asyncio.run(Daemon(app, interval_s=args.interval).serve())
     return EXIT_OK

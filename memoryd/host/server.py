@@ -54,6 +54,16 @@ SEED_LOCKFILE = {
 }
 
 
+# A server memoryd starts runs only memoryd's helper sessions: it must not replace the user's
+# opencode binary (autoupdate) or download language servers while it works, and needs no web UI.
+# Set only where the user's environment does not already say otherwise.
+PRIVATE_SERVER_ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
+}
+
+
 @dataclass
 class ServerHandle:
     """How to reach a server we started."""
@@ -176,7 +186,8 @@ class PrivateServer:
     """One ``opencode serve`` child with basic auth on a random local port.
 
     Use as a (sync or async) context manager, or call :meth:`start` and :meth:`stop` yourself;
-    :meth:`stop` is idempotent and also runs at interpreter exit as a safety net.
+    :meth:`stop` is idempotent and also runs at interpreter exit as a safety net. A stopped
+    instance stays stopped (a later :meth:`start` fails): make a new one to start again.
     """
 
     def __init__(
@@ -210,6 +221,11 @@ class PrivateServer:
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: _Output | None = None
+        # stop() may run while start() is still waiting in another thread (a pass that overlaps
+        # its local work with the boot, then fails): the lock makes spawn-or-abort atomic.
+        self._lock = threading.Lock()
+        self._aborted = threading.Event()
+        self.spawned = threading.Event()  # set once the process exists (or start has failed)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -217,6 +233,12 @@ class PrivateServer:
         """Spawn the server and wait for its "listening" line; raise HostNotStarted otherwise."""
         if self.handle is not None:
             return self.handle
+        try:
+            return self._start()
+        finally:
+            self.spawned.set()
+
+    def _start(self) -> ServerHandle:
         binary = find_opencode(self.opencode_bin)
         password = self.password or secrets.token_urlsafe(32)
         attempts = 1 if self.port is not None else _PORT_ATTEMPTS
@@ -235,6 +257,8 @@ class PrivateServer:
 
     def _spawn(self, binary: str, port: int, password: str) -> ServerHandle:
         env = dict(os.environ if self.env is None else self.env)
+        for key, value in PRIVATE_SERVER_ENV.items():
+            env.setdefault(key, value)
         env["OPENCODE_SERVER_PASSWORD"] = password
         env["OPENCODE_SERVER_USERNAME"] = self.username
         cmd = [binary, "serve", "--hostname", "127.0.0.1", "--port", str(port)]
@@ -242,28 +266,33 @@ class PrivateServer:
             cmd += ["--print-logs", "--log-level", self.log_level]
         where = f"http://127.0.0.1:{port}"
         started = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=self.cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # own process group: stop() reaches tool subprocesses too
-            )
-        except OSError as exc:
-            raise HostNotStarted(binary, str(exc.strerror or exc)) from exc
-        self._proc = proc
-        self._record = _record_server(self.record_dir, proc.pid)
-        self._output = _Output(proc, self.log_file)
-        atexit.register(self.stop)
+        with self._lock:
+            if self._aborted.is_set():
+                raise HostNotStarted(binary, "stopped before it was started")
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=self.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,  # own process group: stop() reaches tool subprocesses
+                )
+            except OSError as exc:
+                raise HostNotStarted(binary, str(exc.strerror or exc)) from exc
+            self._proc = proc
+            self._record = _record_server(self.record_dir, proc.pid)
+            self._output = output = _Output(proc, self.log_file)
+            atexit.register(self.stop)
+        self.spawned.set()
         log.debug("started opencode serve pid=%d on port %d", proc.pid, port)
         try:
             deadline = started + self.startup_timeout
-            while not self._output.listening.wait(0.05):
+            while not output.listening.wait(0.05):
+                if self._aborted.is_set():
+                    raise HostNotStarted(binary, "stopped before it was listening", where)
                 if _has_exited(proc):
-                    output = self._output
                     self.stop()  # reaps it and closes the pipes, so the tail is complete
                     tail = output.tail()
                     err = HostNotStarted(
@@ -279,14 +308,14 @@ class PrivateServer:
                     raise HostNotStarted(
                         binary,
                         f"`opencode serve` did not report listening within "
-                        f"{self.startup_timeout:g} s; last output:\n{self._output.tail()}",
+                        f"{self.startup_timeout:g} s; last output:\n{output.tail()}",
                         where,
                     )
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - started
-        url = self._output.url or where
+        url = output.url or where
         log.info(
             "opencode serve pid=%d listening on %s after %.2f s",
             proc.pid,
@@ -299,8 +328,13 @@ class PrivateServer:
         return self.handle
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM the process group, wait, then SIGKILL whatever is left. Idempotent."""
-        proc, self._proc, self.handle = self._proc, None, None
+        """SIGTERM the process group, wait, then SIGKILL whatever is left. Idempotent.
+
+        Safe to call while :meth:`start` waits in another thread: that start then fails.
+        """
+        with self._lock:
+            self._aborted.set()
+            proc, self._proc, self.handle = self._proc, None, None
         atexit.unregister(self.stop)
         if proc is None:
             return

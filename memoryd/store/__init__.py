@@ -27,10 +27,14 @@ __all__ = ["GLOBAL", "STAGE1", "CallUsage", "Claim", "MemoryMode", "Output", "St
 
 
 class Store(Stage1Mixin, GlobalJobMixin, OutputsMixin, LedgerMixin, OwnersMixin, SyncMixin):
-    def __init__(self, path: Path | str, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, path: Path | str, *, clock: Clock | None = None, quick_check: bool = True
+    ) -> None:
         self._clock = clock or SystemClock()
         self.path = path
-        self._conn: sqlite3.Connection = connect(path, now_ms=self._clock.now_ms())
+        self._conn: sqlite3.Connection = connect(
+            path, now_ms=self._clock.now_ms(), quick_check=quick_check
+        )
 
     @property
     def clock(self) -> Clock:

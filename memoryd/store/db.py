@@ -35,8 +35,12 @@ def _check_file(path: Path) -> None:
         raise StoreCorrupt(path, "no SQLite header")
 
 
-def connect(path: Path | str, *, now_ms: int) -> sqlite3.Connection:
-    """Open (creating if needed) and migrate the database at ``path``."""
+def connect(path: Path | str, *, now_ms: int, quick_check: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate the database at ``path``.
+
+    ``quick_check=False`` skips the integrity check, which reads every page (~60 ms for a 100 MB
+    file): for the one-call ``memoryd tool`` processes, which the daemon's own open has checked.
+    """
     in_memory = str(path) == ":memory:"
     if not in_memory:
         path = Path(path)
@@ -54,11 +58,13 @@ def connect(path: Path | str, *, now_ms: int) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        check = conn.execute("PRAGMA quick_check").fetchone()[0]
-        if check != "ok":
-            raise StoreCorrupt(path, f"integrity check: {check}")
+        if quick_check:
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreCorrupt(path, f"integrity check: {check}")
         migrate(conn, now_ms=now_ms, db_path=path)
-        conn.execute("PRAGMA shrink_memory")  # the check read every page; a daemon keeps none
+        if quick_check:
+            conn.execute("PRAGMA shrink_memory")  # the check read every page; a daemon keeps none
     except sqlite3.DatabaseError as exc:
         conn.close()
         if "locked" in str(exc) or "busy" in str(exc):

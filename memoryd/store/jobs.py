@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memoryd.owner import Owner, owner_gone
-from memoryd.redact import redact
 from memoryd.tuning import DEFAULT_RETRIES, MAX_ERROR_CHARS
 
 STAGE1 = "memory_stage1"
@@ -65,7 +64,12 @@ def _held(row: sqlite3.Row | None, now: int) -> bool:
 
 
 def _cut(error: str) -> str:
-    """Error text is stored and shown: redact it (provider errors can echo request content), bound it."""
+    """Error text is stored and shown: redact it (provider errors can echo request content), bound it.
+
+    The redactor is imported here, not at the top: its patterns cost ~40 ms to load, and every
+    ``memoryd tool`` process opens the store without ever storing an error."""
+    from memoryd.redact import redact
+
     error = redact(error)
     return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 

@@ -216,6 +216,20 @@ def m006_project_scopes(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m011_output_version_index(conn: sqlite3.Connection) -> None:
+    """The signature index also covers where an output belongs (worktree, cwd): the search
+    index keeps each output's project key and must notice the backfill filling it in."""
+    _run(
+        conn,
+        """
+        DROP INDEX IF EXISTS idx_stage1_outputs_signature;
+        CREATE INDEX idx_stage1_outputs_version
+            ON stage1_outputs (session_id, source_updated_at, generated_at, worktree, cwd);
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

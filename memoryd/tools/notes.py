@@ -25,7 +25,6 @@ from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
-from memoryd.redact import find_secrets
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
@@ -127,6 +126,8 @@ def _check_note(
         if not isinstance(session_id, str) or len(session_id) > SESSION_ID_MAX_CHARS:
             raise InvalidArgument("session_id must be a string of at most 200 characters")
         sid = _one_line(session_id) or None
+    from memoryd.redact import find_secrets  # here: a search-only tool process never loads it
+
     kinds = list(
         dict.fromkeys(find_secrets(note) + (find_secrets(title) if isinstance(title, str) else []))
     )
@@ -240,6 +241,7 @@ def memory_add_note(
             raise Refused(f"{folder} is not a directory")
         name = _create_exclusive(notes_dir.fd, f"{stamp_text(now)}-{slug}", data)
     if store is not None:
+        store.record_note_write(f"{folder}/{name}", data)  # a running consolidation keeps it
         store.enqueue_phase2()
     return NoteResult(
         path=f"{folder}/{name}",
@@ -306,6 +308,7 @@ def _delete_note(store: Store, root: Path, full: str) -> ForgetResult:
         if node.kind != "file":
             raise InvalidArgument(f"{full}: is a directory, not a note")
         remove_file(node)
+    store.record_note_write(full, None)  # a running consolidation does not bring it back
     store.enqueue_phase2(urgent=True)
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
@@ -328,6 +331,7 @@ def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
         with open_path(root, f"{folder}/{name}") as node:
             if node.kind == "file":
                 remove_file(node)
+                store.record_note_write(f"{folder}/{name}", None)
                 notes += 1
     if not sessions and not notes:
         raise NotFound(f"memoryd holds no memory for project {key}")

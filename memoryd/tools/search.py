@@ -102,15 +102,19 @@ class SearchResult(Result):
     strategy: str | None = None
     refresh: dict[str, Any] | None = None
     elapsed_ms: float = 0.0
+    total_capped: bool = False  # ranked: more chunks match than are scored; total is that window
 
     def to_text(self) -> str:
         if not self.matches:
             if self.total and self.cursor >= self.total:
-                return f"no matches at cursor {self.cursor} (there are {self.total})"
+                more = "+" if self.total_capped else ""
+                return f"no matches at cursor {self.cursor} (there are {self.total}{more})"
             return "no matches"
         what = {"timeline": "files", "ranked": "ranked results"}.get(self.mode, "matches")
         first, last = self.cursor + 1, self.cursor + len(self.matches)
         head = f"{what} {first}-{last} of {self.total}"
+        if self.total_capped:
+            head += f"+ (ranked among the {self.total} most recently indexed matches; add words to narrow)"
         if self.strategy and self.strategy != "strict":
             head += f" (no exact hit; relaxed to {self.strategy.replace('_', ' ')} matching)"
         out = [head]

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.errors import ObjectFormatException
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, parse_tree
 from dulwich.pack import write_pack
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
@@ -235,16 +236,26 @@ class Baseline:
         )
         return result
 
-    def reset(self) -> None:
-        """Replace the baseline with one parentless commit of the worktree; history is dropped."""
+    def reset(self, hold: dict[str, tuple[bool, bytes] | None] | None = None) -> None:
+        """Replace the baseline with one parentless commit of the worktree; history is dropped.
+
+        ``hold`` commits some paths as they were instead, (executable, bytes) or left out
+        (``None``): changes the next diff must still show (a note the user wrote meanwhile).
+        """
         started = time.perf_counter()
+        hold = hold or {}
         cache = self.stat_cache
         cache.drop()  # whatever happens below, the old entries describe the old commit
         files, keys = [], {}
         for rel, abspath, key in self._walk():  # before touching git_dir
+            if rel in hold:
+                continue
             mode, data = _read_file(abspath)  # stat taken before the read: a race only re-hashes
             files.append((rel, mode, data))
             keys[rel] = (key, mode, _blob_id(data))
+        for rel, held in sorted(hold.items()):  # not in the stat cache: the next diff hashes them
+            if held is not None:
+                files.append((rel, MODE_EXEC if held[0] else MODE_FILE, held[1]))
         parent = self.git_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -472,17 +483,22 @@ def _head_entries(repo: Repo) -> Entries:
     while stack:
         tree_id, prefix = stack.pop()
         try:
-            tree = repo.object_store[tree_id]
+            # raw text, not a Tree object, which would re-hash itself (a third of this walk)
+            type_num, raw = repo.object_store.get_raw(tree_id)
         except KeyError as exc:
             raise BaselineBroken(f"tree {tree_id.decode()} is missing") from exc
-        if not isinstance(tree, Tree):
+        if type_num != Tree.type_num:
             raise BaselineBroken(f"{tree_id.decode()} is not a tree")
-        for name, mode, sha in tree.iteritems():
+        try:
+            items = list(parse_tree(raw, sha_len=repo.object_format.oid_length))
+        except (ValueError, ObjectFormatException) as exc:
+            raise BaselineBroken(f"tree {tree_id.decode()} is malformed ({exc})") from exc
+        for name, mode, sha in items:
             rel = prefix + name.decode(FS_ENCODING, "surrogateescape")
             if stat.S_ISDIR(mode):
-                stack.append((sha, rel + "/"))
+                stack.append((ObjectID(sha), rel + "/"))
             else:
-                entries[rel] = (mode, sha)
+                entries[rel] = (mode, ObjectID(sha))
     return entries
 
 

@@ -3,9 +3,11 @@
 Plain :mod:`difflib` is quadratic on files full of repeated lines (a 4,096-session
 ``raw_memories.md`` of template lines took 42 s); anchoring on lines that occur once on both
 sides (session headers) and running difflib only in the gaps keeps it well under a second.
-Before any line is looked at, both files are cut into blocks at blank lines and the blocks are
-diffed the same way, so the ~150,000 lines of an unchanged stretch cost a few thousand bytes
-comparisons and only changed blocks are split into lines (0.3 s to ~50 ms at 4,096 sessions).
+Two cheaper layers sit in front of that line diff. ``_sync`` compares the two files as memory
+and keeps identical stretches out of it altogether (their lines are only counted); each
+difference gets a window of blocks (runs of lines cut at blank lines), diffed block by block,
+and only changed blocks are split into lines. At 4,096 sessions with 1 % re-extracted this took
+the 7 MB file from ~0.3 s to ~15 ms.
 Split from :mod:`memoryd.write.baseline` so the snapshot logic and the text logic read apart.
 """
 
@@ -19,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from itertools import accumulate, repeat
 
-from memoryd.tuning import DIFF_CONTEXT_LINES, DIFF_JOIN_BLOCKS
+from memoryd.tuning import DIFF_CONTEXT_LINES, DIFF_JOIN_BLOCKS, DIFF_SYNC_WINDOW_BYTES
 
 FS_ENCODING = sys.getfilesystemencoding()
 # git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
@@ -251,7 +253,7 @@ class _Grouper(difflib.SequenceMatcher):  # type: ignore[type-arg]
         return list(self._ops)
 
 
-def _hunks(ops: list[Opcode], a: _Lines, b: _Lines) -> Iterator[str]:
+def _hunks(ops: list[Opcode], a: _Lines | _Stretches, b: _Lines | _Stretches) -> Iterator[str]:
     for group in _Grouper(ops).get_grouped_opcodes(DIFF_CONTEXT_LINES):
         first, last = group[0], group[-1]
         out = [f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n"]
@@ -293,9 +295,161 @@ def file_patch(
 
 def _hunk_text(old: bytes, new: bytes, *, by_blocks: bool = True) -> str:
     """The hunks from ``old`` to ``new``; ``by_blocks=False`` is the plain whole-file line diff."""
-    split = _blocks if by_blocks else _one_block
-    a, b = _Lines(split(old)), _Lines(split(new))
-    return "".join(_hunks(_block_opcodes(a, b), a, b))
+    if not by_blocks:
+        whole_a, whole_b = _Lines(_one_block(old)), _Lines(_one_block(new))
+        return "".join(_hunks(_block_opcodes(whole_a, whole_b), whole_a, whole_b))
+    return "".join(_hunks(*_sync_opcodes(old, new)))
+
+
+def _sync_opcodes(old: bytes, new: bytes) -> tuple[_Ops, _Stretches, _Stretches]:
+    """Line opcodes for the pieces ``_sync`` finds, with line access to both files."""
+    a, b = _Stretches(old), _Stretches(new)
+    ops = _Ops()
+    for same, i1, i2, j1, j2 in _sync(old, new):
+        la, lb = len(a), len(b)
+        if same:  # the same bytes on both sides: their lines are only counted
+            n = old.count(b"\n", i1, i2) + (i2 == len(old) > i1 and old[-1:] != b"\n")
+            a.add_equal(i1, i2, n)
+            b.add_equal(j1, j2, n)
+            ops.add("equal", la, la + n, lb, lb + n)
+            continue
+        wa, wb = _Lines(_blocks(old[i1:i2])), _Lines(_blocks(new[j1:j2]))
+        for tag, x1, x2, y1, y2 in _block_opcodes(wa, wb):
+            ops.add(tag, la + x1, la + x2, lb + y1, lb + y2)
+        a.add_window(wa)
+        b.add_window(wb)
+    return ops, a, b
+
+
+# -- skipping what did not change ---------------------------------------------------------------
+
+
+def _sync(a: bytes, b: bytes) -> Iterator[tuple[bool, int, int, int, int]]:
+    """Cut two files into stretches of identical bytes and the windows between them.
+
+    Identical stretches are found by comparing memory (``startswith`` on a view: no copy, no
+    line objects); each difference is widened to a window of blocks that is diffed until both
+    sides line up again on more than ``DIFF_JOIN_BLOCKS`` equal blocks. Every cut is at a line
+    start, so each piece can be diffed (or counted) on its own.
+    """
+    vb = memoryview(b)
+    i = j = 0
+    while i < len(a) or j < len(b):
+        n = _common_run(a, i, vb, j)
+        if i + n == len(a) and j + n == len(b):
+            yield True, i, i + n, j, j + n
+            return
+        # back to the last cut inside the identical run: a block start, else a line start
+        k = a.rfind(b"\n\n", i, i + n)
+        cut = k + 2 if k >= 0 else max(i, a.rfind(b"\n", i, i + n) + 1)
+        if cut > i:
+            yield True, i, cut, j, j + cut - i
+            i, j = cut, j + cut - i
+        i2, j2 = _resync(a, i, b, j)
+        yield False, i, i2, j, j2
+        i, j = i2, j2
+
+
+def _common_run(a: bytes, i: int, vb: memoryview, j: int) -> int:
+    """How many bytes ``a[i:]`` and ``b[j:]`` share, found by galloping then halving memcmp."""
+    limit = min(len(a) - i, len(vb) - j)
+    done, step = 0, 4096
+    while done < limit:
+        size = min(step, limit - done)
+        if a.startswith(vb[j + done : j + done + size], i + done):
+            done += size
+            step *= 2
+            continue
+        while size > 1:  # the first difference is in [done, done + size)
+            half = size // 2
+            if a.startswith(vb[j + done : j + done + half], i + done):
+                done, size = done + half, size - half
+            else:
+                size = half
+        return done
+    return done
+
+
+def _resync(a: bytes, i: int, b: bytes, j: int) -> tuple[int, int]:
+    """Where ``a`` and ``b`` line up again after a difference at ``a[i]``/``b[j]`` (block starts)."""
+    size = DIFF_SYNC_WINDOW_BYTES
+    while True:
+        ea, eb = _cut_after(a, i + size), _cut_after(b, j + size)
+        wa, wb = _blocks(a[i:ea]), _blocks(b[j:eb])
+        for tag, k1, k2, m1, _ in _opcodes(wa, wb):
+            if tag == "equal" and k2 - k1 > DIFF_JOIN_BLOCKS and (k1 or m1):
+                return i + _offset(wa, k1), j + _offset(wb, m1)
+        if ea == len(a) and eb == len(b):
+            return ea, eb
+        size *= 8
+
+
+def _cut_after(data: bytes, pos: int) -> int:
+    """The first block end at or after ``pos`` (the end of the file if none)."""
+    k = data.find(b"\n\n", pos) if pos < len(data) else -1
+    return len(data) if k < 0 else k + 2
+
+
+def _offset(blocks: list[bytes], k: int) -> int:
+    """Byte offset of block ``k`` (no tail before it: each block before had its "\\n\\n" cut off)."""
+    return sum(map(len, blocks[:k])) + 2 * k
+
+
+class _Stretches:
+    """Line access over a file cut by ``_sync``: identical stretches read in place, windows split."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts = [0]  # first line of each piece, then the line count
+        self.pieces: list[tuple[int, int] | _Lines] = []
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def add_equal(self, lo: int, hi: int, lines: int) -> None:
+        self.pieces.append((lo, hi))
+        self.starts.append(self.starts[-1] + lines)
+
+    def add_window(self, lines: _Lines) -> None:
+        self.pieces.append(lines)
+        self.starts.append(self.starts[-1] + len(lines))
+
+    def __getitem__(self, span: slice) -> list[bytes]:
+        i, j = span.start, span.stop
+        out: list[bytes] = []
+        k = bisect.bisect_right(self.starts, i) - 1
+        while i < j and k < len(self.pieces) and self.starts[k] < j:
+            base, end = self.starts[k], self.starts[k + 1]
+            x, y = max(i, base) - base, min(j, end) - base
+            piece = self.pieces[k]
+            if isinstance(piece, _Lines):
+                out += piece[x:y]
+            else:
+                out += _stretch_lines(self.data, *piece, end - base, x, y)
+            k += 1
+        return out
+
+
+def _stretch_lines(data: bytes, lo: int, hi: int, n: int, x: int, y: int) -> list[bytes]:
+    """Lines ``x:y`` of the ``n``-line stretch ``data[lo:hi]``, split from its nearer end.
+
+    Hunks only ask for context lines next to a change, so a few KB are split, not the stretch.
+    """
+    size = 4096
+    while True:
+        if x <= n - y:  # near the start: the first y lines must be complete
+            end = min(hi, lo + size)
+            chunk = data[lo:end]
+            if end == hi or chunk.count(b"\n") >= y:
+                return _lines(chunk)[x:y]
+        else:  # near the end: its first line may be cut, the last n - x must be whole
+            start = max(lo, hi - size)
+            lines = _lines(data[start:hi])
+            if start == lo:
+                return lines[x:y]
+            if len(lines) - 1 >= n - x:
+                return lines[len(lines) - (n - x) : len(lines) - (n - y)]
+        size *= 8
 
 
 def _one_block(data: bytes) -> list[bytes]:

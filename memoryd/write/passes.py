@@ -69,9 +69,11 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
 async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
     paths, settings, store = app.paths, app.settings, app.store
     paths.ensure_dir(paths.state_dir)
-    usage = tick(app)  # usage first: it decides what phase 2 selects
     worker = default_worker_id()
-    async with open_host(settings, paths) as host:
+    async with open_host(settings, paths) as opening:
+        # A private opencode boots in the background meanwhile: the local work costs no wall time.
+        usage = tick(app)  # usage first: it decides what phase 2 selects
+        host = await opening.ready()
         store.put_state(
             HOST_SEEN,
             {

@@ -10,7 +10,7 @@ from typing import Any
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, RecordedRequest, ToolCall, last_user_text, tools_offered
 from tests.e2e.sandbox import OpencodeSandbox
-from tests.e2e.test_phase1_e2e import memoryd, run_env
+from tests.e2e.test_phase1_e2e import _processes_under, memoryd, run_env
 
 MEMORY_TOOLS = {"memory_search", "memory_read", "memory_note"}
 
@@ -115,3 +115,20 @@ def test_user_sees_three_lean_tools_and_no_helpers(make_sandbox, mock_llm: MockL
     assert "must stay inside the memory folder" in str(last.messages[-1]["content"])
     assert not [c for _, c in descendants(box.pid) if "memoryd" in c]
     assert tools_offered(req)  # (the request list above was the user's, not a helper's)
+
+
+def test_empty_home_pass_makes_no_model_call_and_starts_opencode_once(
+    make_sandbox, mock_llm: MockLLM
+) -> None:
+    """Issue 16: a pass on a truly empty home (no sessions, no notes) with memoryd's own server
+    makes no model call, starts and stops opencode once, and leaves nothing running."""
+    box: OpencodeSandbox = make_sandbox(start=False)
+    env = box.base_env  # no server configured: memoryd starts (and stops) its own
+    assert memoryd(env, "install", "opencode").returncode == 0
+    out = memoryd(env, "-vv", "run", "--once")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "0 sessions seen" in out.stdout and "nothing to consolidate yet" in out.stdout
+    assert mock_llm.requests == []
+    assert out.stderr.count("started opencode serve") == 1
+    assert out.stderr.count("stopped opencode serve") == 1
+    assert _processes_under(box.root) == []

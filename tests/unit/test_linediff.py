@@ -12,7 +12,17 @@ import re
 import pytest
 
 import memoryd.write.linediff as ld
-from memoryd.write.linediff import _blocks, _hunk_text, _Lines, _lines, file_patch
+from memoryd.tuning import DIFF_CONTEXT_LINES
+from memoryd.write.linediff import (
+    _blocks,
+    _hunk_text,
+    _Lines,
+    _lines,
+    _stretch_lines,
+    _sync,
+    _sync_opcodes,
+    file_patch,
+)
 
 HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n")
 NO_EOL = "\\ No newline at end of file\n"
@@ -25,11 +35,16 @@ def text_lines(text: str) -> list[str]:
 
 
 def apply(hunks: str, old: str) -> str:
-    """``old`` with the unified-diff ``hunks`` applied; asserts every context and removed line."""
+    """``old`` with the unified-diff ``hunks`` applied; asserts every context and removed line.
+
+    Also that each hunk carries exactly ``DIFF_CONTEXT_LINES`` of context (fewer only at an end
+    of the file) and that hunks closer than twice that were merged, as ``git diff`` does.
+    """
     src = text_lines(old)
     lines = text_lines(hunks)
     out: list[str] = []
     pos = k = 0
+    last_change_end = None
     while k < len(lines):
         m = HEADER.fullmatch(lines[k])
         assert m, f"not a hunk header: {lines[k]!r}"
@@ -39,9 +54,11 @@ def apply(hunks: str, old: str) -> str:
         assert start >= pos, "hunks overlap or go backwards"
         out += src[pos:start]
         pos, used_a, used_b = start, 0, 0
+        tags = ""
         k += 1
         while k < len(lines) and not lines[k].startswith("@@"):
             tag, body = lines[k][0], lines[k][1:]
+            tags += tag
             if k + 1 < len(lines) and lines[k + 1] == NO_EOL:
                 body = body[:-1]
                 k += 1
@@ -55,6 +72,13 @@ def apply(hunks: str, old: str) -> str:
                 used_b += 1
             k += 1
         assert (used_a, used_b) == (a_len, b_len), "hunk header counts are wrong"
+        lead, trail = len(tags) - len(tags.lstrip(" ")), len(tags) - len(tags.rstrip(" "))
+        assert lead < len(tags), "a hunk without a change"
+        assert lead == DIFF_CONTEXT_LINES or start == 0, "leading context"
+        assert trail == DIFF_CONTEXT_LINES or pos == len(src), "trailing context"
+        if last_change_end is not None:
+            assert start + lead - last_change_end > 2 * DIFF_CONTEXT_LINES, "hunks not merged"
+        last_change_end = pos - trail
     return "".join(out + src[pos:])
 
 
@@ -108,6 +132,24 @@ def test_lines_over_blocks_on_random_files() -> None:
         assert view[i:j] == whole[i:j]
 
 
+def test_stretch_lines_from_either_end() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        lines = [b"x" * rng.choice([0, 3, 5000]) + b"\n" for _ in range(rng.randrange(2, 40))]
+        data = b"".join(lines)
+        if rng.random() < 0.3:
+            data = data[:-1]  # no final newline
+        whole = _lines(data)
+        lo = rng.randrange(len(whole))
+        hi = rng.randrange(lo + 1, len(whole) + 1)
+        start = sum(map(len, whole[:lo]))
+        stop = start + sum(map(len, whole[lo:hi]))
+        x = rng.randrange(hi - lo)
+        y = rng.randrange(x, hi - lo + 1)
+        got = _stretch_lines(data, start, stop, hi - lo, x, y)
+        assert got == whole[lo:hi][x:y]
+
+
 # -- arbitrary edits ----------------------------------------------------------------------------
 
 
@@ -155,13 +197,52 @@ def _join(rng: random.Random, lines: list[bytes]) -> bytes:
     return data.rstrip(b"\n") if rng.random() < 0.3 else data  # often no final newline
 
 
-def test_random_edits_give_patches_that_apply_exactly() -> None:
-    rng = random.Random(20261201)
-    for _ in range(1500):
-        old = _join(rng, _random_file(rng, rng.randrange(80)))
+@pytest.mark.parametrize("window", [1, 64, 8192])
+def test_random_edits_give_patches_that_apply_exactly(
+    window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # small windows make every difference resync several times inside one file
+    monkeypatch.setattr(ld, "DIFF_SYNC_WINDOW_BYTES", window)
+    rng = random.Random(20261201 + window)
+    for _ in range(1000):
+        old = _join(rng, _random_file(rng, rng.randrange(200)))
         new = _join(rng, _edit(rng, _lines(old)))
         hunks = check(old, new)
         assert (hunks == "") == (old == new)
+
+
+def test_sync_pieces_cover_both_files_and_equal_pieces_are_equal() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        old = _join(rng, _random_file(rng, rng.randrange(200)))
+        new = _join(rng, _edit(rng, _lines(old)))
+        i = j = 0
+        for same, i1, i2, j1, j2 in _sync(old, new):
+            assert (i1, j1) == (i, j) and i1 <= i2 and j1 <= j2
+            assert i1 == 0 or old[i1 - 1 : i1] == b"\n"  # every cut at a line start
+            assert j1 == 0 or new[j1 - 1 : j1] == b"\n"
+            if same:
+                assert old[i1:i2] == new[j1:j2]
+            i, j = i2, j2
+        assert (i, j) == (len(old), len(new))
+
+
+def test_sync_opcodes_cover_every_line_and_read_them_back() -> None:
+    rng = random.Random(6)
+    for _ in range(300):
+        old = _join(rng, _random_file(rng, rng.randrange(200)))
+        new = _join(rng, _edit(rng, _lines(old)))
+        ops, a, b = _sync_opcodes(old, new)
+        want_a, want_b = _lines(old), _lines(new)
+        assert (len(a), len(b)) == (len(want_a), len(want_b))
+        assert a[0 : len(a)] == want_a and b[0 : len(b)] == want_b
+        i = j = 0
+        for tag, i1, i2, j1, j2 in ops:
+            assert (i1, j1) == (i, j)
+            if tag == "equal":
+                assert a[i1:i2] == b[j1:j2]
+            i, j = i2, j2
+        assert (i, j) == (len(want_a), len(want_b))
 
 
 @pytest.mark.parametrize(
