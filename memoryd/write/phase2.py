@@ -50,7 +50,7 @@ from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.status import FOLDER_SWEPT
-from memoryd.store import GLOBAL, CallUsage, Output
+from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
@@ -299,16 +299,11 @@ class Phase2(PhaseBase):
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
         enabled = bool(self.settings.sync_remote)
-        own_id = None
-        if enabled:
-            from memoryd.sync.publish import machine_id  # the sync package: a home that syncs
-
-            own_id = machine_id(self.store)
         forgotten = set(self.store.tombstones())
         forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
         return {
             "enabled": enabled,
-            "own_id": own_id,
+            "own_id": _machine_id(self.store) if enabled else None,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
         }
@@ -343,13 +338,7 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        # Other machines' memory (the last fetched sync head; no network here). Without a remote
-        # there is at most a stale extensions/sync/ to remove: a home that never synced does not
-        # load the sync package and dulwich's client (~1 MB the daemon would keep).
-        if sync_inputs["enabled"] or os.path.lexists(self.paths.memories / EXTENSIONS_DIR / "sync"):
-            from memoryd.sync.inputs import import_sync
-
-            import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
+        _import_sync(self.paths, sync_inputs)  # other machines' memory, from the last fetch
         problems = ws.validate()
         if not problems:
             # Valid as it stands (a hand edit included): that is what a failed run returns to.
@@ -545,3 +534,21 @@ class Phase2(PhaseBase):
                     outcome=outcome,
                     usage=usage,
                 )
+
+
+def _machine_id(store: Store) -> str:
+    from memoryd.sync.publish import machine_id  # the sync package loads for a home that syncs
+
+    return machine_id(store)
+
+
+def _import_sync(paths: Paths, sync_inputs: dict[str, Any]) -> None:
+    """Bring ``extensions/sync/`` in line with the last fetched sync head (no network here).
+
+    Without a remote there is at most a stale folder to remove, so a home that never synced does
+    not load the sync package and dulwich's client (~1 MB the daemon would keep for good).
+    """
+    if sync_inputs["enabled"] or os.path.lexists(paths.memories / EXTENSIONS_DIR / "sync"):
+        from memoryd.sync.inputs import import_sync
+
+        import_sync(paths.memories, paths.sync_git, **sync_inputs)
