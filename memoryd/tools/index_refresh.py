@@ -83,6 +83,7 @@ class IndexRefresh:
     store: Store | None
     _conn: sqlite3.Connection
     _lock: threading.RLock
+    _outputs_cache: tuple[tuple[int, int], str] | None = None  # see _outputs_mark
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -308,9 +309,24 @@ class IndexRefresh:
         if newest >= time.time_ns() - RACY_NS:
             return ""
         if self.store is not None:
-            row = self.store._conn.execute(OUTPUTS_MARK_SQL).fetchone()
-            parts.append(f"outputs:{row[0]}:{row[1]:.0f}:{row[2]:.0f}:{row[3]}")
+            parts.append(self._outputs_mark(self.store._conn))
         return "|".join(parts)
+
+    def _outputs_mark(self, conn: sqlite3.Connection) -> str:
+        """The outputs' aggregate, read again only when memory.db may have changed since.
+
+        ``data_version`` moves when another connection (any process) commits, ``total_changes``
+        when this one does; while both stand still the aggregate (~3 ms over 15 K outputs) is
+        the one already read. A process that lives for one query gains nothing, a server does.
+        """
+        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        cached = self._outputs_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        row = conn.execute(OUTPUTS_MARK_SQL).fetchone()
+        mark = f"outputs:{row[0]}:{row[1]:.0f}:{row[2]:.0f}:{row[3]}"
+        self._outputs_cache = (version, mark)
+        return mark
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
