@@ -7,7 +7,9 @@ Everything is seeded by the caller's ``random.Random``; nothing here decides whe
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
+import json
 import os
 import random
 import signal
@@ -35,7 +37,7 @@ from memoryd.paths import Paths
 from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR, Workspace, is_tracked
 from memoryd.write.baseline import Baseline
 from tests.e2e.consolidator import ScriptedConsolidator, is_consolidation
-from tests.e2e.mockllm import MockLLM, is_extraction
+from tests.e2e.mockllm import MockLLM, is_extraction, last_user_text, transcript_of
 from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode
 
 PY = sys.executable
@@ -86,6 +88,11 @@ class World:
             if not kind:
                 return default(req)
             self.inflight[kind] += 1
+            self.started[kind] += 1
+            helper = getattr(self.mock.local, "headers", {}).get("x-session-id")
+            self.calls.append((kind, self._helper_owner(helper)))
+            if kind == "extract":
+                self._note_extraction(req)
             try:
                 if self.slow[1] > 0:
                     time.sleep(random.uniform(*self.slow))
@@ -97,7 +104,13 @@ class World:
         self.box = OpencodeSandbox(root / "opencode", ensure_opencode(), self.mock.base_url)
         self.home = self.box.memoryd_home
         self.paths = Paths.from_env({"MEMORYD_HOME": str(self.home)})
-        self.inflight = {"extract": 0, "consolidate": 0}
+        self.inflight = {"extract": 0, "consolidate": 0}  # model calls being answered now
+        self.started = {"extract": 0, "consolidate": 0}  # model calls ever received
+        # every call of memoryd's helpers: (kind, pid of the memoryd that recorded the helper);
+        # a killed memoryd's helper can go on calling the model until the next one deletes it
+        self.calls: list[tuple[str, int | None]] = []
+        # every extraction the model saw: (session, transcript digest, claimed watermark, token)
+        self.extractions: list[tuple[str, str, int | None, str | None]] = []
         self.sessions: list[str] = []
         out = self.cli("install", "opencode")
         if out.returncode != 0:
@@ -106,6 +119,34 @@ class World:
     def close(self) -> None:
         self.box.stop()
         self.mock.stop()
+
+    def _helper_owner(self, helper: str | None) -> int | None:
+        if helper is None or not self._migrated():
+            return None
+        with contextlib.closing(self.db()) as conn:
+            row = conn.execute(
+                "SELECT owner FROM helper_sessions WHERE session_id = ?", (helper,)
+            ).fetchone()
+        try:
+            return int(json.loads(row[0])["pid"]) if row is not None else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def _note_extraction(self, req: dict[str, Any]) -> None:
+        """Which claim sent this extraction: told apart later, a second request of one claim is
+        opencode retrying the model call, a second claim of one version is a duplicate."""
+        text = last_user_text(req)
+        sid = next((s for s in self.sessions if s in text), "?")
+        digest = hashlib.sha1(transcript_of(req).encode()).hexdigest()
+        row = self.jobs().get(sid)
+        self.extractions.append(
+            (
+                sid,
+                digest,
+                row["input_watermark"] if row is not None else None,
+                row["ownership_token"] if row is not None else None,
+            )
+        )
 
     # -- environment -------------------------------------------------------------------------
 
@@ -214,6 +255,17 @@ class World:
         )
         return stage1, phase2
 
+    def stale_sessions(self) -> list[str]:
+        """Sessions whose output is missing or not their current version (``time.updated``)."""
+        live = {
+            s["id"]: s["time"]["updated"] for s in self.box.driver.list_all_sessions(roots=True)
+        }
+        if not self._migrated():
+            return list(self.sessions)
+        with contextlib.closing(self.db()) as conn:
+            outs = dict(conn.execute("SELECT session_id, source_updated_at FROM stage1_outputs"))
+        return [sid for sid in self.sessions if outs.get(sid) != live.get(sid)]
+
     def helper_sessions(self) -> list[str]:
         sessions = self.box.driver.list_all_sessions(roots=False, archived=True)
         return [s["id"] for s in sessions if str(s.get("title", "")).startswith("memoryd-")]
@@ -238,11 +290,21 @@ class World:
             unselected = conn.execute(
                 "SELECT COUNT(*) FROM stage1_outputs WHERE selected_for_phase2 = 0"
             ).fetchone()[0]
+        jobs = self.jobs()
         for sid in expect:
             want = live[sid]["time"]["updated"]
             if outs.get(sid) != want:
                 fig.lost += 1
-                fig.fail(f"{sid}: output {outs.get(sid)} != session {want}")
+                j = jobs.get(sid)
+                job = (
+                    {
+                        k: j[k]
+                        for k in ("status", "input_watermark", "retry_remaining", "last_error")
+                    }
+                    if j is not None
+                    else None
+                )
+                fig.fail(f"{sid}: output {outs.get(sid)} != session {want} (job {job})")
         if unselected:
             fig.lost += unselected
             fig.fail(f"{unselected} outputs not consumed by the clean consolidation")
@@ -297,6 +359,51 @@ class World:
         left = memoryd_servers(self.home)
         if left:
             fig.fail(f"opencode serve started by memoryd still running: {left}")
+
+
+_LAUNCH = (
+    "import json, sys\n"
+    "from memoryd.cli import main\n"
+    "args = json.loads(sys.stdin.readline())\n"
+    "raise SystemExit(main(args))\n"
+)
+
+
+class WarmStart:
+    """``python -m memoryd`` processes with the CLI already imported, each waiting on stdin for
+    its arguments. The storm restarts memoryd hundreds of times; the interpreter's imports were
+    a third of each restart, and a kill among them tests nothing memoryd does. The moment is
+    drawn from the start of ``main``; the next process imports while this one runs."""
+
+    def __init__(self, w: World) -> None:
+        self.w = w
+        self.ready: dict[bool, subprocess.Popen[str]] = {}
+
+    def _spawn(self, private: bool) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [PY, "-c", _LAUNCH],
+            env=self.w.env(private=private),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def start(self, args: tuple[str, ...], *, private: bool) -> subprocess.Popen[str]:
+        proc = self.ready.pop(private, None) or self._spawn(private)
+        if private:  # as World.env does: forget the shared server, memoryd starts its own
+            self.w.paths.server_state.unlink(missing_ok=True)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(list(args)) + "\n")
+        proc.stdin.flush()
+        self.ready[private] = self._spawn(private)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.ready.values():
+            proc.kill()
+            proc.communicate(timeout=30)
+        self.ready.clear()
 
 
 def decision(i: int, turn: int) -> str:

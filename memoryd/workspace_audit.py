@@ -35,6 +35,7 @@ __all__ = [
     "holds_agent_owned",
     "is_agent_owned",
     "restore_protected",
+    "with_user_writes",
     "snapshot_protected",
     "validate_root_files",
 ]
@@ -133,6 +134,27 @@ def snapshot_protected(folder: MemoryFolder) -> Snapshot:
         else:
             files[relpath] = FileState(data=got[0], mode=got[1])
     return Snapshot(files=files, dirs=frozenset(dirs), others=frozenset(others))
+
+
+def with_user_writes(
+    folder: MemoryFolder, snap: Snapshot, writes: dict[str, bytes | None]
+) -> Snapshot:
+    """The snapshot as the user changed it while the agent ran (notes memoryd wrote for them):
+    a note added is expected as written, a note deleted is not brought back."""
+    files = dict(snap.files)
+    dirs = set(snap.dirs)
+    for relpath, data in writes.items():
+        if data is None:
+            files.pop(relpath, None)
+            continue
+        try:
+            got = read_regular_with_mode(folder.root / relpath, skip_irregular=True)
+        except PathError:
+            got = None
+        files[relpath] = FileState(data, got[1] if got is not None and got[0] == data else 0o644)
+        parts = relpath.split("/")[:-1]
+        dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return Snapshot(files=files, dirs=frozenset(dirs), others=snap.others)
 
 
 def restore_protected(folder: MemoryFolder, snap: Snapshot) -> list[str]:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from memoryd.clock import DAY, Clock
 from memoryd.store.db import write_tx
 
+NOTE_WRITE = "note_write:"  # kv key prefix: a user's note written or deleted by memoryd
+NOTE_WRITE_END = "note_write;"  # the first key past that prefix (';' follows ':')
+
 
 @dataclass(frozen=True)
 class CallUsage:
@@ -46,6 +49,37 @@ class LedgerMixin:
     def get_state(self, key: str) -> object | None:
         r = self._conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
         return json.loads(r[0]) if r else None
+
+    # -- the user's note writes (phase 2 must not undo them) -------------------------------
+
+    def record_note_write(self, relpath: str, data: bytes | None) -> None:
+        """memoryd wrote (``data``) or deleted (``None``) the user's note at ``relpath``.
+
+        A consolidation running meanwhile restores protected files to its snapshot and commits
+        its baseline afterwards: without this record it would delete the new note, bring back a
+        forgotten one, and hide the change from the next consolidation's diff.
+        """
+        text = None if data is None else data.decode("utf-8", errors="replace")
+        self.put_state(NOTE_WRITE + relpath, {"data": text})
+
+    def note_writes_since(self, since_ms: int) -> dict[str, bytes | None]:
+        """Note writes recorded at or after ``since_ms``: relpath -> content (``None``: deleted)."""
+        rows = self._conn.execute(
+            "SELECT key, value FROM kv WHERE key >= ? AND key < ? AND updated_at >= ?",
+            (NOTE_WRITE, NOTE_WRITE_END, since_ms),
+        )
+        out: dict[str, bytes | None] = {}
+        for r in rows:
+            text = json.loads(r["value"]).get("data")
+            out[r["key"][len(NOTE_WRITE) :]] = None if text is None else text.encode("utf-8")
+        return out
+
+    def prune_note_writes(self, before_ms: int) -> None:
+        with write_tx(self._conn) as c:
+            c.execute(
+                "DELETE FROM kv WHERE key >= ? AND key < ? AND updated_at < ?",
+                (NOTE_WRITE, NOTE_WRITE_END, before_ms),
+            )
 
     # -- model-call ledger ----------------------------------------------------------------
 

@@ -241,6 +241,7 @@ def memory_add_note(
             raise Refused(f"{folder} is not a directory")
         name = _create_exclusive(notes_dir.fd, f"{stamp_text(now)}-{slug}", data)
     if store is not None:
+        store.record_note_write(f"{folder}/{name}", data)  # a running consolidation keeps it
         store.enqueue_phase2()
     return NoteResult(
         path=f"{folder}/{name}",
@@ -307,6 +308,7 @@ def _delete_note(store: Store, root: Path, full: str) -> ForgetResult:
         if node.kind != "file":
             raise InvalidArgument(f"{full}: is a directory, not a note")
         remove_file(node)
+    store.record_note_write(full, None)  # a running consolidation does not bring it back
     store.enqueue_phase2(urgent=True)
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
@@ -329,6 +331,7 @@ def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
         with open_path(root, f"{folder}/{name}") as node:
             if node.kind == "file":
                 remove_file(node)
+                store.record_note_write(f"{folder}/{name}", None)
                 notes += 1
     if not sessions and not notes:
         raise NotFound(f"memoryd holds no memory for project {key}")

@@ -236,16 +236,26 @@ class Baseline:
         )
         return result
 
-    def reset(self) -> None:
-        """Replace the baseline with one parentless commit of the worktree; history is dropped."""
+    def reset(self, hold: dict[str, tuple[bool, bytes] | None] | None = None) -> None:
+        """Replace the baseline with one parentless commit of the worktree; history is dropped.
+
+        ``hold`` commits some paths as they were instead, (executable, bytes) or left out
+        (``None``): changes the next diff must still show (a note the user wrote meanwhile).
+        """
         started = time.perf_counter()
+        hold = hold or {}
         cache = self.stat_cache
         cache.drop()  # whatever happens below, the old entries describe the old commit
         files, keys = [], {}
         for rel, abspath, key in self._walk():  # before touching git_dir
+            if rel in hold:
+                continue
             mode, data = _read_file(abspath)  # stat taken before the read: a race only re-hashes
             files.append((rel, mode, data))
             keys[rel] = (key, mode, _blob_id(data))
+        for rel, held in sorted(hold.items()):  # not in the stat cache: the next diff hashes them
+            if held is not None:
+                files.append((rel, MODE_EXEC if held[0] else MODE_FILE, held[1]))
         parent = self.git_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)

@@ -52,6 +52,7 @@ from memoryd.store import GLOBAL, CallUsage, Output
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.workspace_audit import with_user_writes
 from memoryd.write import review, rollback
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
@@ -232,6 +233,15 @@ def redact_agent_files(root: Path) -> list[str]:
     return touched
 
 
+def _held(baseline: Baseline, writes: dict[str, bytes | None]) -> dict[str, Any] | None:
+    """The user's note writes during a run stay changes for the next one: the new baseline keeps
+    those paths as the old one had them (absent, or its bytes)."""
+    if not writes:
+        return None
+    old = baseline.head_files()
+    return {rel: (False, old[rel]) if rel in old else None for rel in writes}
+
+
 class Phase2(PhaseBase):
     _claimed_input: int | None = None
 
@@ -347,6 +357,10 @@ class Phase2(PhaseBase):
         )
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
         watermark = max((wm for _, wm in consumed), default=0)
+        since = (
+            self.clock.now_ms()
+        )  # before the diff: a note the user writes from here on is theirs
+        self.store.prune_note_writes(since)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
         diff, problems, swept = await asyncio.to_thread(
             self._prepare, ws, baseline, selected, self._sync_inputs()
@@ -370,7 +384,8 @@ class Phase2(PhaseBase):
             try:
                 await self._consolidate_with_heartbeat(token, diff)
             finally:
-                restored = ws.restore_protected(snapshot)
+                writes = self.store.note_writes_since(since)
+                restored = ws.restore_protected(with_user_writes(ws, snapshot, writes))
                 ws.remove_diff_file()
                 foreign = sweep(self.paths.memories)
                 redact_agent_files(self.paths.memories)
@@ -393,7 +408,7 @@ class Phase2(PhaseBase):
                 rollback.restore(self.paths, self.clock)
                 rollback.clear_running(self.paths)
                 return result
-            await asyncio.to_thread(baseline.reset)
+            await asyncio.to_thread(baseline.reset, _held(baseline, writes))
             rollback.record(self.paths, source="a validated consolidation")
         except OwnershipLost:
             raise  # another worker owns the folder now; its run decides what stays

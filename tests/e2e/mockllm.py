@@ -521,6 +521,7 @@ class MockLLM:
         self.responder: Responder = responder or self.default_responder
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self.local = threading.local()  # ``headers`` of the request being answered in this thread
         self.failures: list[BaseException] = []
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
@@ -661,6 +662,7 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
+            mock.local.headers = headers
             try:
                 reply: Reply = mock.responder(req)
             except Exception as exc:  # a broken test responder must show up, not hang opencode
