@@ -242,6 +242,8 @@ def empty_home_pass(
     out["load"] = round(load, 1)
     if case == "empty":  # nothing changed: no model call, ever (a project rule)
         assert out["model calls"] == 0, out
+    if not out["model calls"]:
+        out.pop("consolidated", None)  # its only "reset to" is the baseline's creation
     return out
 
 

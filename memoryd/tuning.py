@@ -104,8 +104,9 @@ NOTE_TITLE_MAX_CHARS = 120
 TOOL_FILE_MAX_BYTES = 64 * 1024 * 1024
 TOOL_MAX_DEPTH = 64
 INDEX_BUSY_TIMEOUT_S = 30.0
-# Ranked search scores at most this many matching chunks, the most recently indexed ones: BM25
-# costs ~2 µs per match and term, so a word in every chunk cost 0.25 s at 50 MB (issue 16).
+# Ranked search scores at most this many matching chunks for a one-word query (the most recently
+# indexed ones), this many / words for more: BM25 costs ~2 µs per chunk and word, so a word in
+# every chunk cost 0.25 s at 50 MB (issue 16).
 RANKED_WINDOW = 2000
 # A refresh that added this many chunks optimises the FTS index (one segment): a first build at
 # 50 MB left ~1.5× slower frequent-word queries otherwise; small additions are left to automerge.

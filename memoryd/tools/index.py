@@ -33,8 +33,9 @@ Decisions:
   then path and line so paging is stable.
 * **Bounded work per query.** FTS5 computes BM25 for every matching chunk before it can sort
   (~2 µs each: a word in every chunk of a 50 MB folder cost 0.25 s). So the count stops at
-  :data:`~memoryd.tuning.RANKED_WINDOW` + 1 and, past that, only the window's most recently
-  indexed matches are scored; the result says so (``total_capped``, "of 2000+"). Changes are
+  a window (:data:`~memoryd.tuning.RANKED_WINDOW` chunks for a one-word query, fewer for more
+  words: :func:`window_for`) and, past it, only the window's most recently indexed matches
+  are scored; the result says so (``total_capped``, "of 2000+"). Changes are
   indexed oldest first, so the highest chunk ids are the newest memories. Each output's project
   key is stored with it, so a project-scoped query lists no outputs either. A refresh that added
   many chunks (:data:`~memoryd.tuning.INDEX_OPTIMIZE_ADDED`, e.g. the first build) optimises
@@ -144,6 +145,14 @@ def build_match(queries: list[str], *, match_mode: str, stage: str) -> str | Non
     if stage == "any_term":
         return " OR ".join(dict.fromkeys(flat[:MAX_TERMS]))
     return (" OR " if match_mode == "any" else " AND ").join(groups)
+
+
+def window_for(expr: str) -> int:
+    """How many matching chunks a query scores at most: BM25's cost grows with chunks × terms, so
+    :data:`~memoryd.tuning.RANKED_WINDOW` chunks for one term, fewer for more (never below a
+    quarter of it)."""
+    terms = max(1, expr.count('"') // 2)  # every term is one quoted string (build_match)
+    return max(RANKED_WINDOW // terms, RANKED_WINDOW // 4, 1)
 
 
 def _fold(text: str) -> str:
@@ -316,20 +325,20 @@ class SearchIndex(IndexRefresh):
         return sql, args
 
     def _page(
-        self, base: str, args: list[object], capped: bool, cursor: int, max_results: int
+        self, base: str, args: list[object], window: int | None, cursor: int, max_results: int
     ) -> list[tuple[sqlite3.Row, float]]:
         """One page of hits with their BM25 scores, best first; text is read for the page alone.
 
-        ``capped``: more than :data:`~memoryd.tuning.RANKED_WINDOW` chunks match, so only the most
+        ``window``: more chunks match than that (see :func:`window_for`), so only the most
         recently indexed ones (highest rowid, which FTS5 walks backwards and stops) are scored.
         """
-        window = " ORDER BY fts.rowid DESC LIMIT ?" if capped else ""
+        newest = " ORDER BY fts.rowid DESC LIMIT ?" if window else ""
         ranked = self._conn.execute(
             f"""SELECT id, score FROM (
                     SELECT fts.rowid AS id, bm25(fts, 1.0, {HEAD_WEIGHT}) AS score,
-                           d.stamp AS stamp, d.key AS key, c.start_line AS line {base}{window})
+                           d.stamp AS stamp, d.key AS key, c.start_line AS line {base}{newest})
                 ORDER BY score, stamp DESC, key, line LIMIT ? OFFSET ?""",
-            [*args, *([RANKED_WINDOW] if capped else []), max_results, cursor],
+            [*args, *([window] if window else []), max_results, cursor],
         ).fetchall()
         if not ranked:
             return []
@@ -375,7 +384,7 @@ class SearchIndex(IndexRefresh):
             + where
         )
         stages = ["strict", "prefix"] + (["any_term"] if match_mode == "any" else [])
-        total, expr, used = 0, None, None
+        total, expr, used, cap = 0, None, None, RANKED_WINDOW
         with self._lock:
             for stage in stages:
                 expr = build_match(queries, match_mode=match_mode, stage=stage)
@@ -383,16 +392,17 @@ class SearchIndex(IndexRefresh):
                     raise InvalidArgument(
                         "ranked search needs at least one word (letters or digits) in the queries"
                     )
+                cap = window_for(expr)
                 total = self._conn.execute(
-                    f"SELECT count(*) FROM (SELECT 1 {base} LIMIT ?)",
-                    [expr, *args, RANKED_WINDOW + 1],
+                    f"SELECT count(*) FROM (SELECT 1 {base} LIMIT ?)", [expr, *args, cap + 1]
                 ).fetchone()[0]
                 used = stage
                 if total:
                     break
-            capped = total > RANKED_WINDOW
-            total = min(total, RANKED_WINDOW)
-            rows = self._page(base, [expr, *args], capped, cursor, max_results) if total else []
+            capped = total > cap
+            total = min(total, cap)
+            scored = cap if capped else None
+            rows = self._page(base, [expr, *args], scored, cursor, max_results) if total else []
         matches = []
         when: dict[int, str | None] = {}  # chunks of one file share its time
         for r, score in rows:

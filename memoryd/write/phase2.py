@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from memoryd.errors import (
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
+from memoryd.extensions.common import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
@@ -48,7 +50,7 @@ from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.status import FOLDER_SWEPT
-from memoryd.store import GLOBAL, CallUsage, Output
+from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
@@ -296,14 +298,12 @@ class Phase2(PhaseBase):
 
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
-        from memoryd.sync.publish import machine_id  # the sync package loads when a pass needs it
-
         enabled = bool(self.settings.sync_remote)
         forgotten = set(self.store.tombstones())
         forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
         return {
             "enabled": enabled,
-            "own_id": machine_id(self.store) if enabled else None,
+            "own_id": _machine_id(self.store) if enabled else None,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
         }
@@ -338,10 +338,7 @@ class Phase2(PhaseBase):
         if imported.skipped:
             log.info("Claude memory import skipped: %s", imported.skipped)
         import_codex(self.settings, self.paths.memories)
-        # Other machines' memory (the last fetched sync head; no network here).
-        from memoryd.sync.inputs import import_sync  # dulwich: only when a pass runs
-
-        import_sync(self.paths.memories, self.paths.sync_git, **sync_inputs)
+        _import_sync(self.paths, sync_inputs)  # other machines' memory, from the last fetch
         problems = ws.validate()
         if not problems:
             # Valid as it stands (a hand edit included): that is what a failed run returns to.
@@ -537,3 +534,21 @@ class Phase2(PhaseBase):
                     outcome=outcome,
                     usage=usage,
                 )
+
+
+def _machine_id(store: Store) -> str:
+    from memoryd.sync.publish import machine_id  # the sync package loads for a home that syncs
+
+    return machine_id(store)
+
+
+def _import_sync(paths: Paths, sync_inputs: dict[str, Any]) -> None:
+    """Bring ``extensions/sync/`` in line with the last fetched sync head (no network here).
+
+    Without a remote there is at most a stale folder to remove, so a home that never synced does
+    not load the sync package and dulwich's client (~1 MB the daemon would keep for good).
+    """
+    if sync_inputs["enabled"] or os.path.lexists(paths.memories / EXTENSIONS_DIR / "sync"):
+        from memoryd.sync.inputs import import_sync
+
+        import_sync(paths.memories, paths.sync_git, **sync_inputs)

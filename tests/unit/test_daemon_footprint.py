@@ -5,6 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from memoryd.sync import inputs
+from memoryd.write.phase2 import Phase2Status
+from tests.fakehost import FakeOpencode, write_memory
+from tests.unit.test_phase2_run import extracted
+
 # Each is 0.4-1.8 MB of RSS in a process that never uses it (issue 16: an idle daemon <= 50 MB).
 NOT_IN_THE_DAEMON = [
     "click",  # httpx's command-line client
@@ -34,3 +41,29 @@ def test_httpx_still_works_without_its_cli():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert "httpx.Client" in out and "True" in out
+
+
+# --- a pass on a home that does not sync leaves the sync package (and dulwich's client) unloaded
+
+
+@pytest.mark.anyio
+async def test_phase2_without_a_sync_remote_never_loads_the_sync_import(
+    store, paths, clock, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "memoryd.sync.inputs", None)  # importing it would fail
+    monkeypatch.setitem(sys.modules, "memoryd.sync.publish", None)
+    host = FakeOpencode(consolidate=write_memory)
+    p2 = await extracted(store, host, paths, clock)
+    result = await p2.run()
+    assert result.status is Phase2Status.SUCCEEDED
+
+
+@pytest.mark.anyio
+async def test_a_stale_sync_folder_is_still_removed_once_sync_is_off(store, paths, clock):
+    stale = paths.memories / "extensions" / inputs.EXTENSION
+    (stale / "resources").mkdir(parents=True)
+    (stale / "resources" / "old.md").write_text("from another machine\n")
+    host = FakeOpencode(consolidate=write_memory)
+    p2 = await extracted(store, host, paths, clock)
+    assert (await p2.run()).ok
+    assert not stale.exists() and not stale.is_symlink()

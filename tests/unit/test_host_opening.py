@@ -193,3 +193,31 @@ def test_private_server_gets_a_quiet_environment_the_user_can_override(
     assert env["OPENCODE_DISABLE_EMBEDDED_WEB_UI"] == "1"
     assert env["OPENCODE_DISABLE_LSP_DOWNLOAD"] == "0"
     assert env["OPENCODE_SERVER_PASSWORD"] == handle.password != "the user's"
+
+
+async def test_cancelling_a_pass_waiting_for_the_boot_stops_the_server_at_once(
+    paths: Paths, fake_opencode: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon shutdown cancels the pass; one still waiting for "listening" must not leave the
+    server (or a start thread) behind, nor wait out the boot."""
+    monkeypatch.setenv("FAKE_GO", str(tmp_path / "never"))
+    settings = load_settings(paths.config_file)
+
+    async def a_pass() -> None:
+        async with open_host(settings, paths) as opening:
+            await opening.ready()
+
+    task = asyncio.create_task(a_pass())
+    for _ in range(200):
+        if list(paths.private_servers.glob("*.json")):
+            break
+        await asyncio.sleep(0.02)
+    pid = json.loads(next(paths.private_servers.glob("*.json")).read_text())["pid"]
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 4
+    assert no_server_left(paths)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

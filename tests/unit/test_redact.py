@@ -442,7 +442,8 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
     start = time.process_time()  # CPU time: a loaded machine delays us but does not inflate it
     out = redact(text)
     elapsed = time.process_time() - start
-    assert elapsed < 1.0, f"redact took {elapsed:.2f}s on 1 MB"
+    # ~0.4 s of CPU on a quiet machine; a quadratic matcher would take minutes.
+    assert elapsed < 2.5, f"redact took {elapsed:.2f}s of CPU on 1 MB"
     assert GITHUB not in out and "hunter22" not in out
 
 
@@ -472,4 +473,5 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
 def test_pathological_inputs_stay_linear(text: str) -> None:
     start = time.process_time()
     redact(text)
-    assert time.process_time() - start < 1.0
+    # Linear is well under 1 s of CPU; a quadratic matcher would take minutes.
+    assert time.process_time() - start < 2.5

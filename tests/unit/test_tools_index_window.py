@@ -224,3 +224,40 @@ def test_the_tool_process_loads_no_redactor() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_the_outputs_aggregate_is_read_again_only_after_a_commit(
+    root: Path, index: SearchIndex, store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    add_output(store, "ses_1", "egret one", worktree=None)
+    then = time.time_ns() - 5_000_000_000
+    os.utime(root, ns=(then, then))
+    assert ranked(root, index, "egret").total == 1
+    reads: list[str] = []
+    store._conn.set_trace_callback(lambda s: reads.append(s) if "TOTAL(" in s else None)
+    assert index.refresh().watermark_hit and ranked(root, index, "egret").total == 1
+    assert reads == []  # nothing committed: the aggregate was not read again
+    add_output(store, "ses_2", "egret two", worktree=None)  # this connection commits
+    assert ranked(root, index, "egret").total == 2 and len(reads) >= 1
+    other = Store(paths.db, clock=clock)  # another connection (another process) commits
+    try:
+        other.set_mode("ses_1", "disabled")
+    finally:
+        other.close()
+    r = ranked(root, index, "egret")
+    assert [m.session_id for m in r.matches] == ["ses_2"]
+
+
+def test_more_words_score_a_smaller_window(
+    root: Path, index: SearchIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BM25 costs per chunk *and* word: two words get half the window, never under a quarter."""
+    monkeypatch.setattr(index_mod, "RANKED_WINDOW", 8)
+    for i in range(10):
+        note(root, f"n{i}.md", "grebe plover dunlin knot\n", age_days=10 - i)
+    assert ranked(root, index, "grebe").total == 8
+    two = ranked(root, index, "grebe plover")
+    assert two.total == 4 and two.total_capped
+    assert {m.path for m in two.matches} == {"n6.md", "n7.md", "n8.md", "n9.md"}  # the newest
+    assert ranked(root, index, "grebe plover dunlin knot").total == 2
+    assert ranked(root, index, "grebe", "plover", "dunlin", "knot", "a b c d").total == 2
