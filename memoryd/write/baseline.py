@@ -30,7 +30,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -38,7 +37,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from dulwich.errors import ObjectFormatException
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, parse_tree
@@ -54,8 +52,15 @@ from memoryd.errors import (
     PathError,
 )
 from memoryd.fsutil import read_regular_with_mode
-from memoryd.tuning import DIFF_CAP_BYTES
-from memoryd.write.linediff import FS_ENCODING, cap_utf8, display_path, file_patch, fsencode
+from memoryd.write.linediff import (
+    FS_ENCODING,
+    Change,
+    WorkspaceDiff,
+    file_patch,
+    fsencode,
+)
+
+__all__ = ["Baseline", "Change", "WorkspaceDiff", "default_exclude"]
 
 log = logging.getLogger(__name__)
 
@@ -68,56 +73,10 @@ MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_TREE = 0o040000
 
-Status = Literal["A", "M", "D"]
-
 
 def default_exclude(relpath: str) -> bool:
     """The exclusion phase 2 uses: the diff file itself and anything under a dot-prefixed name."""
     return relpath == DIFF_FILE_NAME or relpath.startswith(".") or "/." in relpath
-
-
-@dataclass(frozen=True)
-class Change:
-    status: Status
-    path: str  # posix path relative to the worktree
-
-
-@dataclass
-class WorkspaceDiff:
-    changes: list[Change] = field(default_factory=list)
-    patch: str = ""
-
-    @property
-    def empty(self) -> bool:
-        return not self.changes
-
-    def render(self, cap_bytes: int = DIFF_CAP_BYTES) -> str:
-        """The markdown file the consolidation agent reads before anything else."""
-        out = [
-            "# Memory workspace diff",
-            "",
-            (
-                "memoryd generated this file from the memory folder's changes since the last "
-                "successful consolidation; read it first, and do not edit it."
-            ),
-            "",
-            "## Status",
-            "",
-        ]
-        if self.changes:
-            out.extend(f"- {c.status} {display_path(c.path)}" for c in self.changes)
-        else:
-            out.append("- none")
-        body, truncated = cap_utf8(self.patch, cap_bytes)
-        if body and not body.endswith("\n"):
-            body += "\n"
-        # A context line such as " ```" would close a plain ``` fence early; outrun any run.
-        longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
-        fence = "`" * max(3, longest + 1)
-        out += ["", "## Diff", "", f"{fence}diff", body + fence]
-        if truncated:
-            out.append(f"[diff truncated at {cap_bytes} bytes]")
-        return "\n".join(out) + "\n"
 
 
 Entries = dict[str, tuple[int, ObjectID]]  # relpath -> (mode, hex blob id)

@@ -16,16 +16,70 @@ from __future__ import annotations
 import bisect
 import difflib
 import operator
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
+from typing import Literal
 
-from memoryd.tuning import DIFF_CONTEXT_LINES, DIFF_JOIN_BLOCKS, DIFF_SYNC_WINDOW_BYTES
+from memoryd.tuning import (
+    DIFF_CAP_BYTES,
+    DIFF_CONTEXT_LINES,
+    DIFF_JOIN_BLOCKS,
+    DIFF_SYNC_WINDOW_BYTES,
+)
 
 FS_ENCODING = sys.getfilesystemencoding()
 # git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
 BINARY_SNIFF = 8000
+
+Status = Literal["A", "M", "D"]
+
+
+@dataclass(frozen=True)
+class Change:
+    status: Status
+    path: str  # posix path relative to the worktree
+
+
+@dataclass
+class WorkspaceDiff:
+    changes: list[Change] = field(default_factory=list)
+    patch: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def render(self, cap_bytes: int = DIFF_CAP_BYTES) -> str:
+        """The markdown file the consolidation agent reads before anything else."""
+        out = [
+            "# Memory workspace diff",
+            "",
+            (
+                "memoryd generated this file from the memory folder's changes since the last "
+                "successful consolidation; read it first, and do not edit it."
+            ),
+            "",
+            "## Status",
+            "",
+        ]
+        if self.changes:
+            out.extend(f"- {c.status} {display_path(c.path)}" for c in self.changes)
+        else:
+            out.append("- none")
+        body, truncated = cap_utf8(self.patch, cap_bytes)
+        if body and not body.endswith("\n"):
+            body += "\n"
+        # A context line such as " ```" would close a plain ``` fence early; outrun any run.
+        longest = max((len(m) for m in re.findall(r"`{3,}", body)), default=0)
+        fence = "`" * max(3, longest + 1)
+        out += ["", "## Diff", "", f"{fence}diff", body + fence]
+        if truncated:
+            out.append(f"[diff truncated at {cap_bytes} bytes]")
+        return "\n".join(out) + "\n"
 
 
 def display_path(path: str) -> str:

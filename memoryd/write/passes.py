@@ -15,7 +15,7 @@ from memoryd.host.connect import open_host
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
 from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
-from memoryd.write import rollback
+from memoryd.write import baseline_proc, rollback
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 
@@ -48,6 +48,7 @@ def tick(app: App) -> IngestResult:
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
+    baseline_proc.release()  # nor dulwich and the baseline (they live in a child)
     return result
 
 

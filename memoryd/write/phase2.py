@@ -53,9 +53,10 @@ from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
-from memoryd.workspace import DIFF_FILE, Workspace, is_tracked
+from memoryd.workspace import DIFF_FILE, Workspace
 from memoryd.workspace_audit import with_user_writes
 from memoryd.write import review, rollback
+from memoryd.write.baseline_proc import open_baseline
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
     PhaseBase,
@@ -66,7 +67,8 @@ from memoryd.write.helpers import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline import Baseline, WorkspaceDiff
+    from memoryd.write.baseline_proc import BaselineLike
+    from memoryd.write.linediff import WorkspaceDiff
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +237,7 @@ def redact_agent_files(root: Path) -> list[str]:
     return touched
 
 
-def _held(baseline: Baseline, writes: dict[str, bytes | None]) -> dict[str, Any] | None:
+def _held(baseline: BaselineLike, writes: dict[str, bytes | None]) -> dict[str, Any] | None:
     """The user's note writes during a run stay changes for the next one: the new baseline keeps
     those paths as the old one had them (absent, or its bytes)."""
     if not writes:
@@ -250,13 +252,8 @@ class Phase2(PhaseBase):
     def workspace(self) -> Workspace:
         return Workspace(self.paths.memories, clock=self.clock)
 
-    def baseline(self) -> Baseline:
-        # dulwich is loaded only when a consolidation is actually claimed (daemon RSS at idle)
-        from memoryd.write.baseline import Baseline
-
-        return Baseline(
-            self.paths.baseline_git, self.paths.memories, exclude=lambda p: not is_tracked(p)
-        )
+    def baseline(self) -> BaselineLike:
+        return open_baseline(self.paths.baseline_git, self.paths.memories)
 
     async def run(self, *, force: bool = False) -> Phase2Result:
         if not self.settings.generate_memories:
@@ -311,7 +308,7 @@ class Phase2(PhaseBase):
     def _prepare(
         self,
         ws: Workspace,
-        baseline: Baseline,
+        baseline: BaselineLike,
         selected: list[Output],
         sync_inputs: dict[str, Any],
     ) -> tuple[WorkspaceDiff, list[str], list[str]]:
@@ -422,7 +419,7 @@ class Phase2(PhaseBase):
     async def _stage_for_review(
         self,
         token: str,
-        baseline: Baseline,
+        baseline: BaselineLike,
         consumed: list[tuple[str, int]],
         watermark: int,
         changes: list[str],

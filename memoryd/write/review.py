@@ -40,9 +40,10 @@ from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 from memoryd.workspace import AD_HOC_NOTES, is_agent_owned, is_tracked
 from memoryd.write import rollback
+from memoryd.write.baseline_proc import open_baseline
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline import Baseline
+    from memoryd.write.baseline_proc import BaselineLike
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +136,14 @@ def _put_agent_files(root: Path, wanted: dict[str, bytes]) -> None:
             atomic_write(path, data)
 
 
-def _live_baseline_files(baseline: Baseline) -> dict[str, bytes]:
+def _live_baseline_files(baseline: BaselineLike) -> dict[str, bytes]:
     try:
         return baseline.head_files()
     except BaselineError:
         return {}  # no baseline commit yet: nothing was live
 
 
-def stage(paths: Paths, baseline: Baseline, staged: Staged) -> None:
+def stage(paths: Paths, baseline: BaselineLike, staged: Staged) -> None:
     """Move a validated consolidation out of the folder into the review area (file work only)."""
     files = _tracked_files(paths.memories)
     area = paths.review_dir
@@ -303,11 +304,7 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         )
     try:
         _put_agent_files(paths.memories, staged_agent_files(paths))
-        from memoryd.write.baseline import Baseline  # dulwich only when it is needed
-
-        Baseline(
-            paths.baseline_git, _staged_dir(paths) / TREE, exclude=lambda p: not is_tracked(p)
-        ).reset()
+        open_baseline(paths.baseline_git, _staged_dir(paths) / TREE).reset()
         rollback.record(paths, source="an accepted review")  # what turns see from now on
     except BaseException as exc:
         rollback.restore(paths, store.clock)  # the folder goes back to what turns still see

@@ -18,7 +18,6 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memoryd.clock import Clock
 from memoryd.errors import BaselineError, PathError
@@ -27,9 +26,7 @@ from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
 from memoryd.workspace import LAYOUT_DIRS, Workspace, holds_agent_owned, is_agent_owned, is_tracked
-
-if TYPE_CHECKING:
-    from memoryd.write.baseline import Baseline
+from memoryd.write.baseline_proc import BaselineLike, open_baseline
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +39,8 @@ def workspace(paths: Paths, clock: Clock) -> Workspace:
     return Workspace(paths.memories, clock=clock)
 
 
-def baseline(paths: Paths) -> Baseline:
-    from memoryd.write.baseline import Baseline  # dulwich only when a rollback needs it
-
-    return Baseline(paths.baseline_git, paths.memories, exclude=lambda p: not is_tracked(p))
+def baseline(paths: Paths) -> BaselineLike:
+    return open_baseline(paths.baseline_git, paths.memories)
 
 
 def _owned_entries(root: Path) -> list[tuple[str, os.stat_result]]:
