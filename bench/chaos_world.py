@@ -6,6 +6,7 @@ Everything is seeded by the caller's ``random.Random``; nothing here decides whe
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import hashlib
 import http.client
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,6 +91,10 @@ class World:
     def __init__(self, root: Path, rng: random.Random) -> None:
         self.root = root
         self.rng = rng
+        # Hundreds of memoryd processes start here. An installed memoryd has its bytecode
+        # (pip compiles it); a checkout under PYTHONDONTWRITEBYTECODE recompiled every module in
+        # every process (~0.16 s of CPU each). Write it once, as an install would.
+        compileall.compile_dir(str(REPO / "memoryd"), quiet=1)
         self.mock = MockLLM().start()
         self.mock._httpd.handle_error = lambda *a: None  # type: ignore[method-assign]  # peers hang up
         self.consolidator = ScriptedConsolidator()
@@ -101,19 +107,23 @@ class World:
             )
             if not kind:
                 return default(req)
-            self.inflight[kind] += 1
-            self.started[kind] += 1
             helper = getattr(self.mock.local, "headers", {}).get("x-session-id")
-            self.calls.append((kind, self._helper_owner(helper)))
+            owner = self._helper_owner(helper)
+            with self._lock:
+                self.inflight[kind] += 1
+                self.inflight_by[kind, owner] += 1
+                self.started[kind] += 1
+                self.calls.append((kind, owner))
             seen = self._note_extraction(req) if kind == "extract" else None
             try:
                 if self.slow[1] > 0:
                     time.sleep(random.uniform(*self.slow))
                 return self.consolidator(req) if kind == "consolidate" else default(req)
             finally:
-                self.inflight[kind] -= 1
-                if seen is not None:
-                    with self._lock:
+                with self._lock:
+                    self.inflight[kind] -= 1
+                    self.inflight_by[kind, owner] -= 1
+                    if seen is not None:
                         self._live.remove(seen)
 
         self.mock.set_responder(respond)
@@ -121,6 +131,8 @@ class World:
         self.home = self.box.memoryd_home
         self.paths = Paths.from_env({"MEMORYD_HOME": str(self.home)})
         self.inflight = {"extract": 0, "consolidate": 0}  # model calls being answered now
+        # the same, per (kind, pid of the memoryd that recorded the helper)
+        self.inflight_by: Counter[tuple[str, int | None]] = Counter()
         self.started = {"extract": 0, "consolidate": 0}  # model calls ever received
         # every call of memoryd's helpers: (kind, pid of the memoryd that recorded the helper);
         # a killed memoryd's helper can go on calling the model until the next one deletes it
@@ -236,11 +248,10 @@ class World:
             made.append(sid)
         return made
 
-    def touch(self, sid: str) -> None:
+    def touch(self, sid: str, rng: random.Random | None = None) -> None:
         """A new user turn: the session moves forward and must be extracted again."""
-        self.box.driver.say(
-            sid, decision(self.rng.randrange(10_000), 1), directory=self.box.project_dir
-        )
+        i = (rng or self.rng).randrange(10_000)
+        self.box.driver.say(sid, decision(i, 1), directory=self.box.project_dir)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -426,7 +437,9 @@ class WarmStart:
         )
 
     def start(self, args: tuple[str, ...], *, private: bool) -> subprocess.Popen[str]:
-        proc = self.ready.pop(private, None) or self._spawn(private)
+        proc = self.ready.pop(private, None)
+        if proc is None or proc.poll() is not None:  # never started, or the spare died
+            proc = self._spawn(private)
         if private:  # as World.env does: forget the shared server, memoryd starts its own
             self.w.paths.server_state.unlink(missing_ok=True)
         assert proc.stdin is not None
@@ -584,6 +597,12 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             conn = http.client.HTTPConnection(
                 proxy.target.hostname, proxy.target.port, timeout=proxy.hang_s + 600
             )
+            with contextlib.closing(conn):  # every path, the event stream and errors included
+                return self._forward(conn, fault, body)
+
+        def _forward(
+            self, conn: http.client.HTTPConnection, fault: str, body: bytes | None
+        ) -> None:
             headers = {k: v for k, v in self.headers.items() if k.lower() not in hop}
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
@@ -610,7 +629,6 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                         return self._rst()
                 return None
             data = resp.read()
-            conn.close()
             if fault == "badjson":
                 data = data[: max(1, len(data) // 2)]
             self.send_header("Content-Length", str(len(data)))
