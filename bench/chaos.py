@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +38,17 @@ from bench._common import machine, table
 from bench.chaos_world import (
     FAULTS,
     PY,
+    STEP_LINES,
     Extraction,
     FaultProxy,
     Figures,
+    Run,
     WarmStart,
     World,
     alive,
     cpu_hog,
     kill9,
+    last_step,
     memoryd_servers,
 )
 from tests.e2e.consolidator import is_consolidation
@@ -87,12 +90,6 @@ def clean_pass(w: World, fig: Figures, env: dict[str, str] | None = None) -> flo
 
 # -- 1. kill -9 storm ---------------------------------------------------------------------------
 
-STEPS = {
-    "uniform": "at a uniform moment (start, discovery, claim, sync, diff)",
-    "extract": "after an extraction call (finalize, next claim)",
-    "consolidate": "between consolidation calls (tools, audit, baseline)",
-}
-
 
 @dataclass
 class _Storm:
@@ -101,8 +98,10 @@ class _Storm:
     fig: Figures
     span: float
     lock: threading.Lock = field(default_factory=threading.Lock)
-    steps: Counter[str] = field(default_factory=Counter)
-    spent: Counter[str] = field(default_factory=Counter)
+    steps: Counter[str] = field(default_factory=Counter)  # where kills landed (last step line)
+    aims: Counter[str] = field(default_factory=Counter)  # what each kill was aimed at
+    missed: Counter[str] = field(default_factory=Counter)  # step aims the run never reached
+    spent: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     done: int = 0
 
 
@@ -112,8 +111,8 @@ def storm(
     """``kills`` SIGKILLs over ``lanes`` memoryd processes at a time on the one home (moments
     drawn over ``span_s``, default: a measured typical pass). Each lane starts one memoryd
     with work to do, kills it at its own seeded moment and checks integrity, again and again;
-    every 20th kill all lanes stop for an undisturbed recovery run. Only lane 0 runs the daemon
-    (a second daemon would only exit 4)."""
+    every 20th kill all lanes stop for an undisturbed recovery run. Lanes 0 and 1 consolidate
+    and only lane 2 runs the daemon (a second daemon would only exit 4); see ``_lane_run``."""
     fig = Figures("1 kill -9 storm")
     w.slow = (0.02, 0.2)
     first = len(w.extractions)
@@ -137,16 +136,12 @@ def _storm(
 ) -> None:
     if span_s is None:
         w.cli("run", "--once", "--force-consolidation")
-        # a typical pass: 2 extractions + phase 2, started as the storm's runs are; the faster
-        # of two, so one pass slowed by a neighbour does not stretch every kill moment after it
-        spans = []
-        for _ in range(2):
-            for sid in w.sessions[:2]:
-                w.touch(sid)
-            t0 = time.monotonic()
-            warm[0].start(("run", "--once", "--force-consolidation"), private=False).communicate()
-            spans.append(time.monotonic() - t0)
-        span_s = min(spans)
+        # a typical pass: 2 extractions + phase 2, started as the storm's runs are
+        for sid in w.sessions[:2]:
+            w.touch(sid)
+        t0 = time.monotonic()
+        warm[0].start(("run", "--once", "--force-consolidation"), private=False).finish()
+        span_s = time.monotonic() - t0
     st = _Storm(fig, min(max(span_s, 2.0), 15.0))
     log(f"first pass took {st.span:.1f} s; {len(warm)} lanes")
     lane_rngs = [random.Random(rng.randrange(1 << 30)) for _ in warm]
@@ -174,8 +169,14 @@ def _storm(
     clean_pass(w, fig)
     w.check(fig)
     fig.notes.append(f"{len(warm)} lanes; {st.done} runs finished before their kill moment")
-    fig.notes.append("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in st.spent.most_common()))
+    fig.notes.append("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in st.spent.items()))
+    fig.notes.append("kills aimed: " + ", ".join(f"{k} {v}" for k, v in st.aims.most_common()))
     fig.notes.append("kills by step: " + ", ".join(f"{k} {v}" for k, v in st.steps.most_common()))
+    if st.missed:
+        fig.notes.append(
+            "step aims whose run ended first: "
+            + ", ".join(f"{k} {v}" for k, v in st.missed.most_common())
+        )
 
 
 def _lane(
@@ -190,76 +191,111 @@ def _lane(
         _lane_run(w, st, lane, rng, warm)
 
 
+PHASE2_STEPS = {"phase 2 claim", "workspace sync", "diff", "consolidation", "audit"}
+PHASE2_STEPS |= {"baseline reset", "phase 2 finalize"}
+
+
 def _lane_run(w: World, st: _Storm, lane: int, rng: random.Random, warm: WarmStart) -> None:
     """A memoryd with work to do, a kill at the drawn moment, the check; meanwhile the user
     turn that gives the lane's next run its work (it lands during this run, as turns do).
 
-    A third of the kills land at a uniform moment, the rest just after a model call of this
-    run starts (extraction or consolidation), plus a seeded delay that also reaches the
-    finalizers, the audit and the baseline reset."""
-    aim = rng.choice(["uniform", "extract", "consolidate"])
-    daemon: list[tuple[str, ...]] = [("run",)] if lane == 0 else []
-    if aim == "consolidate":
+    Kills are aimed four ways: at a uniform moment of the pass; just after this run's
+    extraction call starts (plus up to 1.5 s: the finalizer, the next claim); just after one of
+    its ~9 consolidation calls starts (tool steps; past the last call, the audit and the
+    baseline reset); and at a named step, 0-10 ms after memoryd logs that it begins it (the
+    steps that last milliseconds, such as the audit or the baseline reset, are hit only so; the
+    thread reading its stderr sends that kill).
+    Lanes 0 and 1 run ``run --once --force-consolidation`` and aim at phase 2 (one of them holds
+    the lease at a time; a kill hands it over at once); the others run ``run --once`` (lane 2
+    now and then the daemon), whose phase 2 mostly waits for its cooldown, and aim at phase 1
+    and the ticks."""
+    if lane < 2:  # the consolidating lanes (when one holds the lease, the other's run skips)
+        aim = rng.choice(["consolidate", "step", "step", "step"])
+        steps = [x for x in STEP_LINES if x[1] in PHASE2_STEPS]
         args: tuple[str, ...] = ("run", "--once", "--force-consolidation")
-    elif aim == "extract":
-        args = rng.choice([("run", "--once"), *daemon])
     else:
-        args = rng.choice([("run", "--once"), ("run", "--once", "--force-consolidation"), *daemon])
+        aim = rng.choice(["uniform", "extract", "step", "step"])
+        steps = [x for x in STEP_LINES if x[1] not in PHASE2_STEPS]
+        args = ("run",) if lane == 2 and rng.random() < 0.25 else ("run", "--once")
+    target = rng.choice(steps) if aim == "step" else None
     private = rng.random() < 0.08
     # within the pass (a moment past its end only lets the run finish: a pass with no kill)
     at = rng.uniform(0.1, 0.9 * st.span + (3.0 if private else 0.0))
-    extra = rng.uniform(0.0, 1.5)
+    nth = rng.randint(1, 9) if aim == "consolidate" else 1
+    extra = rng.uniform(0.0, {"consolidate": 0.6, "step": 0.01}.get(aim, 1.5))
     with st.lock:
         st.fig.runs += 1
-    proc = warm.start(args, private=private)
+    run = warm.start(args, private=private)
+    started = time.monotonic()
     turn = threading.Thread(target=w.touch, args=(rng.choice(w.sessions), random.Random(at)))
     turn.start()
-    if not _wait_for_moment(w, proc, aim, at, extra, deadline=at + extra):
-        proc.communicate(timeout=300)
+    # a step aim waits as long as a pass may take to get there
+    deadline = st.span * 2 + 3.0 if aim == "step" else at + extra + 0.3 * nth
+    later = tuple(m for m, _ in STEP_LINES[STEP_LINES.index(target) :]) if target else ()
+    moment = Moment(aim, at, extra, deadline, nth, later)
+    if aim == "step":
+        run.arm(later, extra)
+    if not _wait_for_moment(w, run, moment):
+        run.finish(timeout=300)
         turn.join()
         with st.lock:
             st.done += 1
+            if target is not None:
+                st.missed[target[1]] += 1  # the run ended between the step and the kill
         return
-    inflight = {kind for (kind, pid), n in w.inflight_by.items() if pid == proc.pid and n > 0}
-    step = (
-        "in a consolidation call"
-        if "consolidate" in inflight
-        else "in an extraction call"
-        if "extract" in inflight
-        else STEPS[aim]
-    )
-    kill9(proc)
+    inflight = {kind for (kind, pid), n in w.inflight_by.items() if pid == run.pid and n > 0}
+    step = last_step(kill9(run))
+    if inflight:  # the model was answering this run's call at that moment
+        step += " (model answering)"
     turn.join()
     integrity = w.integrity()
     with st.lock:
         st.fig.injected += 1
-        st.steps[step + (" [daemon]" if args == ("run",) else "")] += 1
-        log(f"kill {st.fig.injected} (lane {lane}) at {at:.1f} s ({step})")
+        st.steps[step] += 1
+        st.aims[aim + (" [daemon]" if args == ("run",) else "")] += 1
+        took = time.monotonic() - started
+        log(f"kill {st.fig.injected} (lane {lane}, aim {aim}) {took:.1f} s in: {step}")
         if integrity != "ok":
             st.fig.corrupt += 1
             st.fig.fail(f"integrity_check failed after kill {st.fig.injected}: {integrity}")
 
 
-def _wait_for_moment(
-    w: World, proc: subprocess.Popen[str], aim: str, at: float, extra: float, deadline: float
-) -> bool:
+@dataclass(frozen=True)
+class Moment:
+    """When to kill: ``uniform`` at ``at`` seconds; ``extract`` / ``consolidate`` ``extra``
+    seconds after this run's ``nth`` call of that kind starts; ``step`` ``extra`` seconds
+    after the run logs the first of ``markers`` (the step's line, or a later step's when the
+    run skips it); at ``deadline`` if that never comes."""
+
+    aim: str
+    at: float
+    extra: float
+    deadline: float
+    nth: int = 1
+    markers: tuple[str, ...] = ()
+
+
+def _wait_for_moment(w: World, run: Run, m: Moment) -> bool:
     """Wait for the chosen kill moment; False when the process finished first."""
     t0 = time.monotonic()
     hit: float | None = None
-    kind = "extract" if aim == "extract" else "consolidate"
+    kind = "extract" if m.aim == "extract" else "consolidate"
     seen = len(w.calls)  # this run's own calls: a killed run's helper may still be calling
-    while proc.poll() is None:
+    while run.proc.poll() is None:
         now = time.monotonic() - t0
-        if aim == "uniform" and now >= at:
+        if m.aim == "uniform" and now >= m.at:
             return True
-        if aim != "uniform" and hit is None and (kind, proc.pid) in w.calls[seen:]:
-            hit = now
-        if hit is not None and now >= hit + extra:
+        if m.aim == "step" and run.fired.is_set():  # killed by the reading thread (``arm``)
             return True
-        if now >= deadline:
+        if hit is None and m.aim != "step":
+            reached = w.calls[seen:].count((kind, run.pid)) >= m.nth
+            hit = now if reached else None
+        if hit is not None and now >= hit + m.extra:
+            return True
+        if now >= m.deadline:
             return True
         time.sleep(0.02)
-    return False
+    return m.aim == "step" and run.fired.is_set()
 
 
 # -- 2. nothing waits after a crash -------------------------------------------------------------
@@ -529,16 +565,24 @@ def _overlapping_consolidations(reqs: list[RecordedRequest]) -> int:
 
 def _judge_extractions(fig: Figures, calls: list[Extraction]) -> None:
     dup, retried, again, moved = _duplicate_extractions(calls)
-    fig.duplicated += dup
+    fig.duplicated += len(dup)
     if dup:
-        fig.fail(f"{dup} extraction calls repeated a stored or concurrently claimed version")
+        fig.fail(
+            f"{len(dup)} extraction calls repeated a stored or concurrently claimed version: "
+            + "; ".join(
+                f"{x.session} v{x.watermark} (caller pid {x.caller}"
+                f"{'' if x.caller_alive else ', dead'}, claim pid {x.claim_pid}, "
+                f"{'stored before' if x.done_before else 'another claim live'})"
+                for x in dup[:3]
+            )
+        )
     fig.notes.append(
         f"{len(calls)} extraction calls: {retried} retried by opencode, {again} after a claim "
         f"that stored nothing, {moved} of a new version with an unchanged transcript"
     )
 
 
-def _duplicate_extractions(calls: list[Extraction]) -> tuple[int, int, int, int]:
+def _duplicate_extractions(calls: list[Extraction]) -> tuple[list[Extraction], int, int, int]:
     """(duplicates, opencode's retries of a call, re-extractions after a claim that stored
     nothing, versions re-extracted with an unchanged transcript).
 
@@ -547,12 +591,13 @@ def _duplicate_extractions(calls: list[Extraction]) -> tuple[int, int, int, int]
     claim is opencode retrying the model call; a new claim of a version after one that failed or
     was released stored nothing, so it is the retry the job state machine promises; a newer
     version (``time.updated`` moved) with the same transcript is a new version to memoryd."""
-    dup = retried = again = moved = 0
+    dup: list[Extraction] = []
+    retried = again = moved = 0
     claims: dict[tuple[str, int | None], set[str | None]] = {}
     digests: dict[tuple[str, str], set[int | None]] = {}
     for x in calls:
         if x.done_before or x.alongside:
-            dup += 1
+            dup.append(x)
         else:
             tokens = claims.setdefault((x.session, x.watermark), set())
             if x.token in tokens:
@@ -703,12 +748,12 @@ def load(w: World, rng: random.Random, idle_runs: int, backlog: int) -> Figures:
                 if growth > 1.10:
                     fig.fail(f"RSS grew {growth:.2f}× past its steady state")
                 if after > 256:
-                    fig.fail(f"RSS grew {after} KB over 10 passes after the drain")
+                    fig.fail(f"RSS grew {after} KB over 6 passes after the drain")
                 fig.notes.append(
                     f"backlog {backlog} sessions (in-process fake host) drained in {b['passes']} "
                     f"passes, {b['seconds']:.1f} s; RSS steady {b['rss_steady_kb'] / 1024:.1f} MB "
                     f"(passes 3-6), drained {b['rss_drained_kb'] / 1024:.1f} MB ({growth:.2f}×), "
-                    f"{after:+d} KB over 10 more passes, peak {b['rss_peak_kb'] / 1024:.1f} MB"
+                    f"{after:+d} KB over 6 more passes, peak {b['rss_peak_kb'] / 1024:.1f} MB"
                 )
     clean_pass(w, fig)
     w.check(fig)
@@ -782,7 +827,7 @@ def backlog_child(n: int) -> None:
                 await one_pass(passes % 8 == 0 or store.output_count() >= n - 16)
             drained = len(samples)
             seconds = time.monotonic() - t0
-            for _ in range(10):  # the daemon after the backlog: nothing left to do
+            for _ in range(6):  # the daemon after the backlog: nothing left to do
                 await one_pass(True)
             steady = max(samples[2:6] or samples)
             return {
@@ -830,7 +875,7 @@ def main() -> int:
                 (1, lambda: storm(w, rng, kills)),
                 (2, lambda: after_crash(w, rng, 1 if q else 3)),
                 (3, lambda: host_faults(w, rng, hang_s, 1 if q else 2)),
-                (4, lambda: concurrency(w, rng, 15 if q else 120)),
+                (4, lambda: concurrency(w, rng, 15 if q else 90)),
                 (5, lambda: disk(w, rng)),
                 (6, lambda: load(w, rng, 1 if q else 3, 100 if q else 500)),
             ]

@@ -83,6 +83,9 @@ class Extraction:
     token: str | None
     done_before: bool
     alongside: bool
+    caller: int | None = None  # pid of the memoryd that recorded the calling helper session
+    caller_alive: bool = True  # False: a killed run's helper, still driven by opencode
+    claim_pid: int | None = None  # pid of the memoryd holding the job's claim at that moment
 
 
 class World:
@@ -114,7 +117,7 @@ class World:
                 self.inflight_by[kind, owner] += 1
                 self.started[kind] += 1
                 self.calls.append((kind, owner))
-            seen = self._note_extraction(req) if kind == "extract" else None
+            seen = self._note_extraction(req, owner) if kind == "extract" else None
             try:
                 if self.slow[1] > 0:
                     time.sleep(random.uniform(*self.slow))
@@ -161,13 +164,17 @@ class World:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def _note_extraction(self, req: dict[str, Any]) -> Extraction:
+    def _note_extraction(self, req: dict[str, Any], caller: int | None) -> Extraction:
         """Which claim sent this extraction call, and whether it repeats work already done."""
         text = last_user_text(req)
         sid = next((s for s in self.sessions if s in text), "?")
         row = self.jobs().get(sid)
         wm = row["input_watermark"] if row is not None else None
         token = row["ownership_token"] if row is not None else None
+        try:
+            claim_pid = int(json.loads(row["owner"])["pid"]) if row is not None else None
+        except (ValueError, KeyError, TypeError):
+            claim_pid = None
         stored = None
         if self._migrated():
             with contextlib.closing(self.db()) as conn:
@@ -185,6 +192,9 @@ class World:
                 alongside=any(
                     o.session == sid and o.watermark == wm and o.token != token for o in self._live
                 ),
+                caller=caller,
+                caller_alive=caller is None or alive(caller),
+                claim_pid=claim_pid,
             )
             self.extractions.append(x)
             self._live.append(x)
@@ -203,7 +213,6 @@ class World:
             # in an extraction any more.
             MEMORYD_MAX_MODEL_CALLS_PER_HOUR="0",
             MEMORYD_DAILY_TOKEN_BUDGET="0",
-            MEMORYD_LOG_LEVEL="INFO",
         )
         if private:
             env.pop("MEMORYD_HOST_URL", None)
@@ -416,6 +425,53 @@ _LAUNCH = (
 )
 
 
+class Run:
+    """A started memoryd whose stderr is read as it comes: the harness can wait for a step
+    line, and the pipe never fills and blocks the process."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.lines: list[str] = []
+        self.fired = threading.Event()  # the armed kill was sent
+        self._armed: tuple[tuple[str, ...], float] | None = None
+        self._tail = threading.Thread(target=self._read, daemon=True)
+        self._tail.start()
+
+    def arm(self, markers: tuple[str, ...], delay_s: float) -> None:
+        """SIGKILL ``delay_s`` after the first line holding one of ``markers``, from the reading
+        thread itself: the tightest aim an outside process has at a step of a few ms."""
+        self._armed = (markers, delay_s)
+        if any(m in line for line in list(self.lines) for m in markers):
+            self._fire(delay_s)
+
+    def _fire(self, delay_s: float) -> None:
+        if not self.fired.is_set():
+            time.sleep(delay_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.fired.set()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            armed = self._armed
+            if armed is not None and any(m in line for m in armed[0]):
+                self._fire(armed[1])
+
+    def logged(self, marker: str) -> bool:
+        return any(marker in line for line in list(self.lines))
+
+    def finish(self, timeout: float = 300) -> str:
+        """Wait for the process to end; everything it wrote to stderr."""
+        self.proc.wait(timeout=timeout)
+        self._tail.join(timeout=30)
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        return "".join(self.lines)
+
+
 class WarmStart:
     """``python -m memoryd`` processes with the CLI already imported, each waiting on stdin for
     its arguments. The storm restarts memoryd hundreds of times; the interpreter's imports were
@@ -431,22 +487,23 @@ class WarmStart:
             [PY, "-c", _LAUNCH],
             env=self.w.env(private=private),
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
 
-    def start(self, args: tuple[str, ...], *, private: bool) -> subprocess.Popen[str]:
+    def start(self, args: tuple[str, ...], *, private: bool) -> Run:
         proc = self.ready.pop(private, None)
         if proc is None or proc.poll() is not None:  # never started, or the spare died
             proc = self._spawn(private)
         if private:  # as World.env does: forget the shared server, memoryd starts its own
             self.w.paths.server_state.unlink(missing_ok=True)
         assert proc.stdin is not None
-        proc.stdin.write(json.dumps(list(args)) + "\n")
+        # -vv: the step lines at DEBUG tell where a kill landed (``last_step``)
+        proc.stdin.write(json.dumps(["-vv", *args]) + "\n")
         proc.stdin.flush()
         self.ready[private] = self._spawn(private)
-        return proc
+        return Run(proc)
 
     def close(self) -> None:
         for proc in self.ready.values():
@@ -491,10 +548,44 @@ def memoryd_servers(home: Path) -> list[int]:
     return found
 
 
-def kill9(proc: subprocess.Popen[str]) -> None:
+def kill9(proc: subprocess.Popen[str] | Run) -> str:
+    """SIGKILL, reap, and return what the process had written to stderr."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    if isinstance(proc, Run):
+        return proc.finish(timeout=30)
+    return proc.communicate(timeout=30)[1] or ""
+
+
+# memoryd's debug lines at each step of a pass (memoryd/write/passes.py, phase1.py, phase2.py),
+# in the order of a pass; the last one a killed process wrote says where the kill landed
+STEP_LINES = (
+    ("tick: counting citations", "spool ingest"),
+    ("tick: rendering the read-path block", "block render"),
+    ("pass: waiting for opencode", "connect"),
+    ("phase 1: listing sessions", "discovery"),
+    ("phase 1: claiming", "claim"),
+    ("phase 1: reading", "extraction (transcript read)"),
+    ("phase 1: extracting", "extraction (model call)"),
+    ("phase 1: storing", "finalize"),
+    ("phase 2: claiming", "phase 2 claim"),
+    ("phase 2: syncing", "workspace sync"),
+    ("phase 2: diffing", "diff"),
+    ("phase 2: consolidating", "consolidation"),
+    ("phase 2: auditing", "audit"),
+    ("phase 2: resetting the baseline", "baseline reset"),
+    ("phase 2: recording the validated memory", "phase 2 finalize"),
+    ("pass: recording the result", "pass end"),
+)
+
+
+def last_step(stderr: str) -> str:
+    """The step a killed memoryd was in: the last step line it logged (``start`` if none)."""
+    for line in reversed(stderr.splitlines()):
+        for marker, step in STEP_LINES:
+            if marker in line:
+                return step
+    return "start (settings, store, lock)"
 
 
 def rss_kb(pid: int) -> int:

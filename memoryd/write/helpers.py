@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -32,13 +33,16 @@ from memoryd.errors import (
 )
 from memoryd.host.agents import agent_homes, write_agent_config
 from memoryd.host.models import PromptResult, Session
-from memoryd.host.opencode import OpencodeClient
+from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import CallUsage, Store
 from memoryd.write.budget import Budget
 
 log = logging.getLogger(__name__)
+
+# the titles memoryd gives its helper sessions (a user's fork of one gets another title)
+_HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
 
 NONCE_KEY = "memoryd_nonce"  # metadata that ties a helper session to its record in memory.db
 PENDING_PREFIX = "pending:"  # a record made before the helper was created (its nonce)
@@ -134,6 +138,31 @@ async def remove_orphaned_helpers(
             store.forget_helper(PENDING_PREFIX + nonce)
             removed += 1
             log.info("removed helper session %s whose creation memoryd never heard back", s.id)
+    return removed
+
+
+async def remove_stale_helpers(
+    client: OpencodeClient, listed: Sequence[Session], cutoff_ms: int
+) -> int:
+    """Helper sessions left by a memoryd killed mid-prompt are deleted once clearly dead (not
+    updated since ``cutoff_ms``): the fallback for helpers no record names.
+
+    Both marks must be ours (the exact title form and the metadata tag): a user's fork of a
+    helper copies the metadata but not the title, and must never be deleted.
+    """
+    removed = 0
+    for s in listed:
+        tag = (s.metadata or {}).get(HELPER_METADATA_KEY)
+        ours = tag in ("extract", "consolidate") and _HELPER_TITLE.fullmatch(s.title)
+        if ours and s.time.updated < cutoff_ms:
+            try:
+                if await client.delete_session(s.id):
+                    removed += 1
+                    log.info(
+                        "removed helper session %s left behind by an interrupted memoryd", s.id
+                    )
+            except HostError as exc:
+                log.warning("could not remove stale helper session %s: %s", s.id, exc)
     return removed
 
 

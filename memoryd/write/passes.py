@@ -31,6 +31,7 @@ class PassResult:
 
 def tick(app: App) -> IngestResult:
     """Cheap, local, no host: count citations from the spool, re-render the read-path block."""
+    log.debug("tick: counting citations from the spool")
     result = ingest_spool(app.store, app.paths.citation_spool)
     if result.new_parts:
         log.info(
@@ -45,6 +46,7 @@ def tick(app: App) -> IngestResult:
         settled = None
     if settled:
         log.info("memory folder: %s", settled)
+    log.debug("tick: rendering the read-path block")
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
@@ -74,6 +76,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
     async with open_host(settings, paths) as opening:
         # A private opencode boots in the background meanwhile: the local work costs no wall time.
         usage = tick(app)  # usage first: it decides what phase 2 selects
+        log.debug("pass: waiting for opencode")
         host = await opening.ready()
         store.put_state(
             HOST_SEEN,
@@ -95,6 +98,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
+    log.debug("pass: recording the result")
     store.shrink()
     tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
     store.put_state(

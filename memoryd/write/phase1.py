@@ -37,7 +37,7 @@ from memoryd.errors import (
 )
 from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.models import Message, PromptResult, Session
-from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
+from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root
@@ -52,13 +52,12 @@ from memoryd.write.helpers import (
     helper_session,
     model_name,
     remove_orphaned_helpers,
+    remove_stale_helpers,
     usage_of,
 )
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)
-
-_HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
 
 
 class ExtractionOutput(BaseModel):
@@ -242,6 +241,7 @@ class Phase1(PhaseBase):
         report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
+        log.debug("phase 1: listing sessions")
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
         report.backfilled = self.store.backfill_projects(
@@ -253,7 +253,9 @@ class Phase1(PhaseBase):
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
         report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
-        report.stale_helpers += await self._remove_stale_helpers(sessions)
+        report.stale_helpers += await remove_stale_helpers(
+            self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
+        )
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -263,6 +265,7 @@ class Phase1(PhaseBase):
             log.info("phase 1 waits: %s", report.waiting)
             return report
         await self._ensure_agent()
+        log.debug("phase 1: claiming among %d eligible sessions", len(eligible))
         claims: list[tuple[Session, Claim]] = []
         for session in eligible:
             if len(claims) >= self.settings.max_rollouts_per_startup:
@@ -321,31 +324,6 @@ class Phase1(PhaseBase):
                 eligible.append(s)
         return eligible
 
-    async def _remove_stale_helpers(self, sessions: list[Session]) -> int:
-        """Helper sessions left by a memoryd that was killed mid-prompt are deleted once clearly dead.
-
-        Both marks must be ours (the exact title form and the metadata tag): a user's fork of a
-        helper copies the metadata but not the title, and must never be deleted.
-        """
-        cutoff = self.clock.now_ms() - STALE_HELPER_MS
-        removed = 0
-        for s in sessions:
-            meta = s.metadata or {}
-            ours = meta.get(HELPER_METADATA_KEY) in (
-                "extract",
-                "consolidate",
-            ) and _HELPER_TITLE.fullmatch(s.title)
-            if ours and s.time.updated < cutoff:
-                try:
-                    if await self.client.delete_session(s.id):
-                        removed += 1
-                        log.info(
-                            "removed helper session %s left behind by an interrupted memoryd", s.id
-                        )
-                except HostError as exc:
-                    log.warning("could not remove stale helper session %s: %s", s.id, exc)
-        return removed
-
     async def _forget_deleted(self, listed: set[str]) -> int:
         """Sessions we hold memory for that the host no longer has are forgotten."""
         forgotten = 0
@@ -388,6 +366,7 @@ class Phase1(PhaseBase):
                 # The listing may be a moment old. Read the session first and the transcript
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
+                log.debug("phase 1: reading %s", sid)
                 fresh = await self.client.get_session(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
@@ -426,7 +405,9 @@ class Phase1(PhaseBase):
                 self.store.mark_stage1_no_output(sid, claim.token)
                 report.no_output += 1
                 return
+            log.debug("phase 1: extracting %s", sid)
             extracted = None if transcript.empty else await self._extract(session, transcript)
+            log.debug("phase 1: storing the output of %s", sid)
             base = _joined(earlier, extracted)
             if save is not None:  # the memory up to this compaction is what later passes build on
                 save = replace(

@@ -264,6 +264,7 @@ class Phase2(PhaseBase):
             return Phase2Result(
                 Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
             )
+        log.debug("phase 2: claiming the consolidation")
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(Phase2Status(claim.status))
@@ -320,6 +321,7 @@ class Phase2(PhaseBase):
         if rollback.interrupted(self.paths):
             rollback.restore(self.paths, self.clock)  # a run was killed: finish its rollback
             rollback.clear_running(self.paths)
+        log.debug("phase 2: syncing the memory folder")
         removed = ws.ensure_layout()
         ws.remove_diff_file()
         removed += sweep(self.paths.memories)
@@ -340,6 +342,7 @@ class Phase2(PhaseBase):
         if not problems:
             # Valid as it stands (a hand edit included): that is what a failed run returns to.
             rollback.record(self.paths, source="the memory folder before a run")
+        log.debug("phase 2: diffing the memory folder against its baseline")
         return baseline.diff(), problems, removed
 
     async def _run_claimed(self, token: str) -> Phase2Result:
@@ -376,8 +379,10 @@ class Phase2(PhaseBase):
         rollback.mark_running(self.paths)
         try:
             try:
+                log.debug("phase 2: consolidating %d change(s)", len(diff.changes))
                 await self._consolidate_with_heartbeat(token, diff)
             finally:
+                log.debug("phase 2: auditing what the consolidator left")
                 writes = self.store.note_writes_since(since)
                 restored = ws.restore_protected(with_user_writes(ws, snapshot, writes))
                 ws.remove_diff_file()
@@ -402,7 +407,9 @@ class Phase2(PhaseBase):
                 rollback.restore(self.paths, self.clock)
                 rollback.clear_running(self.paths)
                 return result
+            log.debug("phase 2: resetting the baseline")
             await asyncio.to_thread(baseline.reset, _held(baseline, writes))
+            log.debug("phase 2: recording the validated memory")
             rollback.record(self.paths, source="a validated consolidation")
         except OwnershipLost:
             raise  # another worker owns the folder now; its run decides what stays
