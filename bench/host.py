@@ -51,6 +51,8 @@ from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode
 from tests.e2e.test_phase1_e2e import memoryd
 
 VARIANTS = ("bare00", "v01000", "lean00")  # equal lengths: sandbox paths appear in every request
+# the first line of templates/read_path.md: how the injected block is told from opencode's prompt
+BLOCK_HEADING = "## Memory from earlier sessions"
 LABEL = {"bare00": "bare opencode", "v01000": "memoryd v0.1", "lean00": "memoryd lean"}
 
 
@@ -71,6 +73,7 @@ class Variant:
     opencode_rss_kb: int = 0
     pass_s: float = 0.0
     with_memory: int = 0  # bytes of a first-turn request once memory exists
+    block_text: str = ""  # the block as the shim injected it into that request
     block: int = 0
     tool_call_s: float = 0.0
     tool_result: str = ""
@@ -123,6 +126,22 @@ def user_requests(mock: MockLLM, sids: set[str]) -> list[RecordedRequest]:
     return [r for r in mock.requests if r.session_id in sids]
 
 
+def first_turn(d: Any, box: OpencodeSandbox, mock: MockLLM) -> tuple[int, str, str]:
+    """Bytes of the first request of a new session after the workload (the project folder now
+    holds what the workload wrote, which opencode's own prompt reflects): each variant's, and
+    bare opencode's as the baseline."""
+    mock.clear()
+    sid = d.create_session("a new day", directory=box.project_dir)["id"]
+    d.say(sid, "What should I know before I start?", directory=box.project_dir)
+    body = user_requests(mock, {sid})[0].body
+    injected = [
+        m["content"]
+        for m in body.get("messages") or []
+        if m.get("role") == "system" and str(m.get("content", "")).startswith(BLOCK_HEADING)
+    ]
+    return len(json.dumps(body)), sid, injected[0] if injected else ""
+
+
 def run_variant(name: str, base: Path, bin_: Path, mock: MockLLM, n: int) -> Variant:
     v = Variant(name)
     box = OpencodeSandbox(base / name, bin_, mock.base_url)
@@ -151,6 +170,7 @@ def run_variant(name: str, base: Path, bin_: Path, mock: MockLLM, n: int) -> Var
         v.procs_before = descendants(box.pid)
         if name == "bare00":
             v.opencode_rss_kb = rss_kb(box.pid)
+            v.with_memory, _, _ = first_turn(d, box, mock)  # the same request, no memoryd at all
             return v
         cons = ScriptedConsolidator()
         install(mock, cons)
@@ -161,12 +181,9 @@ def run_variant(name: str, base: Path, bin_: Path, mock: MockLLM, n: int) -> Var
         time.sleep(1.0)
         v.procs_after = descendants(box.pid)
         v.opencode_rss_kb = rss_kb(box.pid)
-        block = box.memoryd_home / "state" / "readpath" / "block.md"
-        v.block = len(block.read_bytes()) if block.exists() else 0
-        mock.clear()
-        sid = d.create_session("a new day", directory=box.project_dir)["id"]
-        d.say(sid, "What should I know before I start?", directory=box.project_dir)
-        v.with_memory = len(json.dumps(user_requests(mock, {sid})[0].body))
+        # the block the shim injects for this project: instructions, global and project layers
+        v.with_memory, sid, v.block_text = first_turn(d, box, mock)
+        v.block = len(v.block_text.encode())
         if name == "lean00":
             default = mock.default_responder
 
@@ -301,14 +318,15 @@ def report(vs: dict[str, Variant]) -> None:
     rows = []
     for name in VARIANTS[1:]:
         v = vs[name]
-        first_bare = bare.bodies[0] if bare.bodies else 0
+        # the block travels JSON-escaped inside the request: count it as it travels
+        block = len(json.dumps(v.block_text)[1:-1].encode()) if v.block_text else 0
         rows.append(
             (
                 LABEL[name],
                 f"{v.pass_s:.2f} s",
                 kb(v.block),
                 kb(v.with_memory),
-                kb(v.with_memory - v.block - first_bare) + " (vs bare's first request)",
+                kb(v.with_memory - block - bare.with_memory) + " (vs bare's same request)",
                 f"{v.tool_call_s * 1000:.0f} ms" if v.tool_call_s else "-",
             )
         )

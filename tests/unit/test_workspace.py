@@ -651,3 +651,35 @@ def test_restore_rewrites_a_note_made_unreadable(ws, root):
     os.chmod(note, 0)
     assert ws.restore_protected(snap) == ["extensions/ad_hoc/notes/n.md"]
     assert note.read_text() == "note" and note.stat().st_mode & 0o777 == 0o644
+
+
+def _tracked_by_parts(relpath: str) -> bool:
+    """is_tracked as first written: split, then look at every part."""
+    parts = [p for p in relpath.strip("/").split("/") if p]
+    if not parts or "/".join(parts) == "phase2_workspace_diff.md":
+        return False
+    return not any(p.startswith(".") for p in parts)
+
+
+def test_is_tracked_fast_path_agrees_with_the_part_by_part_rule() -> None:
+    import itertools
+    import random
+
+    pieces = [
+        "",
+        "/",
+        "//",
+        ".",
+        "..",
+        ".git",
+        "a",
+        "b.md",
+        ".hidden",
+        "x.",
+        "phase2_workspace_diff.md",
+    ]
+    samples = {"/".join(c) for n in range(1, 4) for c in itertools.product(pieces, repeat=n)}
+    rng = random.Random(7)
+    samples |= {"".join(rng.choice("a./_") for _ in range(rng.randint(0, 8))) for _ in range(3000)}
+    for path in sorted(samples):
+        assert is_tracked(path) == _tracked_by_parts(path), path
