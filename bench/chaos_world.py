@@ -467,8 +467,10 @@ class Run:
         """Wait for the process to end; everything it wrote to stderr."""
         self.proc.wait(timeout=timeout)
         self._tail.join(timeout=30)
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
+        for pipe in (self.proc.stdin, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         return "".join(self.lines)
 
 
@@ -494,7 +496,10 @@ class WarmStart:
 
     def start(self, args: tuple[str, ...], *, private: bool) -> Run:
         proc = self.ready.pop(private, None)
-        if proc is None or proc.poll() is not None:  # never started, or the spare died
+        if proc is not None and proc.poll() is not None:  # the spare died: reap it, start another
+            proc.communicate()
+            proc = None
+        if proc is None:
             proc = self._spawn(private)
         if private:  # as World.env does: forget the shared server, memoryd starts its own
             self.w.paths.server_state.unlink(missing_ok=True)

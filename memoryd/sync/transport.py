@@ -536,7 +536,17 @@ class SyncRepo:
             raise _errors(remote)(exc) from exc
         status = (result.ref_status or {}).get(BRANCH)
         if status:
-            text = status if isinstance(status, str) else str(status)
-            if any(w in text for w in ("fetch first", "non-fast-forward", "unable to set", "lock")):
-                raise PushRaceLost(display_remote(remote))
-            raise SyncError(display_remote(remote), f"the remote refused the push ({text})")
+            raise push_refusal(remote, status if isinstance(status, str) else str(status))
+
+
+# What receive-pack says when another push moved or held the branch between our fetch and its
+# ref update: "fetch first" / "non-fast-forward" (moved), "cannot lock ref" / "unable to set"
+# (held), "failed to update ref" (its ref transaction failed on the same race). Fetch and retry.
+RACE_MARKERS = ("fetch first", "non-fast-forward", "unable to set", "lock", "failed to update ref")
+
+
+def push_refusal(remote: str, status: str) -> PushRaceLost | SyncError:
+    """The error for a push the remote answered with ``status`` for our branch."""
+    if any(marker in status for marker in RACE_MARKERS):
+        return PushRaceLost(display_remote(remote))
+    return SyncError(display_remote(remote), f"the remote refused the push ({status})")

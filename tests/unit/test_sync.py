@@ -622,3 +622,25 @@ def test_an_oversized_fetch_is_refused_and_nothing_kept(
     monkeypatch.setattr(transport, "SYNC_MAX_FETCH_BYTES", 64 * 1024 * 1024)
     b.clock.advance(2 * 60 * 60 * 1000)
     assert b.sync().ok and len([k for k in b.inputs() if "/sessions/" in k]) == 10
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "failed to update ref",  # git daemon, two pushes at once (seen in the sync e2e)
+        "fetch first",
+        "non-fast-forward",
+        "cannot lock ref 'refs/heads/memoryd-sync': is at 1234 but expected 5678",
+        "unable to set refs/heads/memoryd-sync",
+    ],
+)
+def test_a_push_that_lost_a_race_is_retried_not_reported(status: str) -> None:
+    from memoryd.errors import PushRaceLost
+
+    assert isinstance(transport.push_refusal("git://host/memory.git", status), PushRaceLost)
+
+
+@pytest.mark.parametrize("status", ["pre-receive hook declined", "deny updating a hidden ref"])
+def test_a_push_the_remote_refuses_says_why(status: str) -> None:
+    err = transport.push_refusal("git://host/memory.git", status)
+    assert isinstance(err, SyncError) and status in str(err)
