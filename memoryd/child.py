@@ -137,9 +137,14 @@ class Child:
         status = f", exit code {code}" if code is not None else ""
         return self.error(f"{self.name} ({sys.executable}) failed: {why}{status}{tail}")
 
-    def close(self) -> bool:
-        """End the child (end of input, then a kill if it lingers); whether one was running."""
-        with self._lock:
+    def close(self, *, wait: bool = True) -> bool:
+        """End the child (end of input, then a kill if it lingers); whether one was running.
+
+        ``wait=False`` never blocks on a call in flight (another thread's): the child is then
+        left running for the next close."""
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
             proc = self._proc
             if proc is None:
                 return False
@@ -155,6 +160,8 @@ class Child:
                 proc.wait()
             self._drop()
             return True
+        finally:
+            self._lock.release()
 
     def _drop(self) -> None:
         proc, self._proc = self._proc, None

@@ -109,7 +109,7 @@ class Daemon:
         finally:
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
-            baseline_proc.release()
+            baseline_proc.release(wait=False)  # a call still in flight ends with us (EOF)
             baseline_proc.keep_out_of_process(False)
             self._lock.release()
 

@@ -542,7 +542,15 @@ class SyncRepo:
 # What receive-pack says when another push moved or held the branch between our fetch and its
 # ref update: "fetch first" / "non-fast-forward" (moved), "cannot lock ref" / "unable to set"
 # (held), "failed to update ref" (its ref transaction failed on the same race). Fetch and retry.
-RACE_MARKERS = ("fetch first", "non-fast-forward", "unable to set", "lock", "failed to update ref")
+RACE_MARKERS = (
+    "fetch first",
+    "non-fast-forward",
+    "unable to set",
+    "cannot lock",
+    "unable to lock",
+    "failed to lock",
+    "failed to update ref",
+)
 
 
 def push_refusal(remote: str, status: str) -> PushRaceLost | SyncError:

@@ -64,9 +64,10 @@ def open_baseline(git_dir: Path, worktree: Path) -> BaselineLike:
     return _in_process(git_dir, worktree)
 
 
-def release() -> bool:
-    """End the child until the next use; whether one was running."""
-    return _child.close()
+def release(*, wait: bool = True) -> bool:
+    """End the child until the next use; whether it was ended. ``wait=False`` leaves a child
+    that another thread is using (a review accepted in the web UI) for the next release."""
+    return _child.close(wait=wait)
 
 
 def helper_pid() -> int | None:

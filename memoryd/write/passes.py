@@ -50,7 +50,6 @@ def tick(app: App) -> IngestResult:
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
-    baseline_proc.release()  # nor dulwich and the baseline (they live in a child)
     return result
 
 
@@ -62,6 +61,10 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
         with contextlib.suppress(MemorydError, OSError, sqlite3.Error):
             app.store.put_state(LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)})
         raise
+    finally:
+        # The daemon's baseline child ends with the pass, not with a tick: ticks run on the loop
+        # while phase 2's file work is in a thread, and must never wait for it.
+        baseline_proc.release(wait=False)
     problem = result.phase2.detail if result.phase2.status == Phase2Status.SKIPPED_DISK else None
     app.store.put_state(
         LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": problem} if problem else None

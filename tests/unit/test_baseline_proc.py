@@ -131,11 +131,12 @@ def test_a_child_that_died_between_calls_is_replaced_and_one_that_dies_mid_call_
 
 
 def test_a_daemon_pass_never_loads_dulwich_and_leaves_no_child(tmp_path: Path) -> None:
-    """What the daemon does (keep_out_of_process, then a consolidation's baseline work and the
-    tick's release), in a fresh interpreter: dulwich is never imported there."""
+    """What the daemon does (keep_out_of_process, then a consolidation's baseline work, and the
+    end of a pass, here one that fails on an unreachable host), in a fresh interpreter: dulwich
+    is never imported there and no child outlives the pass."""
     probe = textwrap.dedent(
         f"""
-        import sys
+        import asyncio, os, sys
         from pathlib import Path
         from memoryd.app import App
         from memoryd.paths import Paths
@@ -150,7 +151,15 @@ def test_a_daemon_pass_never_loads_dulwich_and_leaves_no_child(tmp_path: Path) -
         changed = [c.path for c in b.diff().changes]
         b.reset()
         child = baseline_proc.helper_pid() is not None
-        passes.tick(App(paths))
+        passes.tick(App(paths))  # a tick during a pass leaves the child alone
+        child = child and baseline_proc.helper_pid() is not None
+        os.environ["MEMORYD_HOST_URL"] = "http://127.0.0.1:9"
+        import memoryd.tuning
+        memoryd.tuning.HOST_RETRY_DELAYS_S = ()  # no real sleeps before the pass gives up
+        try:
+            asyncio.run(passes.run_pass(App(paths)))
+        except Exception as exc:
+            assert "unreachable" in str(exc), exc
         print(changed, child, baseline_proc.helper_pid(), any(m.startswith("dulwich") for m in sys.modules))
         """
     )
@@ -159,3 +168,17 @@ def test_a_daemon_pass_never_loads_dulwich_and_leaves_no_child(tmp_path: Path) -
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["['MEMORY.md']", "True", "None", "False"]
+
+
+def test_releasing_at_a_pass_end_never_waits_for_a_call_in_flight(tmp_path: Path) -> None:
+    gd, wt = folder(tmp_path)
+    baseline_proc.keep_out_of_process()
+    assert open_baseline(gd, wt).ensure() is True
+    pid = baseline_proc.helper_pid()
+    with baseline_proc._child._lock:  # another thread's call (a review accept) holds the child
+        started = time.monotonic()
+        assert baseline_proc.release(wait=False) is False
+        assert time.monotonic() - started < 0.5
+        assert baseline_proc.helper_pid() == pid
+    assert baseline_proc.release(wait=False) is True
+    assert baseline_proc.helper_pid() is None

@@ -147,6 +147,7 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
 
     monkeypatch.setattr(daemon_mod, "run_pass", fake_pass)
     monkeypatch.setattr(daemon_mod, "tick", lambda app: IngestResult())
+    monkeypatch.setattr(daemon_mod, "EVENT_DEBOUNCE_S", 0.3)  # 2 s in the daemon
     d = daemon_mod.Daemon(App(paths), interval_s=3600)
     serving = asyncio.create_task(d.serve())
     try:
@@ -157,7 +158,7 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
         assert len(started) == 1
         for _ in range(3):  # several events during the pass coalesce into one pass
             await d._on_event("idle", "ses_late")
-        await asyncio.sleep(2.5)  # past the debounce: the request falls due mid-pass
+        await asyncio.sleep(0.8)  # past the debounce: the request falls due mid-pass
         assert len(started) == 1
         release.set()
         for _ in range(100):
@@ -165,7 +166,7 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
                 break
             await asyncio.sleep(0.05)
         assert len(started) == 2, "the request made during the pass was dropped"
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.8)
         assert len(started) == 2  # coalesced: one more pass, not one per event
     finally:
         d.handle_exit(15)

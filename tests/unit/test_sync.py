@@ -640,7 +640,14 @@ def test_a_push_that_lost_a_race_is_retried_not_reported(status: str) -> None:
     assert isinstance(transport.push_refusal("git://host/memory.git", status), PushRaceLost)
 
 
-@pytest.mark.parametrize("status", ["pre-receive hook declined", "deny updating a hidden ref"])
+@pytest.mark.parametrize(
+    "status",
+    [
+        "pre-receive hook declined",
+        "deny updating a hidden ref",
+        "push blocked by the server's policy",  # "blocked" holds "lock": not a race
+    ],
+)
 def test_a_push_the_remote_refuses_says_why(status: str) -> None:
     err = transport.push_refusal("git://host/memory.git", status)
     assert isinstance(err, SyncError) and status in str(err)

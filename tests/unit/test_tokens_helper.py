@@ -27,8 +27,17 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _no_helper_left():
+    # one helper serves the module (each start loads the table: ~0.4 s); tests that need none
+    # running release it first
+    yield
+    tokens.release()
+
+
+@pytest.fixture
+def no_helper():
+    tokens.release()
     yield
     tokens.release()
 
@@ -51,7 +60,7 @@ def test_helper_truncates_as_in_process(enc, text):
         assert (cut == text) == (len(enc.encode(text, disallowed_special=())) <= budget)
 
 
-def test_one_helper_serves_many_calls_and_release_reaps_it():
+def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper):
     assert tokens.count("a b c") == 3
     pid = tokens.helper_pid()
     assert pid is not None
@@ -81,13 +90,13 @@ def test_the_calling_process_never_loads_the_table(tmp_path):
     assert out == ["6001", "False", "True", "True", "False"]
 
 
-def test_text_within_budget_in_bytes_starts_no_helper():
+def test_text_within_budget_in_bytes_starts_no_helper(no_helper):
     assert tokens.truncate_middle("short", 100) == "short"
     assert tokens.count("") == 0
     assert not tokens.loaded()
 
 
-def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(monkeypatch):
+def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(no_helper, monkeypatch):
     monkeypatch.setattr(
         tokens, "_CHILD_SRC", "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)"
     )
@@ -101,7 +110,7 @@ def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(monke
     assert tokens.count("hello") == 1
 
 
-def test_a_helper_that_hangs_times_out_and_is_killed(monkeypatch):
+def test_a_helper_that_hangs_times_out_and_is_killed(no_helper, monkeypatch):
     monkeypatch.setattr(tokens, "_CHILD_SRC", "import time\ntime.sleep(60)")
     monkeypatch.setattr(tokens, "TOKENIZER_TIMEOUT_S", 0.5)
     with pytest.raises(TokenizerError, match="no answer in time"):
@@ -117,7 +126,7 @@ def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept():
     assert tokens.helper_pid() == pid
 
 
-def test_trim_heap_starts_no_process(monkeypatch):
+def test_trim_heap_starts_no_process(no_helper, monkeypatch):
     # ctypes.util.find_library runs `ldconfig -p`: a fork and a pipe on every tick of the daemon.
     def refuse(*args, **kwargs):
         raise AssertionError("trim_heap started a process")
@@ -129,7 +138,7 @@ def test_trim_heap_starts_no_process(monkeypatch):
     tokens.trim_heap()
 
 
-def test_a_tick_that_renders_the_block_leaves_no_helper(paths: Paths):
+def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths):
     paths.memories.mkdir(parents=True, exist_ok=True)
     summary = paths.validated_memory / "memory_summary.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
