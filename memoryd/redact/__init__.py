@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from functools import partial
 
-from memoryd.redact import commands, tokens
+from memoryd.redact import commands, context, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.tokens import REDACTED, Rule
 from memoryd.redact.values import MIN_SECRET_LEN
@@ -77,6 +77,7 @@ _TOKENS: tuple[_Step, ...] = tuple((r.needle, r.hints, r.apply, r.name) for r in
 _TAIL: tuple[_Step, ...] = tuple(
     (r.needle, r.hints, r.apply, r.name) for r in (*tokens.TRAILING_RULES, *commands.RULES)
 )
+_CONTEXT: tuple[_Step, ...] = tuple((r.needle, r.hints, r.apply, r.name) for r in context.RULES)
 _TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{16}")
 
 
@@ -108,6 +109,7 @@ def _redact(text: str) -> tuple[str, list[str]]:
         text, changed = scan_assignments(text)
         if changed:
             families["secret-assignment"] = None
+    text = _run(_CONTEXT, text, folded, families)
     return text, list(families)
 
 

@@ -11,6 +11,7 @@ can find leaked credentials; the expressions here are written for this module.
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from collections.abc import Callable
@@ -393,6 +394,79 @@ def looks_random(value: str) -> bool:
     return entropy(v) >= (3.0 if re.fullmatch(r"[0-9a-fA-F\-]+", v) else 3.5)
 
 
+# --- shapes of no one provider -----------------------------------------------------------------
+
+# "-----BEGIN " base64-encoded, as a private key sits in a Kubernetes Secret or a *_B64 variable.
+_B64_PEM_RE = re.compile(
+    r"LS0tLS1CRUdJT[A-Za-z0-9+/]{8,}={0,2}(?:(?:\\n|\s){1,3}[A-Za-z0-9+/]{4,}={0,2})*"
+)
+
+
+def _redact_b64_pem(text: str) -> tuple[str, int]:
+    """A base64 run whose decoded head is a private-key block; certificates and public keys stay."""
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        head = m.group()[:88]
+        head = head[: len(head) // 4 * 4]
+        try:
+            decoded = base64.b64decode(head)
+        except ValueError:
+            return m.group()
+        if b"PRIVATE" not in decoded and b"ENCRYPTED" not in decoded:
+            return m.group()
+        count += 1
+        return marker("private-key")
+
+    return _B64_PEM_RE.sub(repl, text), count
+
+
+# ``prefix_`` + a long random base62 tail: the shape nearly every provider now gives its tokens
+# (``lin_api_…``, ``pscale_pw_…``, ``sbp_…``), including providers no rule names yet. Digests,
+# public keys and object ids of that shape are told apart by their prefix and their tail.
+_PREFIXED_RE = re.compile(
+    r"(?<![A-Za-z0-9_\-./+=])(?P<p>[A-Za-z][A-Za-z0-9]{0,14}(?:[_\-.][A-Za-z0-9]{1,14}){0,2}[_\-.])"
+    r"(?P<t>[A-Za-z0-9]{20,}(?:[_\-][A-Za-z0-9]{4,}){0,3})(?![A-Za-z0-9_\-+/=])",
+    re.ASCII,
+)
+_PUBLIC_PREFIXES = re.compile(
+    r"(?i)(?:sha\d*|md5|blake\d*\w*|xxh\w*|crc\d*|pk|pk[_.](?:live|test)|sha256~)[_\-.]"
+    r"|(?:pk_(?:live|test)|cus|ch|pi|pm|seti|price|prod|sub|in|ii|evt|req|acct|txn|po|tr|re|src)_"
+)
+_SECRETISH_PREFIX = re.compile(r"(?i)key|tok|secret|pat|sk|api|auth|pw|pass|cred|bearer|access")
+
+
+def _redact_prefixed(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        prefix, tail = m.group("p"), m.group("t")
+        if _PUBLIC_PREFIXES.fullmatch(prefix) or _PUBLIC_PREFIXES.match(prefix):
+            return m.group()
+        core = re.sub(r"[_\-]", "", tail)
+        if len(core) < (20 if _SECRETISH_PREFIX.search(prefix) else 30):
+            return m.group()
+        if re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", core) and not _SECRETISH_PREFIX.search(prefix):
+            return m.group()  # a digest or an id in hex
+        if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+            return m.group()
+        one_case = core.lower() == core or core.upper() == core
+        if (
+            one_case
+            and not re.fullmatch(r"[0-9a-f]+", core)
+            and not _SECRETISH_PREFIX.search(prefix)
+        ):
+            return m.group()  # one letter case: a ULID, a base32 id, a build name
+        if entropy(core) < 3.7 or is_placeholder(core):
+            return m.group()
+        count += 1
+        return marker("token")
+
+    return _PREFIXED_RE.sub(repl, text), count
+
+
 LEADING_RULES: tuple[Rule, ...] = (
     Rule("private-key", _redact_pem, ("private key",)),
     Rule("private-key", _redact_putty, ("private-lines",)),
@@ -401,6 +475,8 @@ TOKEN_RULES: tuple[Rule, ...] = tuple(
     _token_rule(n, hints, pattern) for n, hints, pattern in _TOKENS
 )
 TRAILING_RULES: tuple[Rule, ...] = (
+    Rule("private-key", _redact_b64_pem, (), "LS0tLS1CRUdJT"),
+    Rule("token", _redact_prefixed, ()),
     Rule("url-credentials", _redact_url_credentials, ("://",)),
     Rule("url-credentials", _redact_oracle, ("sqlplus", "jdbc:oracle", "rman", "expdp", "impdp")),
 )
