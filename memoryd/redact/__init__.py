@@ -26,13 +26,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
-from memoryd.redact import commands, context, tokens
+from memoryd.redact import code, commands, printed, shell, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.tokens import REDACTED, Rule
 from memoryd.redact.values import MIN_SECRET_LEN
 
-__all__ = ["MIN_SECRET_LEN", "REDACTED", "contains_secret", "find_secrets", "redact"]
+__all__ = [
+    "MIN_SECRET_LEN",
+    "REDACTED",
+    "RULE_FAMILIES",
+    "contains_secret",
+    "find_secrets",
+    "redact",
+    "redactor",
+]
 
 _KEEP_PREFIX = rf"\g<1>{REDACTED}"
 
@@ -66,22 +75,73 @@ _HEADER_RULES = (
 )
 
 
+# Which family of secrets each rule was written for (the corpora's families): bench/redact.py
+# switches one family's rules off to see how much of that family the rest still catches.
+RULE_FAMILIES: dict[str, str] = {
+    **{r.name: "provider_tokens" for r in tokens.TOKEN_RULES},
+    "token": "provider_tokens",
+    "private-key": "private_keys",
+    "url-credentials": "url_credentials",
+    "bearer": "headers",
+    "basic-auth": "headers",
+    "cli-password": "cli",
+    "cli-secret": "cli",
+    "netrc": "config_files",
+    "pgpass": "config_files",
+    "config-password": "config_files",
+    "xml-secret": "config_files",
+    "secret-assignment": "config_files",
+    "code-credentials": "code",
+    "wifi-password": "config_files",
+    "code-secret": "code",
+    "sql-password": "sql",
+    "printed-secret": "printed",
+    "prose-secret": "prose",
+}
+
 # Plain tuples and a for/else: these loops run for every transcript part, mostly on short texts,
 # where their own overhead is a good part of the cost. Provider tokens are all runs of at least 16
 # token characters, so a text without such a run skips those ~85 rules after one search.
+# Secrets found by where they stand (code and SQL, command lines, what tools print), after the
+# shapes and the assignments, so that a value those already took is not matched again.
+POSITION_RULES: tuple[Rule, ...] = tuple(
+    Rule(name, apply, hints) for name, hints, apply in (*code.EDITS, *shell.EDITS, *printed.EDITS)
+)
 _Step = tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]], str]
-_HEAD: tuple[_Step, ...] = tuple(
-    (r.needle, r.hints, r.apply, r.name) for r in (*_HEADER_RULES, *tokens.LEADING_RULES)
-)
-_TOKENS: tuple[_Step, ...] = tuple((r.needle, r.hints, r.apply, r.name) for r in tokens.TOKEN_RULES)
-_TAIL: tuple[_Step, ...] = tuple(
-    (r.needle, r.hints, r.apply, r.name) for r in (*tokens.TRAILING_RULES, *commands.RULES)
-)
-_CONTEXT: tuple[_Step, ...] = tuple((r.needle, r.hints, r.apply, r.name) for r in context.RULES)
+_Steps = tuple[_Step, ...]
 _TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{16}")
 
 
-def _run(steps: tuple[_Step, ...], text: str, folded: str, families: dict[str, None]) -> str:
+def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
+    return tuple(
+        (r.needle, r.hints, r.apply, r.name)
+        for r in rules
+        if RULE_FAMILIES.get(r.name) not in without
+    )
+
+
+class _Pipeline(NamedTuple):
+    head: _Steps
+    tokens: _Steps
+    tail: _Steps
+    assignments: bool
+    context: _Steps
+
+
+def _pipeline(without: frozenset[str] = frozenset()) -> _Pipeline:
+    return _Pipeline(
+        _steps((*_HEADER_RULES, *tokens.LEADING_RULES), without),
+        _steps(tokens.TOKEN_RULES, without),
+        _steps((*tokens.TRAILING_RULES, *commands.RULES), without),
+        RULE_FAMILIES["secret-assignment"] not in without,
+        _steps(POSITION_RULES, without),
+    )
+
+
+_DEFAULT = _pipeline()
+
+
+def _run(steps: _Steps, text: str, folded: str, families: dict[str, None]) -> str:
     for needle, hints, apply, name in steps:
         if needle:
             if needle not in text:
@@ -98,19 +158,26 @@ def _run(steps: tuple[_Step, ...], text: str, folded: str, families: dict[str, N
     return text
 
 
-def _redact(text: str) -> tuple[str, list[str]]:
+def _redact(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
     families: dict[str, None] = {}
     folded = text.lower()
-    text = _run(_HEAD, text, folded, families)
+    text = _run(p.head, text, folded, families)
     if _TOKEN_RUN_RE.search(text) is not None:
-        text = _run(_TOKENS, text, folded, families)
-    text = _run(_TAIL, text, folded, families)
-    if KEYWORD_RE.search(text):
+        text = _run(p.tokens, text, folded, families)
+    text = _run(p.tail, text, folded, families)
+    if p.assignments and KEYWORD_RE.search(text):
         text, changed = scan_assignments(text)
         if changed:
             families["secret-assignment"] = None
-    text = _run(_CONTEXT, text, folded, families)
+    text = _run(p.context, text, folded, families)
     return text, list(families)
+
+
+def redactor(without: frozenset[str]) -> Callable[[str], str]:
+    """:func:`redact` without the rules written for the families in ``without`` (see
+    :data:`RULE_FAMILIES`): how much of a family the other, more general rules still catch."""
+    p = _pipeline(without)
+    return lambda text: _redact(text, p)[0]
 
 
 def redact(text: str) -> str:

@@ -64,6 +64,10 @@ _REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
 _TUPLE_TARGET_RE = re.compile(
     r"(?:^|[\n(\[]|\\n)[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
 )
+_QUALIFIED_BEFORE_RE = re.compile(
+    r"(?i)(?:public|pub|cache|cached|idempotency|request|host|subject|authority|foreign|primary"
+    r"|sort|partition|routing|lookup|object|restored|saved)[ \t]+\Z"
+)
 _SHELL_ENDS = r"[\s;&|<>()`\"']"
 _QUERY_ENDS = r"[\s&#\"'<>)\]\\]"
 
@@ -276,6 +280,10 @@ class _AssignmentScanner:
         kind = secret_key_kind(key)
         if kind is None:
             return None
+        if kind in ("weak", "key") and _QUALIFIED_BEFORE_RE.search(
+            text, max(0, key_start - 24), key_start
+        ):
+            return None  # "public key: …", "cache key: …": the word before says what kind of key
         token = ""
         if key_start > 0 and text[key_start - 1] in "\"'`":
             level = _backslashes_before(text, key_start - 1)

@@ -74,7 +74,38 @@ def entropy(value: str) -> float:
 
 def is_placeholder(body: str) -> bool:
     """``sk-xxxxxxxxxxxx``, ``ghp_************``, ``00000000``: a filler where a token would go."""
-    return _FILLER_RE.fullmatch(body) is not None
+    return _FILLER_RE.fullmatch(body) is not None or is_filler(body)
+
+
+_MASK_CHARS = frozenset("*•●·∙x")
+_ENV_NAME_RE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_TODO_RE = re.compile(
+    r"(?i)(?:todo|fixme|tbd|xxx|n/?a)\b|(?:fill|put|paste|set)[ _-]?(?:in|me|it|here)\b"
+)
+
+
+def is_filler(value: str) -> bool:
+    """Where a secret would go, but none is: ``sk-...``, ``ghp_xxxx…``, ``sk_test_XXXX``,
+    ``xoxb-your-token``, ``T000/B000/XXXX``, ``****d4cb`` (masked), ``TODO: fill in``, an env
+    name (``DB_PASSWORD``)."""
+    v = value.strip("\"'` ")
+    if not v:
+        return True
+    if _ENV_NAME_RE.fullmatch(v) or _TODO_RE.match(v):
+        return True
+    first = v.split()[0]
+    masked = sum(c in _MASK_CHARS for c in first)
+    if masked >= 4 and masked * 5 >= len(first) * 2 and re.search(r"[*•●·∙]{3,}|x{4,}", first):
+        return True
+    parts = [p for p in re.split(r"[-_.:/]", v) if p]
+    if not parts:
+        return True
+    body = max(parts, key=len)
+    if re.fullmatch(r"[xX*•0]{4,}|[xX]{3,}\d{0,2}", body):
+        return True
+    if v.endswith(("...", "…")) and len(body) <= 8:
+        return True
+    return any(p.lower() in ("your", "yours", "here", "placeholder", "redacted") for p in parts)
 
 
 _FILLER_RE = re.compile(
@@ -169,6 +200,10 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("atlassian-token", (), rf"{_p('AT')}[AC]TT[A-Za-z0-9_=+/\-]{{40,}}"),
     ("sentry-token", (), rf"{_p('sntry')}[su]_[A-Za-z0-9+/=_]{{40,}}"),
     ("age-secret-key", (), r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
+    ("bip32-private-key", (), rf"{_p('xprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
+    ("bip32-private-key", (), rf"{_p('tprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
+    ("docker-swarm-token", (), rf"{_p('SWMTKN-1-')}[a-z0-9]{{40,}}-[a-z0-9]{{20,}}"),
+    ("tailscale-key", (), rf"{_p('tskey-')}(?:auth|api|client|scim|webhook)-{_W}{{16,}}"),
     ("grafana-token", (), rf"{_p('glc_')}{_B64}{{32,}}=*"),
     ("grafana-token", (), rf"{_p('glsa_')}{_AN}{{32}}_[0-9a-fA-F]{{8}}"),
     ("1password-token", (), rf"{_p('ops_eyJ')}[A-Za-z0-9+/=_\-]{{50,}}"),
@@ -241,7 +276,7 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
                     return whole
                 count += 1
                 return whole[: m.start("s") - m.start()] + mark + whole[m.end("s") - m.start() :]
-            if is_placeholder(whole[len(whole) // 3 :]):
+            if is_placeholder(whole[len(whole) // 3 :]) or is_filler(whole):
                 return whole
             count += 1
             return mark
@@ -316,8 +351,8 @@ def _redact_putty(text: str) -> tuple[str, int]:
 # "@" ("p@ss"): the userinfo ends at the last "@" before the host.
 _URL_PASSWORD_RE = re.compile(
     r"(://(?<=[A-Za-z0-9]://)[^\s:/@?#\"'`<>\\\[\]{}]*:)"
-    r"(?!\[REDACTED|(?:\$\{[^}\s@]*\}|\$[A-Za-z_]\w*|\{\{[^}]*\}\}|<[^>\s@]*>|pass|password|passwd"
-    r"|pwd|secret|x+|\*+|\.+)@)"
+    r"(?!\[REDACTED|(?:\$\{[^}\s@]*\}|\$[A-Za-z_]\w*|\{\{[^}]*\}\}|<[^>\s@]*>|(?i:pass|password|passwd"
+    r"|pwd|secret|your[\w\-]*|x+)|\*+|\.+)@)"
     r"([^\s/\"'`<>\\]+)@(?=[^\s@/\"'`<>\\]*(?:[/?#\s\"'`<>\\]|$))",
     re.ASCII,
 )
@@ -365,6 +400,7 @@ def _redact_oracle(text: str) -> tuple[str, int]:
 
 
 _SEPARATOR_RE = re.compile(r"[\-_./:]")
+_MIXED_RE = re.compile(r"(?=.*\d)(?=.*[a-z])(?=.*[A-Z])")
 _TOKEN_CHARS_RE = re.compile(r"[A-Za-z0-9+/=_\-.~%:!@#$^&*]+")
 
 
@@ -377,8 +413,12 @@ def looks_random(value: str) -> bool:
     v = value.strip()
     if len(v) < 16 or len(v) > 4096 or not _TOKEN_CHARS_RE.fullmatch(v):
         return False
-    if re.fullmatch(r"[A-Za-z_.\-/:]+|[\w.\-]*/[\w.\-/]*", v):
-        return False  # words, identifiers, paths
+    if re.fullmatch(r"[A-Za-z_.\-/:]+", v):
+        return False  # words, identifiers
+    if re.fullmatch(r"[\w.\-]*/[\w.\-/]*", v) and not any(
+        len(part) >= 10 and _MIXED_RE.search(part) for part in v.split("/")
+    ):
+        return False  # a path; base64 with a "/" has random parts between the slashes
     digits = sum(c.isdigit() for c in v)
     letters = sum(c.isalpha() for c in v)
     if letters == 0:
@@ -467,6 +507,114 @@ def _redact_prefixed(text: str) -> tuple[str, int]:
     return _PREFIXED_RE.sub(repl, text), count
 
 
+# DER in base64 (``MII…``/``MH…``): a private key (PKCS#1, PKCS#8, SEC1) or a PKCS#12 keystore
+# starts with a SEQUENCE and a small version INTEGER; a certificate starts with two SEQUENCEs.
+_DER_B64_RE = re.compile(r"(?<![A-Za-z0-9+/])M[IH][A-Za-z0-9+/]{62,}={0,2}")
+
+
+def _redact_der_b64(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        try:
+            head = base64.b64decode(m.group()[:16])
+        except ValueError:
+            return m.group()
+        offset = 4 if head[1] == 0x82 else 3 if head[1] == 0x81 else 2
+        if len(head) < offset + 3 or head[0] != 0x30 or head[offset : offset + 2] != b"\x02\x01":
+            return m.group()
+        if head[offset + 2] not in (0, 1, 3):
+            return m.group()
+        count += 1
+        return marker("private-key")
+
+    return _DER_B64_RE.sub(repl, text), count
+
+
+# ``Basic <base64>`` anywhere (a header set in nginx, a log line): a credential when it decodes to
+# ``user:password``.
+_BASIC_RE = re.compile(r"asic(?<=[Bb]asic)[ \t]+(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")
+
+
+def _redact_basic(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        raw = m.group("s")
+        try:
+            decoded = base64.b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+        except ValueError:
+            return m.group()
+        if ":" not in decoded or not decoded.isprintable():
+            return m.group()
+        count += 1
+        return m.group()[: m.start("s") - m.start()] + REDACTED
+
+    return _BASIC_RE.sub(repl, text), count
+
+
+# Incoming-webhook URLs carry their secret in the path (Teams, Mattermost, Zapier, generic ones).
+_HOOK_URL_RE = re.compile(
+    r"(?i)://[^\s/\\\"'`]*(?:hook|webhook)[^\s\\\"'`]*|/(?:hooks?|webhooks?|webhookb2)/[^\s\\\"'`]+"
+)
+_PATH_PART_RE = re.compile(r"(?<=/)[A-Za-z0-9_\-]{16,}(?=[/?#]|$)")
+
+
+def _redact_hook_paths(text: str) -> tuple[str, int]:
+    count = 0
+
+    def part(m: re.Match[str]) -> str:
+        nonlocal count
+        value = m.group()
+        if re.fullmatch(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
+            return value  # tenant and app ids
+        if not (looks_random(value) or re.fullmatch(r"[0-9a-f]{24,}|[a-z0-9]{24,}", value)):
+            return value
+        if not any(c.isdigit() for c in value) or is_placeholder(value):
+            return value
+        count += 1
+        return REDACTED
+
+    def url(m: re.Match[str]) -> str:
+        return _PATH_PART_RE.sub(part, m.group())
+
+    return _HOOK_URL_RE.sub(url, text), count
+
+
+# ?appid=…&key=…&sig=…: query parameters named for a credential, when the value looks random
+_QUERY_SECRET_RE = re.compile(
+    r"(?i)[?&](?P<k>[\w.\-]*(?:app_?id|api_?key|key|token|secret|sig|signature|auth|access_?key"
+    r"|client_?secret|password|passwd|pwd|apikey|session|sid|code|credential)[\w.\-]*)="
+    r"(?P<s>[^&#\s\"'`<>\\]{12,})"
+)
+
+
+def _redact_query_secrets(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        value = m.group("s")
+        if value.startswith("[REDACTED") or not (
+            looks_random(value) or re.fullmatch(r"[0-9a-fA-F]{24,}", value)
+        ):
+            return m.group()
+        count += 1
+        return m.group()[: m.start("s") - m.start()] + REDACTED
+
+    return _QUERY_SECRET_RE.subn(repl, text)[0], count
+
+
+# Wi-Fi QR payloads: WIFI:T:WPA;S:<ssid>;P:<password>;;
+_WIFI_QR_RE = re.compile(r"WIFI:(?:[^;\n\"']*;)*?P:(?P<s>(?:\\;|[^;\n\"'])+);")
+
+
+def _redact_wifi_qr(text: str) -> tuple[str, int]:
+    return _WIFI_QR_RE.subn(lambda m: m.group()[: m.start("s") - m.start()] + REDACTED + ";", text)
+
+
 LEADING_RULES: tuple[Rule, ...] = (
     Rule("private-key", _redact_pem, ("private key",)),
     Rule("private-key", _redact_putty, ("private-lines",)),
@@ -476,6 +624,11 @@ TOKEN_RULES: tuple[Rule, ...] = tuple(
 )
 TRAILING_RULES: tuple[Rule, ...] = (
     Rule("private-key", _redact_b64_pem, (), "LS0tLS1CRUdJT"),
+    Rule("private-key", _redact_der_b64, (), "M"),
+    Rule("basic-auth", _redact_basic, ("basic",)),
+    Rule("url-credentials", _redact_hook_paths, ("hook",)),
+    Rule("wifi-password", _redact_wifi_qr, (), "WIFI:"),
+    Rule("url-credentials", _redact_query_secrets, ("=",)),
     Rule("token", _redact_prefixed, ()),
     Rule("url-credentials", _redact_url_credentials, ("://",)),
     Rule("url-credentials", _redact_oracle, ("sqlplus", "jdbc:oracle", "rman", "expdp", "impdp")),

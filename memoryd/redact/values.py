@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from memoryd.redact.tokens import looks_random
+from memoryd.redact.tokens import is_filler, looks_random
 
 MIN_SECRET_LEN = 4
 STRONG_KINDS = frozenset({"password", "token", "key", "pwd", "authorization"})
+WEAK_KINDS = frozenset({"weak", "signature"})  # only a random-looking value is a secret there
 
 SEGMENT_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _KEY_QUALIFIERS = frozenset(
@@ -46,13 +47,50 @@ _PASS_NAMES = frozenset(
 _WEAK_LAST = frozenset({"auth", "credential", "credentials", "creds", "sig", "signature"})
 
 
+# A last segment that only qualifies the name before it: ``SECRET_KEY_BASE``, ``DB_PASSWORD_PROD``,
+# ``JWT_SECRET_B64``, ``API_TOKEN_V2`` name a secret as much as ``SECRET_KEY`` does.
+_MODIFIERS = frozenset(
+    {"base", "value", "b64", "base64", "hex", "raw", "str", "plain", "plaintext", "text", "enc"}
+    | {"prod", "production", "dev", "development", "staging", "stage", "test", "testing", "live"}
+    | {"old", "new", "current", "next", "prev", "previous", "primary", "secondary", "main"}
+    | {"local", "remote", "default", "override", "literal", "v", "bytes", "utf8"}
+)
+# Names of things that are public by design, or keys that are identifiers, not credentials.
+_PUBLIC_SEGMENTS = frozenset(
+    {"public", "publishable", "pub", "pubkey", "publickey", "site", "sitekey", "recaptcha"}
+)
+_ID_KEY_QUALIFIERS = frozenset(
+    {"idempotency", "cache", "request", "trace", "correlation", "dedup", "dedupe", "partition"}
+    | {"sort", "primary", "foreign", "object", "routing", "lookup", "hash", "etag", "unique"}
+    | {"composite", "group", "message", "event", "s3", "bucket", "map", "dict"}
+    | {"index", "row", "column", "cursor", "page", "shard", "lock", "queue", "redis", "kv"}
+)
+_STRONG_WORDS = frozenset(
+    {"mnemonic", "seedphrase", "passcode", "passwort", "contrasena", "contraseña", "senha"}
+    | {"motdepasse", "kennwort", "wachtwoord", "parola", "haslo", "geslo", "jelszo"}
+)
+_WEAK_WORDS = frozenset(
+    {"salt", "pepper", "session", "sessionid", "sid", "sess", "jsessionid", "phpsessid", "sessid"}
+)
+
+
 @lru_cache(maxsize=4096)
 def secret_key_kind(key: str) -> str | None:
     """Which kind of secret a key names, or None. See the module docstring."""
     segs = [s.lower() for s in SEGMENT_RE.findall(key)]
-    if not segs:
+    if not segs or any(s in _PUBLIC_SEGMENTS for s in segs):
         return None
+    while len(segs) > 1 and (segs[-1] in _MODIFIERS or segs[-1].isdigit()):
+        segs.pop()
     last = segs[-1]
+    if last in _STRONG_WORDS:
+        return "password"
+    if last == "pat":
+        return "token"  # a personal access token: AZURE_DEVOPS_EXT_PAT, GITLAB_PAT
+    if last in ("sig", "signature"):
+        return "signature"
+    if last in _WEAK_WORDS:
+        return "weak"
     if last == "id":
         return "key" if segs[-3:-1] == ["access", "key"] else None
     if last == "data" and len(segs) >= 2 and segs[-2] == "key":
@@ -62,6 +100,8 @@ def secret_key_kind(key: str) -> str | None:
     if last == "cookie":
         return "cookie"
     if last == "key":
+        if len(segs) >= 2 and segs[-2] in _ID_KEY_QUALIFIERS:
+            return None
         return "key" if len(segs) >= 2 and segs[-2] in _KEY_QUALIFIERS else "weak"
     if last in ("pw", "pwd", "psk") or last.endswith("pwd"):
         return "pwd" if last.endswith("pwd") else "password"
@@ -98,7 +138,7 @@ _CODE_LOOKUP_RE = re.compile(
     r"|ENV\[|env\(|secrets\.|vars\.|env\."
 )
 _CODE_LEAD_RE = re.compile(
-    r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)*)"
+    r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:(?:\??\.|::)[A-Za-z_$][\w$]*)*)"
     r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)"
     r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)(?:[ \t]|$))"
 )
@@ -133,9 +173,33 @@ _NOT_SECRET_LITERALS = frozenset(
 )
 
 
+# Where a secret is *named* rather than written: secret managers' URIs and ARNs, cloud templates,
+# framework lookups (Symfony's %env()%, PowerShell's $env:, Azure's @Microsoft.KeyVault(...)),
+# and ciphertext meant to be committed (SOPS ENC[...], ansible-vault).
+_NAMED_SECRET_RE = re.compile(
+    r"(?i)(?:op|vault|sm|gsm|awssm|azkv|akv|doppler|infisical|bw|keeper|onepassword)://"
+    r"|arn:aws[\w\-]*:(?:secretsmanager|ssm|kms):|ref\+\w+://|%env\([^)]*\)%|\$env:\w+"
+    r"|@microsoft\.keyvault\(|projects/[^/\s]+/secrets/|!(?:ref|sub|getatt|importvalue)\b"
+    r"|enc\[[a-z0-9_]+,|\$ansible_vault;|vault:(?:secret|kv)/|secret(?:s)?manager:|ssm:/"
+    r"|!vault\b|(?:file|env|fd):[\w/.~\-]|Ag[A-D][A-Za-z0-9+/]{200}"
+)
+
+
+_DIGEST_RE = re.compile(r"(?:sha\d+=|v\d=|t=\d+,v\d=)?[0-9a-fA-F]{32,}(?:,v\d=[0-9a-fA-F]{32,})*")
+_FILE_PATH_RE = re.compile(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)/[\w.\-]+\.\w{1,5}")
+# kebab-case names ending in what they name: ``smtp-password``, ``stripe-api-key`` (gcloud's
+# --secret, Kubernetes' secretName); a literal password seldom ends in the word "password"
+_SECRET_NAME_RE = re.compile(
+    r"[a-z]+(?:-[a-z]+)*-(?:password|passwd|secret|token|key|credentials?)"
+    r"|[a-z]+(?:[A-Z][a-z]+)*(?:Password|Passwd|Secret|Token|Key|Pwd|Credentials?)"
+)
+
+
 def is_reference(value: str) -> bool:
     if "${" in value or "{{" in value or "#{" in value:
         return True  # a template: the secret is interpolated, not written
+    if _NAMED_SECRET_RE.match(value.strip("\"'`")):
+        return True
     if _CODE_LOOKUP_RE.match(value) or re.fullmatch(r"<[^<>]*>|\*[\w-]+", value):
         return True
     rest = _REFERENCE_RE.sub("", _MARKER_RE.sub("", value)).strip(" \t\"'`+")
@@ -160,7 +224,11 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     secret-sounding word (``hunter2.secret``, ``staging_token``) is a literal, not a variable; in
     YAML-looking ``key: value`` a camelCase name still reads as a JavaScript property value.
     """
-    if value.startswith("(") or _SQL_PLACEHOLDER_RE.match(value) or _FUNCTION_RE.match(value):
+    if (
+        value.startswith(("(", "&"))
+        or _SQL_PLACEHOLDER_RE.match(value)
+        or _FUNCTION_RE.match(value)
+    ):
         return True
     m = _CODE_LEAD_RE.match(value)
     if m is None:
@@ -169,7 +237,7 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
     if tail in ("(", "[") or _SYMBOL_OPERATOR_RE.fullmatch(tail):
         return True  # a call, an index, an operator or a comprehension: str | int, a / "b"
     chain = m.group("chain")
-    parts = re.split(r"\??\.", chain)
+    parts = re.split(r"\??\.|::", chain)
     if parts[0] in _CODE_OBJECTS:
         return True
     if literal_words == "yaml" and _HUMPS_RE.fullmatch(chain) and _NAMING_WORD_RE.search(chain):
@@ -178,7 +246,7 @@ def is_code(value: str, *, bare_names: bool, literal_words: str = "") -> bool:
         return True  # token = Error, secret = SecretStr: a class in code (3+ words: a passphrase)
     if literal_words:
         return False
-    if secret_key_kind(parts[-1]) is not None and secret_key_kind(parts[-1]) != "weak":
+    if secret_key_kind(parts[-1]) is not None and secret_key_kind(parts[-1]) not in WEAK_KINDS:
         return True
     if len(parts) > 1:
         return all(_DOTTED_PART_RE.fullmatch(p) for p in parts)
@@ -221,6 +289,8 @@ def keep(
         return True
     if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
         return True
+    if is_filler(v):
+        return True
     if re.fullmatch(r"[\^~>=<]{0,2}\d+(?:\.\d+){1,2}(?:[-+][\w.]+)?", v) and _SEMVER_RANGE_RE.match(
         v
     ):
@@ -229,12 +299,84 @@ def keep(
         return True
     if kind == "token" and _NUMBER_RE.fullmatch(v):
         return True
+    if kind == "signature" and (
+        _DIGEST_RE.fullmatch(v.strip("\"'")) or not looks_random(v.strip("\"'"))
+    ):
+        return True  # X-Hub-Signature-256: sha256=…, a test vector: a digest of public data
     if (
-        kind in ("pwd", "key", "weak")
+        kind in ("pwd", "key", "weak", "signature")
         and _PATH_RE.fullmatch(v)
         and not any(looks_random(part) for part in v.split("/"))
     ):
         return True  # a path, not base64 that happens to start with "/"
     if is_reference(v):
         return True
-    return kind == "weak" and not looks_random(v.strip("\"'"))
+    if _FILE_PATH_RE.fullmatch(v) and not any(looks_random(part) for part in v.split("/")):
+        return True  # ./secrets/db_password.txt, /run/secrets/db: where the secret is kept
+    if _SECRET_NAME_RE.fullmatch(v):
+        return True  # smtp-password, db_api_token: a secret's name, not the secret
+    return kind in WEAK_KINDS and not looks_random(v.strip("\"'"))
+
+
+# --- values that look like secrets (for weak positions) --------------------------------------------
+
+_NOT_A_PASSWORD_RE = re.compile(
+    r"[a-z]+(?:[_\-.][a-z]+)+|[A-Za-z]+|\d+|.*(?:://|[${}()<>\[\]]).*|[\w\-/.]*/[\w\-/.]*"
+    r"|[\w\-]+\.(?:com|org|net|io|dev|local|internal|json|ya?ml|toml|txt|md|py|js|ts|go|rs|sh|pem"
+    r"|key|crt|conf|cfg|ini|env|html|css|lock|log|csv|sql|db|xml)"
+    r"|v?\d+(?:\.\d+)+(?:[-+][\w.]+)?|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
+)
+_ALGORITHMS = frozenset(
+    {"hs256", "hs384", "hs512", "rs256", "rs384", "rs512", "es256", "es384", "es512", "ps256"}
+    | {"sha1", "sha256", "sha384", "sha512", "md5", "utf-8", "utf8", "ascii", "latin-1", "base64"}
+    | {"aes-256-gcm", "aes-256-cbc", "aes256", "eddsa", "ed25519", "x25519", "hex", "utf-16"}
+)
+# Google and Apple app passwords: four groups of four letters.
+_APP_PASSWORD_RE = re.compile(r"[a-z]{4}(?:[ \-][a-z]{4}){3}")
+_HASH_PART_RE = re.compile(r"[0-9a-fA-F]{7,}|\d+")
+
+
+def named_with_hash(value: str) -> bool:
+    """``Linux-pip-95ad…``, ``node-modules-Linux-9984…``, ``v1-deps-d605…``: words and a hash."""
+    parts = [p for p in re.split(r"[-_./:]", value) if p]
+    words = sum(1 for p in parts if len(p) >= 3 and p.isalpha())
+    hashed = any(len(p) >= 7 and _HASH_PART_RE.fullmatch(p) for p in parts)
+    if not hashed or words < (1 if len(parts) >= 3 else 2):
+        return False
+    return all(p.isalpha() or _HASH_PART_RE.fullmatch(p) or len(p) <= 8 for p in parts)
+
+
+def password_like(value: str) -> bool:
+    """A human-chosen password or a machine key: ``Pelican!2291``, ``hunter2-prod-9``, base62."""
+    v = value.strip().rstrip(".,;:?)")
+    if _APP_PASSWORD_RE.fullmatch(v):
+        return True
+    if len(v) < 8 or len(v) > 512 or v.startswith("[REDACTED") or " " in v:
+        return False
+    if named_with_hash(v) or is_filler(v):
+        return False
+    if v.lower() in _ALGORITHMS or _NOT_A_PASSWORD_RE.fullmatch(v):
+        return looks_random(v)
+    if looks_random(v):
+        return True
+    letters = sum(c.isalpha() for c in v)
+    digits = sum(c.isdigit() for c in v)
+    if not letters or not digits:
+        return False
+    symbols = sum(not c.isalnum() for c in v)
+    mixed = v.lower() != v and v.upper() != v
+    return mixed or (symbols > 0 and not re.fullmatch(r"[a-z0-9]+(?:[_\-.][a-z0-9]+)*", v))
+
+
+def plain(value: str, kind: str = "password", *, bare: bool = False) -> bool:
+    """Plainly not a secret wherever it stands (references, placeholders, markers, short words);
+    a ``bare`` (unquoted) value may also be code (``get_password()``, ``self.token``)."""
+    v = value.strip()
+    if not v or v.startswith("[REDACTED") or is_reference(v):
+        return True
+    return keep(v, kind, plain=bare, bare_names=bare)
+
+
+def weak_ok(value: str, *, bare: bool = False) -> bool:
+    """A value in a weak position is a secret only when it also looks like one."""
+    return not plain(value, bare=bare) and password_like(value)

@@ -1,0 +1,410 @@
+"""Secrets that code and SQL put in a credential's place, whatever the language.
+
+* **SQL**: a literal after ``PASSWORD``, ``IDENTIFIED BY`` (quoted, or Oracle's bare word),
+  ``SET PASSWORD … =``, ``@…password = N'…'`` and ``OPTIONS (password '…')``.
+* **Pairs**: a secret-named key and a literal side by side, in a call or a map
+  (``os.Setenv("DB_PASSWORD", "…")``, ``Header.Set("X-Api-Key", "…")``), in a subscript
+  (``env["TOKEN"] = "…"``), in a bracketed form key (``config[secret]=…``), or as a secret-named
+  word and a quoted literal with nothing between (``DB_PASSWORD "…"``, nginx, Caddy, dumps).
+* **Name/value items**: ``- name: DB_PASSWORD`` / ``value: …`` (Kubernetes env), ``"Name":
+  "/prod/db/password", "Value": …`` (SSM), ``"keyName": "key1", … "value": …`` (Azure),
+  Terraform's ``variable "db_password" { default = "…" }``.
+* **Calls**: a setter or builder named for a secret takes its last literal (``.password("…")``,
+  ``changeUserPassword("u", "…")``); a login, connect, bind, sign, OTP or client call, and any
+  call shaped like a connection (a host or a port among its arguments), has its password-like
+  literals redacted (``smtp.login("me@x.io", "…")``, ``Redis("cache", 6379, 0, "…")``).
+* **JWK** private parameters (``"d"``, ``"p"``, ``"q"``, ``"dp"``, ``"dq"``, ``"qi"``, ``"k"``).
+
+Strong positions (a quoted SQL literal, a pair whose key names a password) lose any value that
+is not plainly ordinary; weak ones (positional call arguments) only values that look like secrets.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memoryd.redact.spans import QUOTED, VAL, apply_spans, sub_where
+from memoryd.redact.tokens import looks_random
+from memoryd.redact.values import WEAK_KINDS, plain, secret_key_kind, weak_ok
+
+# --- SQL ------------------------------------------------------------------------------------------
+
+_SQL_RE = re.compile(
+    r"(?i)(?:\bset[ \t]+password(?:[ \t]+for[ \t]+\S+)?[ \t]*=[ \t]*(?:password[ \t]*\([ \t]*)?"
+    r"(?=\\*['\"])|(?:\b|(?<=@)[a-z_]{0,24})(?:password|passwd)|\bsecret"
+    r"|\bidentified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?)"
+    r"[ \t]*(?:=[ \t]*|\bto[ \t]+|\bas[ \t]+|\(?[ \t]*)?(?:password[ \t]*\([ \t]*)?"
+    r"(?<![\w\\])(?:[EN](?=['\"]))?" + QUOTED
+)
+_ORACLE_RE = re.compile(r"(?i)\bidentified[ \t]+by[ \t]+(?P<s>(?![\"'`:?])[^\s;\"'`]+)")
+_SQL_WORDS = frozenset(
+    {"values", "null", "default", "password", "externally", "globally", "random", "with"}
+)
+# DB2: CONNECT TO db USER u USING pw
+_USING_RE = re.compile(r"(?i)\buser[ \t]+[\w.\-@]+[ \t]+using[ \t]+" + VAL)
+
+
+def _sql_judge(m: re.Match[str], text: str) -> bool:
+    if m.group("q").lstrip("\\") == "`":
+        return False  # a quoted identifier, not a literal
+    value = m.group("s")
+    return not plain(value) and not re.fullmatch(r"[\w.]+\(\)?|\*+|\?|%s", value)
+
+
+def _oracle_judge(m: re.Match[str], text: str) -> bool:
+    value = m.group("s")
+    return value.lower() not in _SQL_WORDS and not plain(value, bare=True)
+
+
+# --- pairs ----------------------------------------------------------------------------------------
+
+_PAIR_RE = re.compile(
+    r"(?P<kq>\\*[\"'`])(?P<k>[A-Za-z_][\w.\-]{0,63})(?P=kq)[ \t]*(?:[,:]|=>|->|[ \t]to)[ \t]*"
+    + QUOTED.replace("<q>", "<q2>").replace("(?P=q)", "(?P=q2)")
+)
+_SUBSCRIPT_RE = re.compile(
+    r"\[[ \t]*(?P<kq>\\*[\"'])(?P<k>[A-Za-z_][\w.\-]{0,63})(?P=kq)[ \t]*\][ \t]*(?:=|:=|\|\|=)[ \t]*"
+    + QUOTED
+)
+_BRACKET_KEY_RE = re.compile(r"\[(?P<k>[A-Za-z_][\w\-]{0,63})\][ \t]*=[ \t]*" + VAL)
+# KEY ?= v, KEY += v, KEY ::= v (make); KEY: &str = "v", key: String = "v" (annotated)
+_MAKE_RE = re.compile(
+    r"(?m)^(?P<k>[A-Za-z_][\w.\-]{0,63})[ \t]*(?:\?=|\+=|::=)[ \t]*(?P<s>[^\s#\\]+)"
+)
+_ANNOTATED_RE = re.compile(
+    r"(?<![\w$])(?P<k>[A-Za-z_][\w]{0,63})[ \t]*:[ \t]*&?'?[\w]*[ \t]*[\w\[\]<>:, ]{0,40}?[ \t]*=[ \t]*"
+    + QUOTED
+)
+# "lit".into(), []byte("lit"), Buffer.from("lit"), Some("lit"), String::from("lit"): a literal
+# wrapped in a conversion, assigned to a secret-named key
+_WRAPPED_RE = re.compile(
+    r"(?<![\w$])(?P<k>[A-Za-z_][\w]{0,63})[ \t]*(?::=|=|:)[ \t]*(?:&?\[\]byte|Buffer\.from|bytes(?:\.fromhex)?"
+    r"|String::from|Some|SecretStr|SecretString::new|Secret::new|base64\.b64decode|bytearray|str|String"
+    r"|Encoding\.UTF8\.GetBytes|\w+\.encode)\([ \t]*(?:[bru]{1,2}(?=[\"']))?"
+    + QUOTED
+    + r"|(?<![\w$])(?P<k2>[A-Za-z_][\w]{0,63})[ \t]*(?::=|=|:)[ \t]*"
+    + QUOTED.replace("<q>", "<q3>").replace("(?P=q)", "(?P=q3)").replace("<s>", "<s3>")
+    + r"\.(?:into|to_string|to_owned|encode|getBytes|toCharArray|as_bytes|bytes|strip|trim)\("
+)
+
+
+def _wrapped(text: str) -> tuple[str, int]:
+    spans: list[tuple[int, int]] = []
+    for m in _WRAPPED_RE.finditer(text):
+        key, group = (m.group("k"), "s") if m.group("k") else (m.group("k2"), "s3")
+        kind = secret_key_kind(key)
+        value = m.group(group)
+        if kind is None or kind == "cookie":
+            continue
+        if kind in WEAK_KINDS and not looks_random(value):
+            continue
+        if not plain(value, kind):
+            spans.append((m.start(group), m.end(group)))
+    return apply_spans(text, spans)
+
+
+# "Bearer " + "lit", 'Token ' + 'lit': a scheme word concatenated with a literal
+_SCHEME_CONCAT_RE = re.compile(
+    r"(?i)[\"'`](?:bearer|token|basic|apikey|digest)[ \t]+[\"'`][ \t]*\+[ \t]*" + QUOTED
+)
+# :basic, 'user', 'pw' (Faraday); basic_auth=("user", "pw"); auth: ['user', 'pw']
+_AUTH_PAIR_RE = re.compile(
+    r"(?i)(?::basic|\w*auth\w*[ \t]*[=:][ \t]*[(\[])[ \t]*,?[ \t]*(?P<uq>\\*[\"'])[^\"'\n]{1,128}(?P=uq)[ \t]*,[ \t]*"
+    + QUOTED
+)
+# Hardhat/Foundry: accounts: ["0x<64 hex>"], a deployer's private key
+_EVM_ACCOUNTS_RE = re.compile(
+    r"accounts[ \t]*:[ \t]*\[[ \t]*(?P<q>[\"'`])(?P<s>0x[0-9a-fA-F]{64})(?P=q)"
+)
+# DB_PASSWORD "x", auth_basic_user_file…: a secret-named word, blanks, a quoted literal, line end
+_SPACED_RE = re.compile(
+    r"(?m)(?:^|(?<=[\s(]))(?P<k>[A-Za-z_@][\w.\-]{1,63})[ \t]+" + QUOTED + r"[ \t;,]*(?=\r?$|\\n)"
+)
+
+
+# $db_password = '…' (PHP, Perl, PowerShell): a variable named for a secret given a literal
+_SIGIL_RE = re.compile(r"(?<![\w$])\$(?P<k>[A-Za-z_]\w{1,63})[ \t]*(?:=|:=)[ \t]*" + QUOTED)
+# session=…, _acme_session=…, JSESSIONID=…, SESSION_SALT=…: random values of session-ish names
+_SESSION_RE = re.compile(
+    r"(?i)(?<![\w\-])(?P<k>[\w.\-]*(?:session|sess|sid|salt|pepper)(?:id)?)[\"']?[ \t]*[=:][ \t]*"
+    + VAL
+)
+
+
+def _session_judge(m: re.Match[str], text: str) -> bool:
+    value = m.group("s")
+    return len(value) >= 16 and looks_random(value) and not plain(value, "weak")
+
+
+def _pair_judge(m: re.Match[str], text: str) -> bool:
+    kind = secret_key_kind(m.group("k"))
+    value = m.group("s")
+    if kind is None or kind == "cookie":
+        return False
+    if kind == "authorization":
+        value = re.sub(r"(?i)^(?:bearer|basic|token|digest|apikey)[ \t]+", "", value)
+    if kind in WEAK_KINDS:
+        return not plain(value, "weak") and looks_random(value)
+    return not plain(value, kind)
+
+
+# --- name / value items ---------------------------------------------------------------------------
+
+_NAME_FIELD_RE = re.compile(
+    r"(?i)(?<![\w\-])[\"']?(?:name|key|keyname|parameter|param|id|env|variable)[\"']?[ \t]*[:=][ \t]*"
+    r"[\"']?(?P<k>[A-Za-z_/@][\w.\-/@]{0,127})[\"']?"
+)
+_VALUE_FIELD_RE = re.compile(
+    r"(?i)(?<![\w\-])[\"']?(?:value|secretvalue|secret_value)[\"']?[ \t]*[:=][ \t]*" + VAL
+)
+_ITEM_REACH = 240
+
+
+def _named_values(text: str) -> tuple[str, int]:
+    """A ``value`` field in the same item as a ``name`` field that names a secret."""
+    spans: list[tuple[int, int]] = []
+    for name in _NAME_FIELD_RE.finditer(text):
+        key = name.group("k").rsplit("/", 1)[-1]
+        kind = secret_key_kind(key)
+        numbered_key = re.fullmatch(r"(?i)key\d", key) is not None  # Azure's key1, key2
+        if kind is None and not numbered_key:
+            continue
+        window_end = min(len(text), name.end() + _ITEM_REACH)
+        value = _VALUE_FIELD_RE.search(text, name.end(), window_end)
+        if value is None:
+            continue
+        between = text[name.end() : value.start()]
+        if re.search(r"[{}\]]|(?:^|\n|\\n)[ \t]*-[ \t]|\bname\b", between):
+            continue  # another item starts before the value
+        v = value.group("s")
+        if (kind is None or kind in WEAK_KINDS) and not looks_random(v):
+            continue
+        if not plain(v, kind or "weak", bare=not value.group("q")):
+            spans.append((value.start("s"), value.end("s")))
+    return apply_spans(text, spans)
+
+
+_TF_VARIABLE_RE = re.compile(
+    r"variable[ \t]+\"(?P<k>[\w\-]+)\"[ \t]*\{(?P<body>[^{}]{0,600}?)\}", re.DOTALL
+)
+_TF_DEFAULT_RE = re.compile(r"\bdefault[ \t]*=[ \t]*" + QUOTED)
+
+
+def _terraform_defaults(text: str) -> tuple[str, int]:
+    spans: list[tuple[int, int]] = []
+    for block in _TF_VARIABLE_RE.finditer(text):
+        kind = secret_key_kind(block.group("k"))
+        sensitive = re.search(r"\bsensitive[ \t]*=[ \t]*true", block.group("body")) is not None
+        if kind is None and not sensitive:
+            continue
+        d = _TF_DEFAULT_RE.search(text, block.start("body"), block.end("body"))
+        if d is not None and not plain(d.group("s"), kind or "password"):
+            spans.append((d.start("s"), d.end("s")))
+    return apply_spans(text, spans)
+
+
+_JWK_PRIVATE_RE = re.compile(r"(?P<kq>\\*\")(?:d|p|q|dp|dq|qi|k)(?P=kq)[ \t]*:[ \t]*" + QUOTED)
+
+
+def _jwk(text: str) -> tuple[str, int]:
+    if '"kty' not in text and '\\"kty' not in text:
+        return text, 0
+    return sub_where(_JWK_PRIVATE_RE, lambda m, t: len(m.group("s")) >= 16)(text)
+
+
+# --- calls ----------------------------------------------------------------------------------------
+
+_OPEN_RE = re.compile(r"\((?=[^()]{0,200}?[\"'`])", re.DOTALL)
+_ARG_RE = re.compile(
+    r"(?:[bruBRUfF]{1,2}(?=[\"']))?(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
+)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_CREDENTIAL_CALL_RE = re.compile(
+    r"(?i)(?:log_?in|logon|sign_?in|authenticate|auth|bind(?:_s)?|connect|credentials?|sign"
+    r"|encode|hmac|fernet|cipher|client|session|sdk|pool|smtp\w*|imap\w*|ftp\w*|t?otp|hotp"
+    r"|securestring|handler|keypair|wallet|signer|account|aes|des|jwt|jose|crypt|mac)(?:async|_s|_sync)?"
+)
+_SETTER_PREFIX_RE = re.compile(
+    r"^(?:set|with|use|change|update|create|store|save|put|add|write|register|assign|init)"
+    r"_?(?=[A-Z_a-z])"
+)
+_GETTER_RE = re.compile(
+    r"(?i)^(?:get|read|fetch|load|lookup|find|has|check|verify|validate|hash|compare|is|prompt"
+    r"|ask|input|reset|forgot|request|delete|remove|clear|revoke|generate|rotate|mask|redact)"
+)
+_KEYWORD_ARG_RE = re.compile(
+    r"(?i)(?:user(?:name)?|host(?:name)?|login|email|dsn|url|db|database|name|algorithm|region"
+    r"|port|scheme|path|file\w*|mode|charset|encoding|driver|dialect|issuer|audience|label"
+    r"|title|prompt|message|description)\w*[ \t]*[=:][ \t]*\Z"
+)
+_HOST_RE = re.compile(
+    r"localhost|[\w\-]+(?:\.[\w\-]+)+(?::\d+)?|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|[\w\-.]+:\d{2,5}"
+)
+_CALL_SPAN = 600
+
+
+def _callee(text: str, i: int) -> tuple[str, bool]:
+    """The (dotted) name right before the "(" at ``i``, and whether ``new`` precedes it."""
+    j = i
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    k = j
+    lo = max(0, j - 96)
+    while k > lo and (
+        text[k - 1] in _NAME_CHARS
+        or (text[k - 1] == "." and k - 1 > lo and text[k - 2] in _NAME_CHARS)
+    ):
+        k -= 1
+    constructed = re.search(r"(?<![\w$])new[ \t]+\Z", text[max(0, k - 40) : k])
+    return text[k:j], constructed is not None
+
+
+def _arguments(text: str, start: int, *, nested: bool = False) -> tuple[list[re.Match[str]], str]:
+    """The literals in the argument list opening at ``start`` (directly in it, or at any depth
+    when ``nested``: ``AES.new(bytes.fromhex("…"))``), and the list's text."""
+    depth, i, limit = 1, start, min(len(text), start + _CALL_SPAN)
+    args: list[re.Match[str]] = []
+    while i < limit and depth:
+        ch = text[i]
+        if ch in "\"'`" or (ch == "\\" and text.startswith(('\\"', "\\'"), i)):
+            m = _ARG_RE.match(text, i)
+            if m is None:
+                break
+            if depth == 1 or nested:
+                args.append(m)
+            i = m.end()
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        i += 1
+    return args, text[start:i]
+
+
+def _reads_a_secret(name: str) -> bool:
+    """``getPassword()``, ``read_token``, ``os.getenv``: a call that fetches or checks a secret."""
+    last = name.rsplit(".", 1)[-1]
+    m = _GETTER_RE.match(last)
+    return m is not None and (
+        secret_key_kind(last[m.end() :] or "x") is not None or last.lower() in ("getenv", "get")
+    )
+
+
+def _setter(name: str, args: list[re.Match[str]]) -> re.Match[str] | None:
+    last = name.rsplit(".", 1)[-1]
+    bare = _SETTER_PREFIX_RE.sub("", last)
+    if not bare or _GETTER_RE.match(last) or bare.lower() in ("get", "set", "with", "use"):
+        return None
+    kind = secret_key_kind(bare)
+    if kind is None or kind == "cookie" or kind in WEAK_KINDS:
+        return None
+    value = args[-1].group("s")
+    if kind == "authorization":
+        value = re.sub(r"(?i)^(?:bearer|basic|token|digest)[ \t]+", "", value)
+    if plain(value, kind) or (len(args) == 1 and re.fullmatch(r"[A-Z_][A-Z0-9_]*", value)):
+        return None
+    return args[-1]
+
+
+def _connection_shaped(args: list[re.Match[str]], arglist: str) -> bool:
+    if any(_HOST_RE.fullmatch(a.group("s")) for a in args):
+        return True
+    return re.search(r"(?<![\w.])\d{4,5}(?![\w.])", arglist) is not None
+
+
+def _calls(text: str) -> tuple[str, int]:
+    spans: list[tuple[int, int]] = []
+    for opening in _OPEN_RE.finditer(text):
+        name, constructed = _callee(text, opening.start())
+        if not name:
+            continue
+        credential = _CREDENTIAL_CALL_RE.search(name) is not None
+        args, arglist = _arguments(text, opening.end(), nested=credential)
+        if not args:
+            continue
+        hit = _setter(name, args)
+        if hit is not None:
+            spans.append((hit.start("s"), hit.end("s")))
+            continue
+        if _reads_a_secret(name):
+            continue
+        connection = _connection_shaped(args, arglist)
+        if not (credential or constructed or connection):
+            continue
+        after_user = False
+        for arg in args:
+            if _KEYWORD_ARG_RE.search(text, max(opening.end(), arg.start() - 40), arg.start()):
+                after_user = False
+                continue  # a keyword argument that names the user, the host or the like
+            value = arg.group("s")
+            if _host_like(value) or plain(value):
+                after_user = _user_like(value) and not _HOST_RE.fullmatch(value)
+                continue
+            strong = after_user and (credential or connection)
+            if weak_ok(value) or (strong and _not_a_name(value)):
+                spans.append((arg.start("s"), arg.end("s")))
+            after_user = _user_like(value)
+    return apply_spans(text, spans)
+
+
+_USER_RE = re.compile(
+    r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|(?:cn|uid|dn)=[^\n]+|[a-z][a-z0-9_.\-]{0,31}|[A-Z]+\\\\?[\w.\-]+"
+)
+
+
+def _user_like(value: str) -> bool:
+    """An email, a DN or a login name: what a login or connect call takes before the password."""
+    return _USER_RE.fullmatch(value) is not None
+
+
+def _not_a_name(value: str) -> bool:
+    """After a user, anything but an ordinary word, a number, a path or a host is the password."""
+    if len(value) < 6 or value.isdigit() or "/" in value or _HOST_RE.fullmatch(value):
+        return False
+    return not re.fullmatch(r"[a-z]+|[A-Z][a-z]+|[a-z]+_[a-z]+|utf-?8\w*", value)
+
+
+def _host_like(value: str) -> bool:
+    if "://" in value or _HOST_RE.fullmatch(value):
+        return True
+    return "@" in value and "." in value.rsplit("@", 1)[-1]
+
+
+EDITS = (
+    (
+        "sql-password",
+        ("password", "passwd", "identified", "secret"),
+        sub_where(_SQL_RE, _sql_judge),
+    ),
+    ("sql-password", ("identified",), sub_where(_ORACLE_RE, _oracle_judge)),
+    ("sql-password", ("using",), sub_where(_USING_RE, _oracle_judge)),
+    (
+        "code-secret",
+        ("pass", "secret", "token", "key", "auth", "pwd", "cred"),
+        sub_where(_PAIR_RE, _pair_judge),
+    ),
+    ("code-secret", ("[",), sub_where(_SUBSCRIPT_RE, _pair_judge)),
+    ("code-secret", ("]=",), sub_where(_BRACKET_KEY_RE, _pair_judge)),
+    (
+        "code-secret",
+        ("pass", "secret", "token", "key", "auth", "pwd"),
+        sub_where(_SPACED_RE, _pair_judge),
+    ),
+    ("code-secret", ("$",), sub_where(_SIGIL_RE, _pair_judge)),
+    ("code-secret", ("?=", "+=", "::="), sub_where(_MAKE_RE, _pair_judge)),
+    ("code-secret", (":",), sub_where(_ANNOTATED_RE, _pair_judge)),
+    ("code-secret", ("(",), _wrapped),
+    ("code-secret", ("+",), sub_where(_SCHEME_CONCAT_RE, lambda m, t: not plain(m.group("s")))),
+    (
+        "code-credentials",
+        ("auth", ":basic"),
+        sub_where(_AUTH_PAIR_RE, lambda m, t: not plain(m.group("s"))),
+    ),
+    ("code-secret", ("accounts",), sub_where(_EVM_ACCOUNTS_RE, lambda m, t: True)),
+    ("code-secret", ("sess", "sid", "salt", "pepper"), sub_where(_SESSION_RE, _session_judge)),
+    ("code-secret", ("value",), _named_values),
+    ("code-secret", ("variable",), _terraform_defaults),
+    ("code-secret", ("kty",), _jwk),
+    ("code-credentials", ("(",), _calls),
+)
