@@ -28,7 +28,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
-from memoryd.redact import code, commands, printed, shell, tokens
+from memoryd.redact import code, commands, printed, shapes, shell, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.tokens import REDACTED, Rule
 from memoryd.redact.values import MIN_SECRET_LEN
@@ -132,7 +132,7 @@ def _pipeline(without: frozenset[str] = frozenset()) -> _Pipeline:
     return _Pipeline(
         _steps((*_HEADER_RULES, *tokens.LEADING_RULES), without),
         _steps(tokens.TOKEN_RULES, without),
-        _steps((*tokens.TRAILING_RULES, *commands.RULES), without),
+        _steps((*shapes.RULES, *tokens.TRAILING_RULES, *commands.RULES), without),
         RULE_FAMILIES["secret-assignment"] not in without,
         _steps(POSITION_RULES, without),
     )

@@ -34,7 +34,7 @@ _MAX_PLAIN_LEN = 4096
 # The leading character class lets the regex engine skip ahead quickly; the lookbehinds then pick
 # the branch for that letter.
 KEYWORD_RE = re.compile(
-    r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w|sk)|(?<=s)(?:ecret|ig(?:nature)?)"
+    r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w|sk|at)|(?<=s)(?:ecret|ig(?:nature)?)"
     r"|(?<=t)oken|(?<=k)ey|(?<=a)uth(?:ori[sz]ation)?|(?<=c)(?:redentials?|reds|ookie))"
     r"(?![a-z0-9])"
 )
@@ -274,6 +274,12 @@ class _AssignmentScanner:
             return None
         if key_start > 0 and text[key_start - 1] in "$*@":
             return None  # a variable, pointer or glob: $PWD:/app, *v1.Secret
+        if text[max(0, key_start - 200) : key_start].rfind("arn:") > max(
+            text.rfind(" ", 0, key_start),
+            text.rfind("\n", 0, key_start),
+            text.rfind('"', 0, key_start),
+        ):
+            return None  # arn:aws:secretsmanager:…:secret:name, a resource name
         if op == "=" and _TUPLE_TARGET_RE.search(text, max(0, key_start - 64), key_start):
             return None  # url, username, password = target
         key = text[key_start:key_end]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from memoryd.redact.spans import QUOTED, VAL, apply_spans, sub_where
+from memoryd.redact.spans import QUOTED, VAL, apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, plain, secret_key_kind, weak_ok
 
@@ -90,7 +90,7 @@ _WRAPPED_RE = re.compile(
 
 def _wrapped(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
-    for m in _WRAPPED_RE.finditer(text):
+    for m in (m for a, b in windows(text, _WRAPPERS) for m in _WRAPPED_RE.finditer(text, a, b)):
         key, group = (m.group("k"), "s") if m.group("k") else (m.group("k2"), "s3")
         kind = secret_key_kind(key)
         value = m.group(group)
@@ -214,7 +214,7 @@ def _jwk(text: str) -> tuple[str, int]:
 
 # --- calls ----------------------------------------------------------------------------------------
 
-_OPEN_RE = re.compile(r"\((?=[^()]{0,200}?[\"'`])", re.DOTALL)
+_OPEN_RE = re.compile(r"\((?=[\s\S]{0,200}?[\"'`])")
 _ARG_RE = re.compile(
     r"(?:[bruBRUfF]{1,2}(?=[\"']))?(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
 )
@@ -359,9 +359,14 @@ def _user_like(value: str) -> bool:
 
 
 def _not_a_name(value: str) -> bool:
-    """After a user, anything but an ordinary word, a number, a path or a host is the password."""
+    """After a user, anything but an ordinary word, a number, a path, a host or a sentence is the
+    password (16 lower-case letters included: Google's app passwords)."""
     if len(value) < 6 or value.isdigit() or "/" in value or _HOST_RE.fullmatch(value):
         return False
+    if value.count(" ") >= 2 and not re.fullmatch(r"[a-z]{4}(?: [a-z]{4}){3}", value):
+        return False  # a message, a subject line
+    if re.fullmatch(r"[a-z]{12,}", value):
+        return True
     return not re.fullmatch(r"[a-z]+|[A-Z][a-z]+|[a-z]+_[a-z]+|utf-?8\w*", value)
 
 
@@ -371,38 +376,43 @@ def _host_like(value: str) -> bool:
     return "@" in value and "." in value.rsplit("@", 1)[-1]
 
 
+_SECRET_WORDS: tuple[str, ...] = ("pass", "secret", "token", "key", "auth", "pwd", "cred", "pw")
+_WRAPPERS: tuple[str, ...] = (
+    "byte(",
+    "buffer.from(",
+    "bytes(",
+    "fromhex(",
+    "::from(",
+    "some(",
+    "secret",
+    "b64decode(",
+)
+_WRAPPERS += ("bytearray(", "str(", "string(", "getbytes(", ".encode(", ".into(", "to_string(")
+_WRAPPERS += ("to_owned(", "as_bytes(", "tochararray(", ".strip(", ".trim(")
+_SESSION_WORDS: tuple[str, ...] = ("sess", "sid", "salt", "pepper")
+_SQL_WORDS_HINT: tuple[str, ...] = ("pass", "identified", "secret")
+
+
+def _literal(m: re.Match[str], text: str) -> bool:
+    return not plain(m.group("s"))
+
+
 EDITS = (
-    (
-        "sql-password",
-        ("password", "passwd", "identified", "secret"),
-        sub_where(_SQL_RE, _sql_judge),
-    ),
+    ("sql-password", _SQL_WORDS_HINT, near(_SQL_WORDS_HINT, _SQL_RE, _sql_judge)),
     ("sql-password", ("identified",), sub_where(_ORACLE_RE, _oracle_judge)),
     ("sql-password", ("using",), sub_where(_USING_RE, _oracle_judge)),
-    (
-        "code-secret",
-        ("pass", "secret", "token", "key", "auth", "pwd", "cred"),
-        sub_where(_PAIR_RE, _pair_judge),
-    ),
+    ("code-secret", _SECRET_WORDS, sub_where(_PAIR_RE, _pair_judge)),
     ("code-secret", ("[",), sub_where(_SUBSCRIPT_RE, _pair_judge)),
-    ("code-secret", ("]=",), sub_where(_BRACKET_KEY_RE, _pair_judge)),
-    (
-        "code-secret",
-        ("pass", "secret", "token", "key", "auth", "pwd"),
-        sub_where(_SPACED_RE, _pair_judge),
-    ),
-    ("code-secret", ("$",), sub_where(_SIGIL_RE, _pair_judge)),
+    ("code-secret", ("]",), near(_SECRET_WORDS, _BRACKET_KEY_RE, _pair_judge)),
+    ("code-secret", _SECRET_WORDS, near(_SECRET_WORDS, _SPACED_RE, _pair_judge)),
+    ("code-secret", ("$",), near(_SECRET_WORDS, _SIGIL_RE, _pair_judge)),
     ("code-secret", ("?=", "+=", "::="), sub_where(_MAKE_RE, _pair_judge)),
-    ("code-secret", (":",), sub_where(_ANNOTATED_RE, _pair_judge)),
-    ("code-secret", ("(",), _wrapped),
-    ("code-secret", ("+",), sub_where(_SCHEME_CONCAT_RE, lambda m, t: not plain(m.group("s")))),
-    (
-        "code-credentials",
-        ("auth", ":basic"),
-        sub_where(_AUTH_PAIR_RE, lambda m, t: not plain(m.group("s"))),
-    ),
+    ("code-secret", (":",), near(_SECRET_WORDS, _ANNOTATED_RE, _pair_judge)),
+    ("code-secret", _WRAPPERS, _wrapped),
+    ("code-secret", ("+",), sub_where(_SCHEME_CONCAT_RE, _literal)),
+    ("code-credentials", ("auth", ":basic"), near(("auth", ":basic"), _AUTH_PAIR_RE, _literal)),
     ("code-secret", ("accounts",), sub_where(_EVM_ACCOUNTS_RE, lambda m, t: True)),
-    ("code-secret", ("sess", "sid", "salt", "pepper"), sub_where(_SESSION_RE, _session_judge)),
+    ("code-secret", _SESSION_WORDS, near(_SESSION_WORDS, _SESSION_RE, _session_judge)),
     ("code-secret", ("value",), _named_values),
     ("code-secret", ("variable",), _terraform_defaults),
     ("code-secret", ("kty",), _jwk),

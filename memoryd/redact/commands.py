@@ -216,10 +216,10 @@ def _pgpass(text: str) -> tuple[str, int]:
 _XML_ELEMENT_RE = re.compile(
     r"<(?P<tag>[A-Za-z_][\w.:\-]{0,64})(?P<attrs>\s[^<>\n]{0,200})?>(?P<s>[^<>\n]{1,512})</(?P=tag)>"
 )
-_XML_KEYWORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|auth|credential|cookie")
+_XML_KEYWORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|auth|credential|cookie|master")
 # cheap gates: a closing tag or a key/name attribute that names a secret
 _XML_GATE_RE = re.compile(
-    r"</[\w.:\-]{0,30}?(?i:pass|pwd|secret|token|key|auth|credential)"
+    r"</[\w.:\-]{0,30}?(?i:pass|pwd|secret|token|key|auth|credential|master)"
     r"|\b(?:key|name)\s*=\s*\\?[\"'][^\"'\\]{0,40}?(?i:pass|pwd|secret|token|key|auth|credential)"
 )
 _XML_NAME_ATTR_RE = re.compile(r"\b(?:key|name)\s*=\s*\\?[\"']([^\"'\\]{1,64})\\?[\"']")
@@ -230,6 +230,8 @@ _XML_PAIR_RE = re.compile(
 
 
 def _xml_kind(tag: str, attrs: str | None) -> str | None:
+    if tag in ("master", "masterPassword"):
+        return "password"  # Maven's settings-security.xml: the master password
     kind = secret_key_kind(tag.rsplit(":", 1)[-1])
     if kind is None and attrs and (named := _XML_NAME_ATTR_RE.search(attrs)) is not None:
         kind = secret_key_kind(named.group(1))

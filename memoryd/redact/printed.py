@@ -18,9 +18,20 @@ from __future__ import annotations
 
 import re
 
-from memoryd.redact.spans import apply_spans, sub_where
+from memoryd.redact.spans import apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, named_with_hash, password_like, plain
+
+_PASSWORD_NOUN_RE = re.compile(r"(?i)pass|\bpw\b|kennwort|contrase|clave|senha|wachtwoord|parola")
+
+
+def _human_password(value: str) -> bool:
+    """After "the password is", a word with a digit or a symbol is enough: ``penguin8-db``."""
+    v = value.strip("\"'`")
+    if "/" in v or "://" in v or re.fullmatch(r"v?\d+(?:\.\d+)+\w*|\d+[a-z]{1,3}", v):
+        return False
+    return len(v) >= 6 and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
+
 
 _SECRET_NOUN = (
     r"key|token|password|passphrase|passcode|secret|pin|code|credentials?|phrase|mnemonic"
@@ -28,8 +39,8 @@ _SECRET_NOUN = (
 )
 _LABEL_RE = re.compile(
     r"(?im)^[ \t>*#\-]*(?P<label>(?:[A-Za-z][\w\-']*[ \t]+){0,6}?(?:" + _SECRET_NOUN + r")"
-    r"(?:[ \t]+(?:content|value|material|data|string|text|id))?)"
-    r"(?:[ \t]+#?\d{1,2})?(?:[ \t]*\[[^\]\n]{0,40}\])?[ \t]*:[ \t]+"
+    r"(?:[ \t_\-]?(?:content|value|material|data|string|text|id|ID|Id))?)"
+    r"(?:[ \t]+#?\d{1,2})?(?:[ \t]*\[[^\]\n]{0,40}\])?(?:[ \t]*:|[ \t]{2,}=)[ \t]+"
     r"(?P<q>[\"'`]?)(?P<s>[^\s\"'`\\]{6,512}|(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4})(?P=q)[ \t]*\r?$"
 )
 _STRONG_LABEL_RE = re.compile(
@@ -59,17 +70,32 @@ def _value_looks_secret(value: str, *, strong: bool) -> bool:
 
 def _label_judge(m: re.Match[str], text: str) -> bool:
     value, label = m.group("s"), m.group("label")
-    if plain(value, bare=not m.group("q")) or _NOT_SECRET_LABEL_RE.search(label):
+    if plain(value, bare=not m.group("q")):
+        return False
+    if re.search(r"(?i)secret[ \t_\-]?id", label):
+        return True  # Consul's SecretID, Vault's secret_id: the secret half of a pair
+    if _NOT_SECRET_LABEL_RE.search(label):
         return False
     return _value_looks_secret(value, strong=_STRONG_LABEL_RE.search(label) is not None)
 
 
 def _sentence_judge(m: re.Match[str], text: str) -> bool:
     value = m.group("s")
-    head = text[max(0, m.start() - 60) : m.start("s")]
-    if plain(value, bare=True) or _NOT_SECRET_LABEL_RE.search(head.rsplit("\n", 1)[-1]):
+    head = m.group()[: m.start("s") - m.start()]
+    if plain(value, bare=True) or _NOT_SECRET_LABEL_RE.search(head):
         return False
+    if _PASSWORD_NOUN_RE.search(head) and (_human_password(value) or _symbolic(value)):
+        return True
     return _value_looks_secret(value, strong=False) or (" " in value)
+
+
+def _symbolic(value: str) -> bool:
+    """``aTCf9x?_(,/M``: generated passwords mix letters, digits and punctuation freely."""
+    return (
+        len(value) >= 8
+        and sum(not c.isalnum() for c in value) >= 2
+        and any(c.isdigit() for c in value)
+    )
 
 
 # --- the value on the next line -------------------------------------------------------------------
@@ -94,17 +120,25 @@ def _next_line_judge(m: re.Match[str], text: str) -> bool:
 
 # --- command output -------------------------------------------------------------------------------
 
-_PROMPT = r"(?:[$#%>][ \t]+|PS[^\n>]{0,60}>[ \t]*|[\w.\-]+@[\w.\-]+[^\n$#]{0,60}[$#][ \t]+)"
+_PROMPT = (
+    r"(?:[$#%>][ \t]+|>>>[ \t]+|In[ \t]\[\d+\]:[ \t]*|PS[^\n>]{0,60}>[ \t]*"
+    r"|[\w.\-]+@[\w.\-]+[^\n$#]{0,60}[$#][ \t]+|[\w.\-]+(?::\d+)?>[ \t]+)"
+)
 _PRINTER_RE = re.compile(r"(?im)^[ \t]*" + _PROMPT + r"(?P<cmd>[^\n]{2,400})\r?\n")
+# a command that reads, decodes or shows a secret, or one that makes a new one
 _PRINTS_SECRET_RE = re.compile(
-    r"(?i)(?=.*(?:secret|passw|token|credential|genkey|genpsk|\brand\b|initial-?password|reset-password"
-    r"|private|\.key\b|keys[ \t]+list|show-secrets|node-token|pwgen|apg\b|id\.json|keypair))"
-    r"(?=.*(?:\bget\b|\bread\b|\bshow|\bcat\b|decode|base64[ \t]+-d|genkey|genpsk|\brand\b|output"
-    r"|\bsecret\b[ \t]*$|initial-?password|reset-password|list|print|reveal|export|pwgen|apg\b"
-    r"|\bkeygen\b|token[ \t]+create|create-token|auth:token|auth[ \t]+token))"
+    r"(?i)(?=.*(?:secret|passw|token|credential|\.key\b|keys[ \t]+list|show-secrets|node-token"
+    r"|id\.json|keypair|auth\.txt|\.pass\b|\.env\b|private))"
+    r"(?=.*(?:\bget\b|\bread\b|\bshow|\bcat\b|decode|base64[ \t]+-d|output|\bsecret\b[ \t]*$"
+    r"|initial-?password|reset-password|list|print|reveal|export|token[ \t]+create|create-token"
+    r"|auth:token|auth[ \t]+token|write|bootstrap|\binit\b|generate|\bnew\b|create))"
+    r"|.*(?:genkey|genpsk|\brand\b|pwgen|apg\b|keygen|key:generate|generate_?key|token_urlsafe"
+    r"|token_hex|token_bytes|randombytes|random_secret|get_random_secret_key|urandom|uuid4\(\)\.hex"
+    r"|initial-?password|reset-password)"
 )
 # the last stage derives a public key: wg pubkey, ssh-keygen -y, openssl pkey -pubout
 _DERIVES_PUBLIC_RE = re.compile(r"(?i)\|[^|]*(?:pubkey|-pubout|-y\b|public)[^|]*$")
+_OUT_PREFIX_RE = re.compile(r"^(?:Out\[\d+\]:[ \t]*)?(?:[bru](?=[\"']))?")
 _OUTPUT_LABEL_RE = re.compile(r"(?P<label>[A-Za-z][\w \-]{0,40}):[ \t]+(?P<s>[^\s\"'`\\]{8,256})")
 _TABLE_ROW_RE = re.compile(r"(?P<k>[A-Za-z_][\w.\-:]{1,63})[ \t]{2,}(?P<s>[^\s\\]{4,512})")
 _OUTPUT_LINES = 12
@@ -130,10 +164,12 @@ def _command_output(text: str) -> tuple[str, int]:
             stripped = line.strip()
             if re.match(r"[ \t]*" + _PROMPT, line):
                 break  # the next command
-            if stripped and " " not in stripped and len(stripped) >= 8:
+            stripped = _OUT_PREFIX_RE.sub("", stripped)
+            if stripped and " " not in stripped and len(stripped) >= 6:
                 core = stripped.strip("\"'`,")
                 if _hexish(core) or (
-                    (password_like(core) or looks_random(core)) and not plain(core, bare=True)
+                    (password_like(core) or looks_random(core) or _human_password(core))
+                    and not plain(core, bare=True)
                 ):
                     a = pos + line.index(core)
                     spans.append((a, a + len(core)))
@@ -144,13 +180,15 @@ def _command_output(text: str) -> tuple[str, int]:
                     spans.append((a, a + len(value)))
             elif (row := _TABLE_ROW_RE.fullmatch(stripped)) is not None:
                 kind = secret_key_kind(row.group("k").rsplit(":", 1)[-1])
+                value = row.group("s")
+                weak = kind in WEAK_KINDS
                 if (
                     kind not in (None, "cookie")
-                    and kind not in WEAK_KINDS
-                    and not plain(row.group("s"), bare=True)
+                    and not plain(value, bare=True)
+                    and (not weak or looks_random(value))
                 ):
                     a = pos + line.index(stripped) + row.start("s")
-                    spans.append((a, a + len(row.group("s"))))
+                    spans.append((a, a + len(value)))
             pos = end + 1
     return apply_spans(text, spans)
 
@@ -166,16 +204,8 @@ _PROSE_RE = re.compile(
     r"(?i)\b(?:password|passphrase|passcode|secret|token|api[ \t]key|key|pat|creds|credentials"
     r"|passwort|kennwort|contrase(?:ñ|n)a|clave|mot[ \t]de[ \t]passe|senha|wachtwoord|parola)\b"
     r"[^\n.:=]{0,60}?[ \t](?:is|are|was|ist|lautet|es|est|é|e|è|=|:)[ \t]+"
-    r"(?:(?P<user>[\w.\-@]{1,64})[ \t]*[/:][ \t]*)?(?P<s>[^\s\"'`\\]{6,256})"
+    r"(?:(?P<user>[\w.\-@]{1,64})[ \t]*[/:][ \t]*)?(?P<s>(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4}(?![\w])|[^\s\"'`\\]{6,256})"
 )
-
-
-_PASSWORD_NOUN_RE = re.compile(r"(?i)pass|kennwort|contrase|clave|senha|wachtwoord|parola")
-
-
-def _human_password(value: str) -> bool:
-    """After "the password is", a word with a digit or a symbol is enough: ``penguin8-db``."""
-    return len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
 def _prose(text: str) -> tuple[str, int]:
@@ -185,29 +215,168 @@ def _prose(text: str) -> tuple[str, int]:
         if plain(value, bare=True) or "://" in value or named_with_hash(value):
             continue
         noun = m.group()[: m.start("s") - m.start()]
+        if re.search(r"(?i)fingerprint|hash|digest|checksum|\bid\b|length|size", noun) or re.match(
+            r"(?i)(?:sha\d*|md5):", value
+        ):
+            continue
         human = _PASSWORD_NOUN_RE.search(noun) is not None and _human_password(value)
-        if human or password_like(value) or looks_random(value) or _hexish(value):
+        grouped = re.fullmatch(r"(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4}", value) is not None
+        if human or grouped or password_like(value) or looks_random(value) or _hexish(value):
             spans.append((m.start("s"), m.start("s") + len(value)))
     return apply_spans(text, spans)
 
 
+# "here's the key 2H3p…, keep it safe": a random value right after the noun
+_ADJACENT_RE = re.compile(
+    r"(?i)\b(?:key|token|secret|pat|password|passphrase|credential|pw)s?\b[ \t]+(?P<s>[^\s\"'`\\,;]{20,256})"
+)
+# "use `Hooli&staging17` as the admin pw": a quoted word in a sentence about a password
+_QUOTED_WORD_RE = re.compile(r"(?P<q>[`'\"])(?P<s>[^\s`'\"\\]{6,64})(?P=q)")
+# postfix sasl_passwd, netrc-like lines: [host]:port user:password
+_HOST_USER_PASS_RE = re.compile(
+    r"(?m)^[ \t]*\[?[\w.\-]+\.[a-z]{2,}\]?(?::\d{1,5})?[ \t]+[\w.+\-]+(?:@[\w.\-]+)?:(?P<s>[^\s:@]{6,256})[ \t]*\r?$"
+)
+
+
+def _adjacent(m: re.Match[str], text: str) -> bool:
+    value = m.group("s").rstrip(".")
+    return looks_random(value) and not plain(value) and not named_with_hash(value)
+
+
+def _quoted_word(text: str) -> tuple[str, int]:
+    spans: list[tuple[int, int]] = []
+    found = (
+        m
+        for a, b in windows(text, (" pw", "pwd", "passw", "passph", "contrase", "senha"))
+        for m in _QUOTED_WORD_RE.finditer(text, a, b)
+    )
+    for m in found:
+        around = text[max(0, m.start() - 50) : m.end() + 50]
+        if not re.search(
+            r"(?i)\b(?:pw|pwd|password|passphrase|passwort|contrase(?:ñ|n)a|senha)\b", around
+        ):
+            continue
+        value = m.group("s")
+        if value.startswith(("-", "$")) or re.search(r"(?i)pass|pw|secret|token|key", value):
+            continue  # 'password1', '--password': a field or a flag named for the secret
+        if plain(value) or not (_human_password(value) or password_like(value)):
+            continue
+        spans.append((m.start("s"), m.end("s")))
+    return apply_spans(text, spans)
+
+
+# ASCII tables (mysql, psql): a column whose header names a secret
+_TABLE_SEP_RE = re.compile(r"^(?:\+[-+]+\+|\|[ :|\-]+\|)$")
+
+
+def _table_columns(text: str) -> tuple[str, int]:
+    spans: list[tuple[int, int]] = []
+    secret_cols: set[int] = set()
+    pos = 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if _TABLE_SEP_RE.match(stripped):
+            pass
+        elif stripped.startswith("|") and stripped.endswith("|"):
+            cells = [c.strip() for c in stripped.strip("|").split("|")]
+            if not secret_cols:
+                secret_cols = {
+                    i
+                    for i, c in enumerate(cells)
+                    if re.search(r"(?i)password|secret|token|api[ _]?key|passwd", c) and len(c) < 40
+                }
+            else:
+                offset = pos + line.index("|")
+                cursor = offset + 1
+                for i, cell in enumerate(stripped.strip("|").split("|")):
+                    value = cell.strip()
+                    looks = _human_password(value) or password_like(value) or looks_random(value)
+                    if (
+                        i in secret_cols
+                        and looks
+                        and not value.startswith(("-", "`"))
+                        and not plain(value, bare=True)
+                    ):
+                        a = cursor + cell.index(value)
+                        spans.append((a, a + len(value)))
+                    cursor += len(cell) + 1
+        elif not _TABLE_SEP_RE.match(stripped):
+            secret_cols = set()
+        pos += len(line) + 1
+    return apply_spans(text, spans)
+
+
+# Router and switch configs: "password 7 <hex>", "enable secret 5 $1$…", "key 0 <k>",
+# "snmp-server community <c> RO", "key-string <k>", "message-digest-key 1 md5 <k>",
+# "auth sha <p> priv aes 128 <p>", "pre-shared-key <k>"
+_DEVICE_RE = re.compile(
+    r"(?im)(?:^|(?<=[ \t]))(?:password|secret|key|community|key-string|pre-shared-key|psk"
+    r"|authentication-key|message-digest-key[ \t]+\d+[ \t]+md5|auth[ \t]+(?:sha\d*|md5)"
+    r"|priv[ \t]+(?:aes|des|3des)(?:[ \t]+\d+)?)"
+    r"[ \t]+(?:(?P<t>[0-9]|ascii|hex|cleartext)[ \t]+)?[\"']?(?P<s>[^\s\"'`\\]{4,256})[\"']?(?=[ \t]|\r?$)"
+)
+_DEVICE_CONTEXT_RE = re.compile(
+    r"(?im)^[ \t]*(?:hostname|interface|snmp-server|username|enable|tacacs|radius|crypto|line[ \t]|router"
+    r"|ip[ \t]|standby|aaa[ \t]|!$)"
+)
+
+
+def _crypt_hash(value: str) -> bool:
+    return re.match(r"\$(?:1|2[abxy]?|5|6|7|8|9|apr1|y|sha1|argon2\w*)\$", value) is not None
+
+
+def _device_judge(m: re.Match[str], text: str) -> bool:
+    value = m.group("s")
+    if _crypt_hash(value):
+        return True
+    if plain(value, bare=True) or value.lower() in ("ro", "rw", "sha", "md5", "aes", "des"):
+        return False
+    strong = bool(m.group("t")) or _human_password(value) or "-" in value
+    return strong or password_like(value) or looks_random(value)
+
+
+_DEVICE_WORDS: tuple[str, ...] = ("password", "secret", "key", "community", "psk", "auth ", "priv ")
+_device_lines = near(_DEVICE_WORDS, _DEVICE_RE, _device_judge)
+
+
+def _devices(text: str) -> tuple[str, int]:
+    """Only in text that reads as a device config (a hostname, interface or snmp-server line)."""
+    if _DEVICE_CONTEXT_RE.search(text) is None:
+        return text, 0
+    return _device_lines(text)
+
+
+# /etc/ipsec.secrets: "left right : PSK "secret"", also EAP and XAUTH entries
+_IPSEC_RE = re.compile(
+    r"(?m):[ \t]*(?:PSK|EAP|XAUTH|NTLM)[ \t]+(?P<q>[\"'])(?P<s>[^\"'\n]{4,256})(?P=q)"
+)
+# pgbouncer userlist.txt: "user" "password-or-hash"
+_USERLIST_RE = re.compile(
+    r"(?m)^[ \t]*\"[\w.\-@]{1,64}\"[ \t]+\"(?P<s>[^\"\n]{12,512})\"[ \t]*\r?$"
+)
+
+
 _CODES_HEAD_RE = re.compile(r"(?i)(?:recovery|backup|one-time|2fa|mfa|emergency)[ \t]+codes?")
-_CODE_LINE_RE = re.compile(
-    r"(?m)^[ \t]*(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<s>[A-Za-z0-9]{4,6}-?[A-Za-z0-9]{4,6})[ \t]*\r?$"
+_CODE_RE = re.compile(
+    r"(?m)(?:^|(?<=[ \t]))(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<s>[A-Za-z0-9]{4,6}-?[A-Za-z0-9]{4,6})"
+    r"(?=[ \t]*(?:\r?$|[ \t]{2,}))"
 )
 _MNEMONIC_HINT_RE = re.compile(r"(?i)seed|mnemonic|wallet|recovery[ \t]+phrase|secret[ \t]+phrase")
-_MNEMONIC_RE = re.compile(r"(?<![\w\-])(?P<s>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![\w\-])")
+_MNEMONIC_RE = re.compile(
+    r"(?:^|(?<=[\n\"'`=:?.!]))[ \t]*(?P<s>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![\w\-])",
+    re.MULTILINE,
+)
 
 
 def _codes_and_phrases(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
     head = _CODES_HEAD_RE.search(text)
     if head is not None:
-        for m in _CODE_LINE_RE.finditer(text, head.end(), min(len(text), head.end() + 2000)):
+        for m in _CODE_RE.finditer(text, head.end(), min(len(text), head.end() + 2000)):
             if any(c.isdigit() for c in m.group("s")):
                 spans.append((m.start("s"), m.end("s")))
-    if _MNEMONIC_HINT_RE.search(text):
-        for m in _MNEMONIC_RE.finditer(text):
+    for hint in _MNEMONIC_HINT_RE.finditer(text):
+        for m in _MNEMONIC_RE.finditer(text, hint.start(), min(len(text), hint.end() + 400)):
             words = m.group("s").split()
             if len(words) in (12, 15, 18, 21, 24) and len(set(words)) >= len(words) * 2 // 3:
                 spans.append((m.start("s"), m.end("s")))
@@ -221,56 +390,57 @@ _ACCOUNT_HASH_RE = re.compile(
 )
 
 
+_LABEL_WORDS: tuple[str, ...] = (
+    "key",
+    "token",
+    "pass",
+    "secret",
+    "pin",
+    "code",
+    "cred",
+    "phrase",
+    "mnemonic",
+)
+_LABEL_WORDS += ("contrase", "senha", "clave", "mot de", "passwort", "kennwort", " pw")
+_PROSE_WORDS: tuple[str, ...] = (
+    "pass",
+    "secret",
+    "token",
+    "key",
+    "pat",
+    "cred",
+    "contrase",
+    "senha",
+    "clave",
+)
+_PROSE_WORDS += ("mot de", "wachtwoord", "parola", "kennwort", " pw")
+
+
+def _any(m: re.Match[str], text: str) -> bool:
+    return not plain(m.group("s"))
+
+
 EDITS = (
     ("printed-secret", ("$",), sub_where(_ACCOUNT_HASH_RE, lambda m, t: True)),
+    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _LABEL_RE, _label_judge)),
+    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _SENTENCE_RE, _sentence_judge)),
+    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _NEXT_LINE_RE, _next_line_judge, lines=3)),
+    ("printed-secret", (') "',), sub_where(_REDIS_PAIR_RE, _any)),
+    ("printed-secret", ("$ ", "# ", "> ", ">>>", "in ["), _command_output),
+    ("printed-secret", ("|",), _table_columns),
+    ("printed-secret", _DEVICE_WORDS, _devices),
+    ("prose-secret", _PROSE_WORDS, _prose),
+    ("prose-secret", _PROSE_WORDS, near(_PROSE_WORDS, _ADJACENT_RE, _adjacent)),
+    ("prose-secret", ("pw", "pass", "contrase", "senha"), _quoted_word),
+    ("config-password", (":",), sub_where(_HOST_USER_PASS_RE, _any)),
+    ("config-password", ("psk", "eap", "xauth", "ntlm"), sub_where(_IPSEC_RE, _any)),
     (
-        "printed-secret",
-        (
-            "key",
-            "token",
-            "pass",
-            "secret",
-            "pin",
-            "code",
-            "cred",
-            "phrase",
-            "mnemonic",
-            "contrase",
-            "senha",
-            "clave",
-            "mot de",
+        "config-password",
+        ('" "',),
+        sub_where(
+            _USERLIST_RE,
+            lambda m, t: looks_random(m.group("s")) or m.group("s").startswith(("md5", "SCRAM")),
         ),
-        sub_where(_LABEL_RE, _label_judge),
-    ),
-    (
-        "printed-secret",
-        ("password", "passphrase", "token", "secret", "key", "code"),
-        sub_where(_SENTENCE_RE, _sentence_judge),
-    ),
-    (
-        "printed-secret",
-        ("key", "token", "pass", "secret", "code"),
-        sub_where(_NEXT_LINE_RE, _next_line_judge),
-    ),
-    ("printed-secret", (') "',), sub_where(_REDIS_PAIR_RE, lambda m, t: not plain(m.group("s")))),
-    ("printed-secret", ("$ ", "# ", "> "), _command_output),
-    (
-        "prose-secret",
-        (
-            "pass",
-            "secret",
-            "token",
-            "key",
-            "pat",
-            "cred",
-            "contrase",
-            "senha",
-            "clave",
-            "mot de",
-            "wachtwoord",
-            "parola",
-        ),
-        _prose,
     ),
     ("printed-secret", ("codes", "seed", "mnemonic", "wallet", "phrase"), _codes_and_phrases),
 )

@@ -20,6 +20,7 @@ This module finds the *kinds* of place a command line carries a credential:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from memoryd.redact.spans import (
     QUOTED,
@@ -94,7 +95,8 @@ _CMD_HEAD_RE = re.compile(
     r"(?P<words>[a-z][\w.\-]*(?:[ \t]+[\w.:\-/]+){0,4})(?![=:\w])"
 )
 _READ_VERBS_RE = re.compile(
-    r"(?i)(?<![\w\-])(?:get|read|show|list|describe|delete|rm|access|versions|view|ls|inspect)(?![\w\-])"
+    r"(?i)(?<![\w\-])(?:get|read|show|list|describe|delete|rm|access|versions|view|ls|inspect|login"
+    r"|lookup|status|version|help|revoke)(?![\w\-])"
 )
 _STORE_FLAG_RE = re.compile(
     r"(?<![\w\-])(?:--value|--body|-b|--secret-string|--secret-value|--data|--plaintext"
@@ -137,8 +139,11 @@ def _store_value_ok(value: str) -> bool:
 
 
 def _in_segments(
-    text: str, spans: list[tuple[int, int]], regexes: tuple[re.Pattern[str], ...], ok
-) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+    text: str,
+    spans: list[tuple[int, int]],
+    regexes: tuple[re.Pattern[str], ...],
+    ok: Callable[[re.Match[str]], bool],
+) -> tuple[str, int]:
     """Apply ``regexes`` inside each span, redacting group ``s`` where ``ok(match)`` holds."""
     count = 0
     out: list[str] = []
@@ -222,10 +227,12 @@ def _config_sets(text: str) -> tuple[str, int]:
             elif _SECRET_WORD_RE.search(key) and not _NOT_SECRET_KEY_RE.search(key):
                 if not re.fullmatch(r"(?i)true|false|\d+", value):
                     spans.append((a, b))
-            elif "." in key and (up := _USER_PASS_RE.fullmatch(value)) is not None:
-                # bundle config gems.example.com user:pass, a host's credentials
-                if not plain(up.group("pw")):
-                    spans.append((a + up.start("pw"), a + up.end("pw")))
+            elif (
+                "." in key
+                and (up := _USER_PASS_RE.fullmatch(value)) is not None
+                and not plain(up.group("pw"))
+            ):  # bundle config gems.example.com user:pass, a host's credentials
+                spans.append((a + up.start("pw"), a + up.end("pw")))
     return apply_spans(text, spans)
 
 
@@ -244,6 +251,11 @@ _POSITIONAL: tuple[tuple[str, str, int, int], ...] = (
     ("bitcoin-cli", r"(?:[ \t]+-\S+)*[ \t]+importprivkey", 0, 1),
     ("net", r"[ \t]+use(?:[ \t]+[A-Za-z]:)?[ \t]+\\\\\S+", 0, 1),
     ("AUTH", r"(?:[ \t]+default)?", 0, 1),
+    ("vault", r"[ \t]+operator[ \t]+unseal", 0, 1),
+    ("bw", r"[ \t]+(?:login|unlock)", 1, 1),
+    ("consul", r"[ \t]+acl[ \t]+set-agent-token", 1, 1),
+    ("snyk", r"[ \t]+auth", 0, 1),
+    ("heroku", r"[ \t]+auth:token", 0, 0),
 )
 _POSITIONAL_RES = tuple(
     re.compile(
@@ -251,6 +263,7 @@ _POSITIONAL_RES = tuple(
         rf"(?P<creds>(?:[ \t]+{_WORD}){{{n}}})"
     )
     for cmd, tail, skip, n in _POSITIONAL
+    if n
 )
 # <tool> auth|login <token>: only a random token (or a UUID) is taken there
 _AUTH_SUBCOMMAND_RE = re.compile(
@@ -259,6 +272,12 @@ _AUTH_SUBCOMMAND_RE = re.compile(
     re.MULTILINE,
 )
 _WORD_RE = re.compile(_WORD)
+
+
+def q_wrapped(raw: str) -> bool:
+    return raw[:1] in "\"'" and raw[-1:] == raw[:1]
+
+
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
@@ -270,6 +289,8 @@ def _positional(text: str) -> tuple[str, int]:
             for w in _WORD_RE.finditer(m.group("creds")):
                 raw = w.group()
                 value = raw.strip("\"'")
+                if re.match(r"[A-Za-z_][\w.\-]*=.", value) and not q_wrapped(raw):
+                    continue  # role=engineer: a parameter, not a credential
                 if (
                     plain(value, bare=raw[0] not in "\"'")
                     or value.startswith(("-", "/"))
@@ -295,6 +316,10 @@ _CAPITAL_P_RE = re.compile(r"(?<=[ \t])-P(?:[ \t]+|=)" + VAL)
 _LONG_USER_RE = re.compile(
     r"(?<![\w\-])--user(?:name)?(?:[ \t]+|=)(?P<qq>[\"']?)(?P<user>[^\s:'\"]{1,64}):(?P<s>[^\s'\"]{4,256})(?P=qq)"
 )
+_SNMP_FLAG_RE = re.compile(
+    lead("snmp") + r"[\w\-]*(?:[ \t]+[^\s\\]+){0,12}?[ \t]+-[cAX][ \t]+" + VAL
+)
+_COMMA_USER_RE = re.compile(r"(?<![\w\-])-u[ \t]+[\"']?[\w.\-@]+,(?P<s>[^\s,\"']{4,256})")
 _SLASH_PASS_RE = re.compile(r"(?i)(?<![\w/])/p(?:ass(?:word)?)?:" + VAL)
 _SECURESTRING_RE = re.compile(
     r"(?i)ConvertTo-SecureString(?:[ \t]+-String)?[ \t]+" + QUOTED + r"(?=[^\n]*-AsPlainText)"
@@ -316,7 +341,10 @@ def _password_flags(text: str) -> tuple[str, int]:
             continue  # --user 1000:1000
         if password_like(value) and not plain(value):
             spans.append((m.start("s"), m.end("s")))
-    for regex in (_SLASH_PASS_RE, _SECURESTRING_RE):
+    for m in _COMMA_USER_RE.finditer(text):
+        if re.search(r"(?:lftp|ncftp|ftp)\b", text[segment_start(text, m.start()) : m.start()]):
+            spans.append((m.start("s"), m.end("s")))
+    for regex in (_SLASH_PASS_RE, _SECURESTRING_RE, _SNMP_FLAG_RE):
         for m in regex.finditer(text):
             if not plain(m.group("s")):
                 spans.append((m.start("s"), m.end("s")))
@@ -337,11 +365,24 @@ EDITS = (
     ("cli-secret", ("config",), _config_sets),
     (
         "cli-secret",
-        ("ngrok", "login", "alias", "mc ", "rabbitmq", "wpa_", "auth", "cloudflared", "privkey")
+        (
+            "ngrok",
+            "login",
+            "alias",
+            "mc ",
+            "rabbitmq",
+            "wpa_",
+            "auth",
+            "cloudflared",
+            "privkey",
+            "unseal",
+            "bw ",
+            "consul",
+        )
         + ("net ", "token", "signin"),
         _positional,
     ),
-    ("cli-password", ("-p", "--user", "/p", "securestring"), _password_flags),
+    ("cli-password", ("-p", "--user", "/p", "securestring", "snmp", "-u"), _password_flags),
 )
 
 __all__ = ["EDITS", "REDACTED"]

@@ -91,3 +91,57 @@ def line_start(text: str, i: int, reach: int = 400) -> int:
     for m in LINE_END_RE.finditer(text, lo, i):
         start = m.end()
     return start
+
+
+def line_end(text: str, i: int, reach: int = 400) -> int:
+    stop = LINE_END_RE.search(text, i, min(len(text), i + reach))
+    return stop.start() if stop is not None else min(len(text), i + reach)
+
+
+def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int, int]]:
+    """The lines (and ``lines`` more after each) holding one of ``words`` (lower-case), merged.
+
+    A rule whose regex would try every identifier of a long text runs only there: the cost of a
+    rule then follows the number of places it could apply, not the size of the text."""
+    folded = text.lower()
+    hits: list[int] = []
+    for word in words:
+        i = folded.find(word)
+        while i >= 0:
+            hits.append(i)
+            i = folded.find(word, i + len(word))
+    if not hits:
+        return []
+    out: list[tuple[int, int]] = []
+    for i in sorted(hits):
+        if out and i < out[-1][1]:
+            continue
+        a, b = line_start(text, i), line_end(text, i)
+        for _ in range(lines):
+            b = line_end(text, min(len(text), b + 1))
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(b, out[-1][1]))
+        else:
+            out.append((a, b))
+    return out
+
+
+def near(
+    words: tuple[str, ...],
+    regex: re.Pattern[str],
+    judge: Callable[[re.Match[str], str], bool],
+    *,
+    lines: int = 0,
+) -> Edit:
+    """:func:`sub_where`, run only on the lines where one of ``words`` occurs (see :func:`windows`)."""
+
+    def apply(text: str) -> tuple[str, int]:
+        spans = [
+            (m.start("s"), m.end("s"))
+            for a, b in windows(text, words, lines)
+            for m in regex.finditer(text, a, b)
+            if judge(m, text)
+        ]
+        return apply_spans(text, spans)
+
+    return apply

@@ -92,7 +92,11 @@ def secret_key_kind(key: str) -> str | None:
     if last in _WEAK_WORDS:
         return "weak"
     if last == "id":
-        return "key" if segs[-3:-1] == ["access", "key"] else None
+        if segs[-3:-1] == ["access", "key"]:
+            return "key"  # AWS access key ids travel with their secret
+        return "weak" if segs[-2:-1] == ["secret"] else None  # Vault's secret_id; AWS's names one
+    if last == "secretid":
+        return "weak"
     if last == "data" and len(segs) >= 2 and segs[-2] == "key":
         return "key"  # kubeconfig client-key-data
     if last in ("authorization", "authorisation"):
@@ -200,8 +204,10 @@ def is_reference(value: str) -> bool:
         return True  # a template: the secret is interpolated, not written
     if _NAMED_SECRET_RE.match(value.strip("\"'`")):
         return True
-    if _CODE_LOOKUP_RE.match(value) or re.fullmatch(r"<[^<>]*>|\*[\w-]+", value):
+    if _CODE_LOOKUP_RE.match(value) or re.fullmatch(r"<[^<>]*>", value):
         return True
+    if re.fullmatch(r"\*\.?[a-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*", value):
+        return True  # *.example.com, *v1.Secret: a glob or a pointer, not a password
     rest = _REFERENCE_RE.sub("", _MARKER_RE.sub("", value)).strip(" \t\"'`+")
     return rest != value and len(_SCHEME_WORD_RE.sub("", rest).strip()) < MIN_SECRET_LEN
 
