@@ -8,7 +8,10 @@ a symlink planted at the target is replaced, not written through.
 Every file memoryd reads from a folder someone else can write (the memory folder, an imported
 agent's memory, its own state files) goes through :func:`read_regular`: opened with
 ``O_NOFOLLOW | O_NONBLOCK``, so a planted link is refused and a FIFO cannot hang the daemon, and
-checked to be a regular file on the descriptor it reads (no check-then-open race).
+checked on the descriptor it reads (no check-then-open race) to be a regular file with one link
+(:func:`plain_file`): a hard link is another file's bytes under a memory name, so reading it would
+adopt or serve a file from anywhere on the disk. A ``limit`` is checked on the same descriptor
+before anything is read (:class:`FileTooLarge`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import NotRegularFile, PathError
+from memoryd.errors import FileTooLarge, NotRegularFile, PathError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
+
+
+def plain_file(st: os.stat_result) -> bool:
+    """A regular file that is its only name: what memoryd reads from a folder others can write."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def sha256(data: bytes) -> str:
@@ -63,9 +71,9 @@ def read_regular_with_mode(
 ) -> tuple[bytes, int] | None:
     """Bytes and permission bits of a regular file; ``None`` when it (or a parent) is absent.
 
-    Raises :class:`NotRegularFile` for a symlink, FIFO, socket, device or folder (or returns
-    ``None`` for them with ``skip_irregular``), and :class:`PathError` for a file over ``limit``
-    bytes or one that cannot be read.
+    Raises :class:`NotRegularFile` for a symlink, FIFO, socket, device, folder or hard-linked file
+    (or returns ``None`` for them with ``skip_irregular``), :class:`FileTooLarge` for a file over
+    ``limit`` bytes (before reading it), and :class:`PathError` for one that cannot be read.
     """
     try:
         return _read_regular(path, limit)
@@ -90,14 +98,16 @@ def _read_regular(path: Path | str, limit: int | None) -> tuple[bytes, int] | No
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(path, "is not a regular file")
+        if not plain_file(st):
+            raise NotRegularFile(path, f"is hard-linked ({st.st_nlink} names for one file)")
         if limit is not None and st.st_size > limit:
-            raise PathError(path, f"is larger than {limit} bytes")
+            raise FileTooLarge(path, st.st_size, limit)
         try:
             data = fh.read() if limit is None else fh.read(limit + 1)
         except OSError as exc:
             raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
     if limit is not None and len(data) > limit:
-        raise PathError(path, f"is larger than {limit} bytes")
+        raise FileTooLarge(path, len(data), limit)  # it grew while being read
     return data, stat.S_IMODE(st.st_mode)
 
 

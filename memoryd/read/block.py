@@ -15,8 +15,9 @@ Rules for the block:
   middle (:func:`memoryd.tokens.truncate_middle`), so both its head (profile, preferences) and its
   tail (the newest index lines) survive. Token counts of concatenated text are not strictly
   additive, so the result is re-checked and the summary share shrunk until the block fits.
-* **No block** when the summary is absent, blank, not a regular file, a symlink, or when the
-  memory folder itself is a symlink. memoryd never follows links in the memory folder.
+* **No block** when the summary is absent, blank, not a plain file (a symlink, a hard link, a
+  FIFO…), over its cap, or when the memory folder itself is a symlink. memoryd never follows
+  links in the memory folder.
 * **The ``v1`` line is dropped.** The consolidator must start the summary with a line that is
   exactly ``v1`` (a format marker memoryd checks after phase 2). It tells the user's agent nothing
   and would cost tokens on every request, so the first line is removed when it is exactly ``v1``
@@ -26,6 +27,9 @@ Rules for the block:
 * **Reference notes, fenced.** The summary sits between the template's begin/end lines. Runs of
   five or more ``=`` inside the summary are shortened, so no text in it can forge the end line
   and continue outside the fence as if memoryd had written it.
+* **Bounded, plain files.** A summary is read through
+  :func:`memoryd.workspace_audit.read_memory_file`: one over its cap, hard-linked or not regular
+  gives no text, before anything is read or tokenized.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
 :func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
@@ -67,6 +71,7 @@ from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET
 from memoryd.validated import ValidatedMemory
+from memoryd.workspace_audit import read_memory_file
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -110,12 +115,12 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
-def _summary_text(path: Path) -> str | None:
+def _summary_text(root: Path, rel: str) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
     try:
-        data = read_regular(path)  # never follows a link, never blocks on a FIFO
+        data = read_memory_file(root, rel)  # no link, no FIFO, nothing over its cap
     except PathError as exc:
-        log.warning("no memory block: %s", exc)
+        log.warning("no memory summary shown: %s", exc)
         return None
     if data is None:
         return None
@@ -138,7 +143,7 @@ def _project_summary(root: Path, key: str) -> str | None:
             return None
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _summary_text(folder / SUMMARY_FILE)
+    return _summary_text(root, f"{PROJECTS_DIR}/{key}/{SUMMARY_FILE}")
 
 
 def _project_section(key: str, text: str) -> str:
@@ -184,7 +189,7 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     if not _root_ok(root):
         return None
     validated = ValidatedMemory(paths)
-    summary = _summary_text(validated.summary_path)
+    summary = _summary_text(validated.root, SUMMARY_FILE)
     project = _project_summary(validated.root, key) if key else None
     if summary is None and project is None:
         return None
@@ -404,11 +409,12 @@ def _racy(inputs: dict[str, Any]) -> bool:
 
 def _content_hash(paths: Paths, keys: list[str]) -> str:
     """The bytes of every summary the blocks are rendered from."""
-    layers = ValidatedMemory(paths).root / PROJECTS_DIR
+    root = ValidatedMemory(paths).root
     digest = hashlib.sha256()
-    for path in [ValidatedMemory(paths).summary_path] + [layers / k / SUMMARY_FILE for k in keys]:
+    rels = [SUMMARY_FILE] + [f"{PROJECTS_DIR}/{k}/{SUMMARY_FILE}" for k in keys]
+    for rel in rels:
         try:
-            data = read_regular(path)
+            data = read_memory_file(root, rel)
         except PathError:
             data = None
         digest.update(b"-" if data is None else b"%d:" % len(data) + data)

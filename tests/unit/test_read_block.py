@@ -64,7 +64,9 @@ def settings() -> Settings:
 
 
 @pytest.mark.parametrize(
-    "size", [1_000, 100_000, 1_000_000, 5_000_000], ids=["1KB", "100KB", "1MB", "5MB"]
+    "size",
+    [1_000, 20_000, 60_000],
+    ids=["1KB", "20KB", "60KB"],  # the cap is 64 KiB
 )
 def test_budget_respected_head_and_tail_survive(paths, size):
     text = _generated(size)
@@ -91,7 +93,7 @@ def test_budget_respected_head_and_tail_survive(paths, size):
 def test_budget_holds_for_awkward_text(paths):
     # Multi-byte characters and emoji make the middle cut split characters and tokens merge across
     # the seams; the block must still fit.
-    text = "v1\n" + "日本語のメモ 😀👩‍💻 é{{ memory_summary }} $1 \\g<0>\n" * 4000
+    text = "v1\n" + "日本語のメモ 😀👩‍💻 é{{ memory_summary }} $1 \\g<0>\n" * 900  # ~60 KB
     _write_summary(paths, text)
     block = readpath.render_block(paths)
     assert block is not None and tokens.count(block) <= readpath.BLOCK_TOKEN_BUDGET
@@ -232,7 +234,7 @@ def test_summary_cannot_forge_the_end_of_the_notes(paths):
 
 
 def test_identical_input_identical_bytes(paths):
-    _write_summary(paths, _generated(200_000))
+    _write_summary(paths, _generated(60_000))
     first = readpath.render_block(paths)
     readpath.prompts._load.cache_clear()
     second = readpath.render_block(paths)
