@@ -471,11 +471,13 @@ def test_block_carries_base_path_markers_and_citation_format(paths):
         "skills/",
         "rollout_summaries/",
         "raw_memories.md",
-        "extensions/ad_hoc/notes/",
-        "memory_add_note",
+        "`memory_note`",  # the shim's tool
+        "`memory_add_note` over MCP",  # the MCP server's
+        "Never write or edit memory files",
         "commit messages",
     ):
         assert needle in block, needle
+    assert "extensions/ad_hoc/notes/" not in block  # writing note files directly skips every check
 
 
 def test_template_example_citation_parses():
