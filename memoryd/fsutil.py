@@ -66,6 +66,38 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
         raise PathError(path, f"write failed ({exc.strerror or exc})") from exc
 
 
+def create_once(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
+    """Create ``path`` with ``data`` unless it exists; returns whether this call created it.
+
+    The bytes are written and synced under a temp name, then hard-linked to ``path``, which fails
+    if anything is there: readers never see a partial file, and of two racing creators exactly
+    one wins (the other reads the winner's file). The temp name goes at once; a reader that came
+    in between sees two links and should look again.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise PathError(path.parent, f"cannot write here ({exc.strerror or exc})") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    except OSError as exc:
+        raise PathError(path, f"cannot create ({exc.strerror or exc})") from exc
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def read_regular_with_mode(
     path: Path | str, *, limit: int | None = None, skip_irregular: bool = False
 ) -> tuple[bytes, int] | None:
