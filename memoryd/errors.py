@@ -9,7 +9,10 @@ The tree::
     MemorydError
     ├── ConfigError                 bad config file, unknown key, out-of-range value
     ├── PathError                   a data folder that is a symlink, unwritable, or missing
-    │   └── NotRegularFile          a link, FIFO, device or folder where a file was expected
+    │   ├── NotRegularFile          a link, FIFO, device, folder or hard-linked file where a file
+    │   │                           was expected
+    │   └── FileTooLarge            a file over its size cap, refused before it is read (also a
+    │                               Refused, so the memory tools decline it like any other)
     ├── StoreError                  memory.db problems
     │   ├── StoreCorrupt            the file is not a SQLite database we can read
     │   └── SchemaTooNew            written by a newer memoryd; refused
@@ -77,7 +80,7 @@ class PathError(MemorydError):
 
 
 class NotRegularFile(PathError):
-    """Reads refuse these rather than follow a link or block on a FIFO."""
+    """Reads refuse these rather than follow a link, block on a FIFO or read another file."""
 
 
 class StoreError(MemorydError):
@@ -329,6 +332,20 @@ class Refused(ToolError):
     def __init__(self, message: str, *, reasons: list[str] | None = None) -> None:
         self.reasons = list(reasons or [])
         super().__init__(message)
+
+
+class FileTooLarge(PathError, Refused):
+    """A file over its cap (``cap`` bytes; ``size`` as ``fstat`` or the read found it).
+
+    Raised before the file is read whole, so an oversized memory file costs one ``fstat``, never
+    a read, a redaction pass or a tokenizer call. Also a :class:`Refused`: the memory tools skip
+    or decline it like any file they will not serve.
+    """
+
+    def __init__(self, path: object, size: int, cap: int) -> None:
+        self.size = size
+        self.cap = cap
+        PathError.__init__(self, path, f"is {size} bytes, over its cap of {cap} bytes")
 
 
 class InvalidArgument(ToolError, ValueError):

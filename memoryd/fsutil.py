@@ -8,7 +8,10 @@ a symlink planted at the target is replaced, not written through.
 Every file memoryd reads from a folder someone else can write (the memory folder, an imported
 agent's memory, its own state files) goes through :func:`read_regular`: opened with
 ``O_NOFOLLOW | O_NONBLOCK``, so a planted link is refused and a FIFO cannot hang the daemon, and
-checked to be a regular file on the descriptor it reads (no check-then-open race).
+checked on the descriptor it reads (no check-then-open race) to be a regular file with one link
+(:func:`plain_file`): a hard link is another file's bytes under a memory name, so reading it would
+adopt or serve a file from anywhere on the disk. A ``limit`` is checked on the same descriptor
+before anything is read (:class:`FileTooLarge`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import NotRegularFile, PathError
+from memoryd.errors import FileTooLarge, NotRegularFile, PathError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
+
+
+def plain_file(st: os.stat_result) -> bool:
+    """A regular file that is its only name: what memoryd reads from a folder others can write."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def sha256(data: bytes) -> str:
@@ -58,14 +66,46 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
         raise PathError(path, f"write failed ({exc.strerror or exc})") from exc
 
 
+def create_once(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
+    """Create ``path`` with ``data`` unless it exists; returns whether this call created it.
+
+    The bytes are written and synced under a temp name, then hard-linked to ``path``, which fails
+    if anything is there: readers never see a partial file, and of two racing creators exactly
+    one wins (the other reads the winner's file). The temp name goes at once; a reader that came
+    in between sees two links and should look again.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise PathError(path.parent, f"cannot write here ({exc.strerror or exc})") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    except OSError as exc:
+        raise PathError(path, f"cannot create ({exc.strerror or exc})") from exc
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def read_regular_with_mode(
     path: Path | str, *, limit: int | None = None, skip_irregular: bool = False
 ) -> tuple[bytes, int] | None:
     """Bytes and permission bits of a regular file; ``None`` when it (or a parent) is absent.
 
-    Raises :class:`NotRegularFile` for a symlink, FIFO, socket, device or folder (or returns
-    ``None`` for them with ``skip_irregular``), and :class:`PathError` for a file over ``limit``
-    bytes or one that cannot be read.
+    Raises :class:`NotRegularFile` for a symlink, FIFO, socket, device, folder or hard-linked file
+    (or returns ``None`` for them with ``skip_irregular``), :class:`FileTooLarge` for a file over
+    ``limit`` bytes (before reading it), and :class:`PathError` for one that cannot be read.
     """
     try:
         return _read_regular(path, limit)
@@ -90,14 +130,16 @@ def _read_regular(path: Path | str, limit: int | None) -> tuple[bytes, int] | No
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(path, "is not a regular file")
+        if not plain_file(st):
+            raise NotRegularFile(path, f"is hard-linked ({st.st_nlink} names for one file)")
         if limit is not None and st.st_size > limit:
-            raise PathError(path, f"is larger than {limit} bytes")
+            raise FileTooLarge(path, st.st_size, limit)
         try:
             data = fh.read() if limit is None else fh.read(limit + 1)
         except OSError as exc:
             raise PathError(path, f"cannot read ({exc.strerror or exc})") from exc
     if limit is not None and len(data) > limit:
-        raise PathError(path, f"is larger than {limit} bytes")
+        raise FileTooLarge(path, len(data), limit)  # it grew while being read
     return data, stat.S_IMODE(st.st_mode)
 
 

@@ -92,6 +92,11 @@ class Paths:
         return self.state_dir / "readpath" / "block.md"
 
     @property
+    def fence_token(self) -> Path:
+        """The per-install secret on the block's fence lines (mode 0600; memory text never has it)."""
+        return self.state_dir / "readpath" / "fence.token"
+
+    @property
     def readpath_projects(self) -> Path:
         """One block per project (``<key>.md``): the global layer plus that project's layer."""
         return self.state_dir / "readpath" / "projects"

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoryd.fsutil import lstat_or_none, read_regular_with_mode
+from memoryd.fsutil import lstat_or_none
 from memoryd.layout import (
     MEMORY_FILE,
     PROJECT_FILE,
@@ -22,10 +22,10 @@ from memoryd.layout import (
     RAW_MEMORIES_FILE,
     SUMMARIES_DIR,
     SUMMARY_FILE,
-    SUMMARY_VERSION,
     is_tracked,
 )
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
+from memoryd.workspace_audit import owned_file_problem, version_problems
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,9 @@ class ProjectFolders:
                 problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE}, no notes)")
             for fname in (SUMMARY_FILE, MEMORY_FILE):
                 fst = lstat_or_none(self.root / rel / fname)
-                if fst is not None and not stat.S_ISREG(fst.st_mode):
-                    problems.append(f"{rel}/{fname} is not a regular file")
-            got = read_regular_with_mode(self.root / rel / SUMMARY_FILE)
-            if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
-                problems.append(
-                    f"the first line of {rel}/{SUMMARY_FILE} must be exactly "
-                    f"{SUMMARY_VERSION.decode()!r}"
-                )
+                problem = owned_file_problem(f"{rel}/{fname}", fst)
+                if problem:
+                    problems.append(problem)
+                elif fst is not None and fname == SUMMARY_FILE:
+                    problems += version_problems(self.root, f"{rel}/{fname}")
         return problems

@@ -45,6 +45,17 @@ DIFF_CONTEXT_LINES = 3
 DIFF_JOIN_BLOCKS = 2  # equal blocks between two changes that are line-diffed with them
 DIFF_SYNC_WINDOW_BYTES = 8192  # first window searched for where two files line up again
 
+# -- memory files the consolidator writes (checked by size before anything reads them) -------
+# A summary is shown within BLOCK_TOKEN_BUDGET (~10 KB of English, ~20 KB of CJK); 64 KiB leaves
+# room for one written a little over budget and refuses the rest, such as a 50 MB summary that
+# cost a pass a minute of redaction and tokenizing (issue 22). Global and project layers alike.
+SUMMARY_MAX_BYTES = 64 * 1024
+# MEMORY.md (global or a project's) is never injected whole: it is grepped and read in windows.
+# 1 MiB is ~250 K tokens, more than a consolidator can read and edit in one context.
+MEMORY_MAX_BYTES = 1024 * 1024
+# Each file under skills/: a procedure an agent reads whole when it uses it, so a few pages.
+SKILL_MAX_BYTES = 256 * 1024
+
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
 SPOOL_SETTLE_S = 0.02  # a claimed citation spool waits this long for a late append

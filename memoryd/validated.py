@@ -11,6 +11,9 @@ The copy mirrors the folder's layout (``<state>/validated/memory_summary.md`` â€
 replaced atomically and stale ones are removed afterwards, so the summary is never missing while
 the copy moves; a crash in between leaves a mix of two validated states, never an unvalidated one.
 This module only reads and writes the copy; it is shared by the read and the write side.
+
+The copy is read like the folder (:func:`memoryd.workspace_audit.read_memory_file`): a file in it
+that is hard-linked, not regular or over its kind's cap is skipped, whoever put it there.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import stat
 from pathlib import Path
 
 from memoryd.errors import PathError
-from memoryd.fsutil import atomic_write, read_regular, remove_empty_parents
+from memoryd.fsutil import atomic_write, remove_empty_parents
 from memoryd.paths import Paths
+from memoryd.workspace_audit import read_memory_file
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,7 @@ class ValidatedMemory:
     def summary(self) -> bytes | None:
         """Bytes of the validated ``memory_summary.md``; ``None`` when there is none."""
         try:
-            return read_regular(self.summary_path)
+            return read_memory_file(self.root, SUMMARY_FILE)
         except PathError as exc:
             log.warning("validated memory: %s", exc)
             return None
@@ -58,14 +62,18 @@ class ValidatedMemory:
         if not self.recorded():
             return None
         out: dict[str, bytes] = {}
-        for rel, path in self._walk():
-            data = read_regular(path)
+        for rel in self._walk():
+            try:
+                data = read_memory_file(self.root, rel)
+            except PathError as exc:
+                log.warning("validated memory: skipping %s", exc)
+                continue
             if data is not None:
                 out[rel] = data
         return out
 
-    def _walk(self) -> list[tuple[str, Path]]:
-        found: list[tuple[str, Path]] = []
+    def _walk(self) -> list[str]:
+        found: list[str] = []
         stack = [(self.root, "")]
         while stack:
             folder, rel = stack.pop()
@@ -81,7 +89,7 @@ class ValidatedMemory:
                 if stat.S_ISDIR(st.st_mode):
                     stack.append((Path(entry.path), f"{rel}{entry.name}/"))
                 elif stat.S_ISREG(st.st_mode):
-                    found.append((f"{rel}{entry.name}", Path(entry.path)))
+                    found.append(f"{rel}{entry.name}")
         return sorted(found)
 
     def record(self, files: dict[str, bytes], *, source: str) -> bool:

@@ -46,8 +46,8 @@ from pathlib import Path
 
 from memoryd import workspace_audit as audit
 from memoryd.clock import DAY, Clock
-from memoryd.errors import PathError
-from memoryd.fsutil import lstat_or_none, read_regular_with_mode
+from memoryd.errors import FileTooLarge, NotRegularFile, PathError
+from memoryd.fsutil import lstat_or_none
 from memoryd.layout import (
     AD_HOC_INSTRUCTIONS,
     AD_HOC_NOTES,
@@ -347,14 +347,18 @@ class Workspace(MemoryFolder, ProjectFolders):
             os.unlink(path)
 
     def summary_text(self) -> str | None:
-        """Text of ``memory_summary.md`` for the read path; ``None`` when absent, not regular, or blank.
+        """Text of ``memory_summary.md``; ``None`` when absent, not plain, over its cap, or blank.
 
         The text is returned even without the ``v1`` line; :meth:`validate` is the gate for that.
         """
-        got = read_regular_with_mode(self._path(SUMMARY_FILE), skip_irregular=True)
-        if got is None:
+        self._path(SUMMARY_FILE)  # a symlinked root raises here, as everywhere in the folder
+        try:
+            data = audit.read_memory_file(self.root, SUMMARY_FILE)
+        except (NotRegularFile, FileTooLarge):
             return None
-        text = got[0].decode("utf-8", errors="replace")
+        if data is None:
+            return None
+        text = data.decode("utf-8", errors="replace")
         return text if text.strip() else None
 
 

@@ -5,6 +5,12 @@ tracked entry is snapshotted before and put back afterwards, so the user's notes
 inputs survive whatever the agent did. Validation then decides whether its own files are good
 enough for phase 2 to count the run as done. Split out of :mod:`memoryd.workspace`, which
 delegates to these functions; they work on any :class:`~memoryd.memory_folder.MemoryFolder`.
+
+Validation judges every agent-owned file by its ``lstat`` first (:func:`owned_file_problem`: a
+regular file with one link, within its kind's cap, :func:`memory_file_cap`), so a planted 50 MB
+summary or a hard link to a file elsewhere costs one ``lstat`` and never becomes memory. Whoever
+reads an agent-owned file whole afterwards (the validated copy, the block, the scrub) goes
+through :func:`read_memory_file`, which checks the same on the descriptor it reads.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ import os
 import shutil
 import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from memoryd.errors import PathError
-from memoryd.fsutil import lstat_or_none, read_regular_with_mode
+from memoryd.errors import FileTooLarge, NotRegularFile, PathError
+from memoryd.fsutil import lstat_or_none, read_regular, read_regular_with_mode
 from memoryd.layout import (
     MEMORY_FILE,
     SKILLS_DIR,
@@ -27,6 +34,7 @@ from memoryd.layout import (
 )
 from memoryd.memory_folder import MemoryFolder
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
+from memoryd.tuning import MEMORY_MAX_BYTES, SKILL_MAX_BYTES, SUMMARY_MAX_BYTES
 
 __all__ = [
     "AGENT_OWNED",
@@ -34,10 +42,14 @@ __all__ = [
     "Snapshot",
     "holds_agent_owned",
     "is_agent_owned",
+    "memory_file_cap",
+    "owned_file_problem",
+    "read_memory_file",
     "restore_protected",
     "with_user_writes",
     "snapshot_protected",
     "validate_root_files",
+    "version_problems",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,6 +84,48 @@ def is_agent_owned(relpath: str) -> bool:
         elif _segments_match(owned.split("/"), parts):
             return True
     return False
+
+
+_OWNED_TOPS = frozenset({MEMORY_FILE, SUMMARY_FILE, SKILLS_DIR, PROJECTS_DIR})
+
+
+def memory_file_cap(relpath: str) -> int | None:
+    """The size cap of an agent-owned file (see ``tuning.py`` for why each); ``None`` for others.
+
+    Called for every file a memory tool walks, so anything outside the agent's top-level names is
+    answered by one set lookup.
+    """
+    parts = path_parts(relpath)
+    if not parts or parts[0] not in _OWNED_TOPS or not is_agent_owned(relpath):
+        return None
+    if parts[0] == SKILLS_DIR:
+        return SKILL_MAX_BYTES
+    return SUMMARY_MAX_BYTES if parts[-1] == SUMMARY_FILE else MEMORY_MAX_BYTES
+
+
+def owned_file_problem(relpath: str, st: os.stat_result | None) -> str | None:
+    """Why the agent-owned entry ``relpath`` (its ``lstat``) cannot be memory; ``None`` when it can
+    or is absent. Nothing is read: a file is judged by its type, link count and size."""
+    if st is None:
+        return None
+    problem: PathError | None = None
+    cap = memory_file_cap(relpath)
+    if not stat.S_ISREG(st.st_mode):
+        problem = NotRegularFile(relpath, "is not a regular file")
+    elif st.st_nlink != 1:
+        problem = NotRegularFile(relpath, f"is hard-linked ({st.st_nlink} names for one file)")
+    elif cap is not None and st.st_size > cap:
+        problem = FileTooLarge(relpath, st.st_size, cap)
+    return None if problem is None else f"{problem.path} {problem.problem}"
+
+
+def read_memory_file(root: Path, relpath: str) -> bytes | None:
+    """Bytes of ``root/relpath`` (a memory folder or the validated copy), ``None`` when absent.
+
+    Raises :class:`NotRegularFile` for a link or special file and :class:`FileTooLarge` over the
+    file's cap, both before anything is read.
+    """
+    return read_regular(root / relpath, limit=memory_file_cap(relpath))
 
 
 def holds_agent_owned(relpath: str) -> bool:
@@ -225,14 +279,28 @@ def validate_root_files(folder: MemoryFolder) -> list[str]:
         problems.append(f"symlinks are not allowed (removed: {', '.join(links)})")
     for name in (MEMORY_FILE, SUMMARY_FILE):
         st = lstat_or_none(folder.root / name)
-        if st is None or not stat.S_ISREG(st.st_mode):
-            problems.append(f"{name} is {'missing' if st is None else 'not a regular file'}")
-    got = read_regular_with_mode(folder.root / SUMMARY_FILE, skip_irregular=True)
-    if got is not None and got[0].split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
-        problems.append(
-            f"the first line of {SUMMARY_FILE} must be exactly {SUMMARY_VERSION.decode()!r}"
-        )
+        problem = f"{name} is missing" if st is None else owned_file_problem(name, st)
+        if problem:
+            problems.append(problem)
+        elif name == SUMMARY_FILE:
+            problems += version_problems(folder.root, name)
     st = lstat_or_none(folder.root / SKILLS_DIR)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         problems.append(f"{SKILLS_DIR}/ is not a directory")
+    elif st is not None:
+        for relpath, found in folder._walk(SKILLS_DIR):
+            problem = None if stat.S_ISDIR(found.st_mode) else owned_file_problem(relpath, found)
+            if problem:
+                problems.append(problem)
     return problems
+
+
+def version_problems(root: Path, relpath: str) -> list[str]:
+    """A summary that passed :func:`owned_file_problem` must start with the ``v1`` line."""
+    try:
+        data = read_memory_file(root, relpath)
+    except PathError as exc:  # changed since its lstat
+        return [str(exc)]
+    if data is not None and data.split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
+        return [f"the first line of {relpath} must be exactly {SUMMARY_VERSION.decode()!r}"]
+    return []

@@ -11,32 +11,39 @@ Rules for the block:
 
 * **Budget.** The *whole* rendered block, instructions and summary, stays within
   :data:`BLOCK_TOKEN_BUDGET` tokens (:func:`memoryd.tokens.count`). The instruction overhead is
-  measured by rendering with an empty summary; the summary gets what is left and is cut out of the
-  middle (:func:`memoryd.tokens.truncate_middle`), so both its head (profile, preferences) and its
-  tail (the newest index lines) survive. Token counts of concatenated text are not strictly
-  additive, so the result is re-checked and the summary share shrunk until the block fits.
-* **No block** when the summary is absent, blank, not a regular file, a symlink, or when the
-  memory folder itself is a symlink. memoryd never follows links in the memory folder.
+  measured by rendering with an empty summary (and the real fence lines, token included); the
+  summary gets what is left and is cut out of the middle (:func:`memoryd.tokens.truncate_middle`),
+  so both its head (profile, preferences) and its tail (the newest index lines) survive. Token
+  counts of concatenated text are not strictly additive, so the result is re-checked and the
+  summary share shrunk until the block fits.
+* **No block** when the summary is absent, blank, not a plain file (a symlink, a hard link, a
+  FIFO…), over its cap, or when the memory folder itself is a symlink. memoryd never follows
+  links in the memory folder.
 * **The ``v1`` line is dropped.** The consolidator must start the summary with a line that is
   exactly ``v1`` (a format marker memoryd checks after phase 2). It tells the user's agent nothing
   and would cost tokens on every request, so the first line is removed when it is exactly ``v1``
   (a trailing ``\\r`` tolerated); a summary without it is shown as is. Leading and trailing blank
   space is trimmed too. Line numbers in citations come from the agent's own read/grep of the file,
   never from the injected copy, so the shift does not matter.
-* **Reference notes, fenced.** The summary sits between the template's begin/end lines. Runs of
-  five or more ``=`` inside the summary are shortened, so no text in it can forge the end line
-  and continue outside the fence as if memoryd had written it.
+* **Reference notes, fenced.** The summaries sit between the template's begin/end lines, which
+  carry this install's fence token; summary text is normalised, loses the token and every line
+  that could pass for a fence line (:mod:`memoryd.read.fence`), so no text in it can close the
+  fence and continue outside it as if memoryd had written it.
+* **Bounded, plain files.** A summary is read through
+  :func:`memoryd.workspace_audit.read_memory_file`: one over its cap, hard-linked or not regular
+  gives no text, before anything is read or tokenized.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
 :func:`sync_block` is called after every phase 2 and on every daemon tick (to pick up hand edits
 of the summary). Its no-change path must be nearly free, so it keeps a sidecar stamp
 (``block.md.stamp``, JSON) recording the ``lstat`` of the summary, of the memory folder and of the
-template, the inputs hash, and the ``lstat`` of the block it wrote. When all of them still match,
-nothing is read or tokenized. When any differs the block is rendered again, but the file is only
-rewritten when its bytes change, so its mtime moves only on a real change (the shim can key a
-cache on it). The "no block" state is stamped as well. :mod:`memoryd.prompts` caches template text
-per process, so the template's entry in the stamp matters across restarts (an upgrade re-renders
-even though the summary did not move), not within one run.
+template, the inputs hash (the fence token included, read once per process), and the ``lstat``
+of the block it wrote. When all of them still match, nothing is read or tokenized. When any
+differs the block is rendered again, but the file is only rewritten when its bytes change, so its
+mtime moves only on a real change (the shim can key a cache on it); it is written mode 0600,
+since it carries the fence token. The "no block" state is stamped as well. :mod:`memoryd.prompts`
+caches template text per process, so the template's entry in the stamp matters across restarts
+(an upgrade re-renders even though the summary did not move), not within one run.
 
 Racy stamps: a file rewritten in place within one timestamp tick, keeping its size and inode,
 would look unchanged. Like git's racy-index rule, metadata alone is not trusted while a summary's
@@ -52,7 +59,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
 import time
 from pathlib import Path
@@ -62,11 +68,13 @@ from memoryd import prompts, tokens
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths, templates_dir
+from memoryd.read import fence
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET
 from memoryd.validated import ValidatedMemory
+from memoryd.workspace_audit import read_memory_file
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -84,16 +92,15 @@ log = logging.getLogger(__name__)
 TEMPLATE = "read_path.md"
 SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
-SUMMARY_BEGIN = "===== BEGIN MEMORY SUMMARY ====="
-SUMMARY_END = "===== END MEMORY SUMMARY ====="
+SUMMARY_BEGIN = fence.BEGIN_LINE  # "{token}" is this install's fence token
+SUMMARY_END = fence.END_LINE
 PROJECT_HEADING = "## This project (other projects' folders are not yours): projects/"
 NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
-STAMP_VERSION = 3
+STAMP_VERSION = 4
 RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
-_FENCE_RUN = re.compile(r"={5,}")
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -110,12 +117,12 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
-def _summary_text(path: Path) -> str | None:
+def _summary_text(root: Path, rel: str, token: str) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
     try:
-        data = read_regular(path)  # never follows a link, never blocks on a FIFO
+        data = read_memory_file(root, rel)  # no link, no FIFO, nothing over its cap
     except PathError as exc:
-        log.warning("no memory block: %s", exc)
+        log.warning("no memory summary shown: %s", exc)
         return None
     if data is None:
         return None
@@ -123,12 +130,12 @@ def _summary_text(path: Path) -> str | None:
     first, sep, rest = text.partition("\n")
     if first.rstrip("\r") == VERSION_LINE:
         text = rest if sep else ""
-    text = redact(text).strip()  # hand edits and model output alike: nothing secret is injected
-    text = _FENCE_RUN.sub("=", text)
+    # Hand edits and model output alike: nothing secret is injected, nothing forges the fence.
+    text = fence.neutralise(redact(fence.normalise(text)), token).strip()
     return text or None
 
 
-def _project_summary(root: Path, key: str) -> str | None:
+def _project_summary(root: Path, key: str, token: str) -> str | None:
     """A project's validated layer (``root`` is the validated copy), only from real folders."""
     folder = root / PROJECTS_DIR / key
     try:
@@ -138,7 +145,7 @@ def _project_summary(root: Path, key: str) -> str | None:
             return None
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _summary_text(folder / SUMMARY_FILE)
+    return _summary_text(root, f"{PROJECTS_DIR}/{key}/{SUMMARY_FILE}", token)
 
 
 def _project_section(key: str, text: str) -> str:
@@ -147,9 +154,13 @@ def _project_section(key: str, text: str) -> str:
     return f"\n\n{PROJECT_HEADING}{key}/\n{text}"
 
 
-def _render(base_path: str, summary: str, project: str = "") -> str:
+def _render(base_path: str, token: str, summary: str, project: str = "") -> str:
     return prompts.render(
-        TEMPLATE, base_path=base_path, memory_summary=summary, project_memory=project
+        TEMPLATE,
+        base_path=base_path,
+        fence_token=token,
+        memory_summary=summary,
+        project_memory=project,
     )
 
 
@@ -159,7 +170,8 @@ def summary_token_budget(paths: Paths) -> int:
     The global summary and a project's summary share this budget in one block; the consolidator
     is told the figure and that the two together should stay within it.
     """
-    return max(BLOCK_TOKEN_BUDGET - tokens.count(_render(str(paths.memories), "")), 0)
+    overhead = tokens.count(_render(str(paths.memories), fence.fence_token(paths), ""))
+    return max(BLOCK_TOKEN_BUDGET - overhead, 0)
 
 
 def _split(global_tokens: int, project_tokens: int, budget: int) -> tuple[int, int]:
@@ -184,14 +196,15 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     if not _root_ok(root):
         return None
     validated = ValidatedMemory(paths)
-    summary = _summary_text(validated.summary_path)
-    project = _project_summary(validated.root, key) if key else None
+    token = fence.fence_token(paths)
+    summary = _summary_text(validated.root, SUMMARY_FILE, token)
+    project = _project_summary(validated.root, key, token) if key else None
     if summary is None and project is None:
         return None
     base = str(root)
     shown = summary if summary is not None else NO_GLOBAL
     wrapper = _project_section(key, "") if key and project is not None else ""
-    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, "", wrapper))
+    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, token, "", wrapper))
     if budget <= 0:
         log.warning(
             "read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET
@@ -200,14 +213,16 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     g_tokens = tokens.count(shown)
     p_tokens = tokens.count(project) if project is not None else 0
 
+    def cut(text: str, share: int) -> str:
+        # A cut can start a line half way through one: judge the lines it leaves again.
+        return fence.neutralise(tokens.truncate_middle(text, share), token)
+
     def build(total: int) -> str:
         g_share, p_share = _split(g_tokens, p_tokens, total)
-        text = tokens.truncate_middle(shown, g_share)
+        text = cut(shown, g_share)
         if key and project is not None:
-            return _render(
-                base, text, _project_section(key, tokens.truncate_middle(project, p_share))
-            )
-        return _render(base, text)
+            return _render(base, token, text, _project_section(key, cut(project, p_share)))
+        return _render(base, token, text)
 
     block = build(budget)
     for _ in range(_MAX_FIT_ROUNDS):
@@ -251,6 +266,7 @@ def _inputs_hash(paths: Paths, settings: Settings) -> str:
         "base_path": str(paths.memories),
         "use_memories": settings.use_memories,
         "template_path": str(templates_dir() / TEMPLATE),
+        "fence": fence.fence_token(paths),  # cached: no file read on the no-change path
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -344,7 +360,7 @@ def _put(target: Path, block: str | None, paths: Paths, *, keep: bool = False) -
     data = block.encode("utf-8")
     if _current_bytes(target) == data:
         return False
-    atomic_write(target, data)
+    atomic_write(target, data, mode=0o600)  # it carries the fence token
     return True
 
 
@@ -404,11 +420,12 @@ def _racy(inputs: dict[str, Any]) -> bool:
 
 def _content_hash(paths: Paths, keys: list[str]) -> str:
     """The bytes of every summary the blocks are rendered from."""
-    layers = ValidatedMemory(paths).root / PROJECTS_DIR
+    root = ValidatedMemory(paths).root
     digest = hashlib.sha256()
-    for path in [ValidatedMemory(paths).summary_path] + [layers / k / SUMMARY_FILE for k in keys]:
+    rels = [SUMMARY_FILE] + [f"{PROJECTS_DIR}/{k}/{SUMMARY_FILE}" for k in keys]
+    for rel in rels:
         try:
-            data = read_regular(path)
+            data = read_memory_file(root, rel)
         except PathError:
             data = None
         digest.update(b"-" if data is None else b"%d:" % len(data) + data)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from memoryd.errors import InvalidArgument
 from memoryd.tools.common import Result, check_int
-from memoryd.tools.guard import entries, open_path, split_path
+from memoryd.tools.guard import entries, open_path, servable, split_path
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import LIST_MAX_RESULTS, READ_MAX_BYTES
 
@@ -100,17 +100,17 @@ def _listing(node_fd: int, rel: str, max_results: int, scope: Scope = ALL) -> Li
     found: list[ListEntry] = []
     visible = 0
     for name, st in entries(node_fd, at_root=not rel):
-        if not scope.allows(f"{rel}/{name}" if rel else name):
+        path = f"{rel}/{name}" if rel else name
+        if not scope.allows(path):
             continue  # another project's folder: not even its name
         if stat.S_ISDIR(st.st_mode):
             kind: Literal["d", "f"] = "d"
-        elif stat.S_ISREG(st.st_mode):
+        elif servable(path, st):
             kind = "f"
         else:
-            continue  # links and special files are skipped
+            continue  # links, special files, hard links and oversized files are skipped
         visible += 1
         if len(found) < max_results:
-            path = f"{rel}/{name}" if rel else name
             found.append(ListEntry(path, kind, st.st_size if kind == "f" else None))
     return ListResult(path=rel, entries=found, total=visible, truncated=visible - len(found))
 

@@ -11,6 +11,10 @@ The tools take paths from a model, so a path is hostile until proven otherwise:
   directory's file descriptor* with ``O_NOFOLLOW``, and compares the opened descriptor's
   ``fstat`` with the ``lstat`` taken just before (same device, inode and type). A link swapped in
   after validation fails the open (``ELOOP``) or the comparison, and the tool refuses.
+* A file is served only while it is its only name (:func:`memoryd.fsutil.plain_file`, checked
+  on the opened descriptor): a hard link in the folder is another file's bytes, wherever that
+  file lives. Walks and listings skip such files, and files over their kind's cap
+  (:func:`memoryd.workspace_audit.memory_file_cap`), as they skip special files.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.errors import FileTooLarge, InvalidArgument, NotFound, Refused
+from memoryd.fsutil import plain_file
 from memoryd.tuning import TOOL_FILE_MAX_BYTES, TOOL_MAX_DEPTH
 from memoryd.workspace import DIFF_FILE
+from memoryd.workspace_audit import memory_file_cap
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -106,7 +112,10 @@ def _open_checked(
             ) from exc
         raise Refused(f"{shown}: cannot open ({exc.strerror or exc})") from exc
     try:
-        return fd, _same(fd, st, shown)
+        got = _same(fd, st, shown)
+        if not stat.S_ISDIR(got.st_mode) and not plain_file(got):
+            raise Refused(f"{shown}: is hard-linked; memory tools never read a file with two names")
+        return fd, got
     except BaseException:
         os.close(fd)
         raise
@@ -196,11 +205,20 @@ def open_path(root: Path, relpath: str | None) -> Iterator[Opened]:
             os.close(fd)
 
 
+def file_cap(rel: str) -> int:
+    """The most a tool reads of ``rel``: an agent-owned file's cap, else the tools' own."""
+    return memory_file_cap(rel) or TOOL_FILE_MAX_BYTES
+
+
+def servable(rel: str, st: os.stat_result) -> bool:
+    """Whether a walk offers this entry as a file: one name, within its cap (judged by lstat)."""
+    return plain_file(st) and st.st_size <= file_cap(rel)
+
+
 def read_fd(fd: int, st: os.stat_result, shown: str) -> bytes:
-    if st.st_size > TOOL_FILE_MAX_BYTES:
-        raise Refused(
-            f"{shown}: is {st.st_size} bytes; memory tools read files up to {TOOL_FILE_MAX_BYTES} bytes"
-        )
+    cap = file_cap(shown)
+    if st.st_size > cap:
+        raise FileTooLarge(shown, st.st_size, cap)
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -208,8 +226,8 @@ def read_fd(fd: int, st: os.stat_result, shown: str) -> bytes:
         if not block:
             break
         total += len(block)
-        if total > TOOL_FILE_MAX_BYTES:
-            raise Refused(f"{shown}: grew past {TOOL_FILE_MAX_BYTES} bytes while being read")
+        if total > cap:
+            raise FileTooLarge(shown, total, cap)  # it grew while being read
         chunks.append(block)
     return b"".join(chunks)
 
@@ -261,7 +279,7 @@ class WalkEntry:
 def _walk(dir_fd: int, prefix: str, depth: int, *, files_only: bool) -> Iterator[WalkEntry]:
     for name, st in entries(dir_fd, at_root=not prefix):
         rel = f"{prefix}/{name}" if prefix else name
-        if stat.S_ISREG(st.st_mode):
+        if servable(rel, st):
             yield WalkEntry(rel, st, dir_fd, name)
         elif stat.S_ISDIR(st.st_mode):
             if not files_only:

@@ -41,7 +41,7 @@ from memoryd.errors import (
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.extensions.common import EXTENSIONS_DIR
-from memoryd.fsutil import atomic_write, read_regular
+from memoryd.fsutil import atomic_write
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.permissions import consolidator_rules
@@ -54,7 +54,7 @@ from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace
-from memoryd.workspace_audit import with_user_writes
+from memoryd.workspace_audit import read_memory_file, with_user_writes
 from memoryd.write import review, rollback
 from memoryd.write.baseline_proc import open_baseline
 from memoryd.write.confine import planted_parent_config, sweep
@@ -222,8 +222,8 @@ def redact_agent_files(root: Path) -> list[str]:
     if skills.is_dir() and not skills.is_symlink():
         candidates += sorted(p for p in skills.rglob("*") if p.is_file() and not p.is_symlink())
     for path in candidates:
-        try:
-            raw = read_regular(path)
+        try:  # over its cap it is never read here: validation refuses the run instead
+            raw = read_memory_file(root, path.relative_to(root).as_posix())
         except PathError:
             continue
         if raw is None:

@@ -42,6 +42,7 @@ SAMPLES: dict[str, dict[str, str]] = {
     },
     "read_path.md": {
         "base_path": r"/home/dev/.local/share/memoryd/memories $HOME \1",
+        "fence_token": "01234567890123456789",
         "memory_summary": "## User profile\nQuotes {{ base_path }} and $1 \\g<0> verbatim.",
         "project_memory": "\n\n## This project (memory folder: projects/app-0a1b2c3d/)\n$1 {{ base_path }}",
     },
