@@ -23,6 +23,7 @@ input; rules whose hint substrings are absent from the text are skipped.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from functools import partial
@@ -158,8 +159,38 @@ def _run(steps: _Steps, text: str, folded: str, families: dict[str, None]) -> st
     return text
 
 
-def _redact(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
+# A JSON string literal that holds escapes: tool input as opencode stores it (a bash command, a
+# file an agent wrote) is JSON, and a rule written for the plain text would see \" and \n there.
+_JSON_STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.){8,})"')
+_MAX_JSON_DEPTH = 3
+
+
+def _json_strings(text: str, p: _Pipeline, depth: int, families: dict[str, None]) -> str:
+    """Each escaped JSON string in ``text`` decoded, redacted as plain text, and encoded again."""
+
+    def repl(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if re.fullmatch(r"[\w.\-/]*", body):
+            return m.group()  # a word, a name, a path: nothing a rule could see
+        try:
+            decoded = json.loads(m.group())
+        except ValueError:
+            return m.group()
+        if not isinstance(decoded, str):
+            return m.group()
+        clean, found = _redact(decoded, p, depth + 1)
+        if clean == decoded:
+            return m.group()
+        families.update(dict.fromkeys(found))
+        return json.dumps(clean, ensure_ascii="\\u" in body)
+
+    return _JSON_STRING_RE.sub(repl, text)
+
+
+def _redact(text: str, p: _Pipeline = _DEFAULT, depth: int = 0) -> tuple[str, list[str]]:
     families: dict[str, None] = {}
+    if depth < _MAX_JSON_DEPTH and ('\\"' in text or '": "' in text or '":"' in text):
+        text = _json_strings(text, p, depth, families)
     folded = text.lower()
     text = _run(p.head, text, folded, families)
     if _TOKEN_RUN_RE.search(text) is not None:

@@ -210,7 +210,7 @@ _PROSE_RE = re.compile(
 
 def _prose(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
-    for m in _PROSE_RE.finditer(text):
+    for m in (m for a, b in windows(text, _PROSE_WORDS) for m in _PROSE_RE.finditer(text, a, b)):
         value = m.group("s").rstrip(".,;:?)")
         if plain(value, bare=True) or "://" in value or named_with_hash(value):
             continue

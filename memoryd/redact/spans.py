@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from memoryd.redact.tokens import REDACTED
 
@@ -98,6 +99,7 @@ def line_end(text: str, i: int, reach: int = 400) -> int:
     return stop.start() if stop is not None else min(len(text), i + reach)
 
 
+@lru_cache(maxsize=16)
 def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int, int]]:
     """The lines (and ``lines`` more after each) holding one of ``words`` (lower-case), merged.
 
@@ -123,7 +125,7 @@ def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int
             out[-1] = (out[-1][0], max(b, out[-1][1]))
         else:
             out.append((a, b))
-    return out
+    return out  # callers must not change it: it is cached for the rules that share the words
 
 
 def near(

@@ -1,0 +1,121 @@
+"""The detector by kind: the blind corpora (written without the detector's code), JSON-escaped
+tool payloads, and the leave-one-family-out switch bench/redact.py reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memoryd.redact import RULE_FAMILIES, find_secrets, redact, redactor
+from tests.unit.redact_corpora import Labelled, Ordinary, corpora
+
+CORPORA = corpora()
+BLIND = [s for name, (secrets, _) in CORPORA.items() if name != "house" for s in secrets]
+BLIND_HAM = [h for name, (_, ham) in CORPORA.items() if name != "house" for h in ham]
+
+
+def test_the_blind_corpora_are_big_enough() -> None:
+    for name in ("blind-a", "blind-b"):
+        secrets, ham = CORPORA[name]
+        assert len(secrets) >= 150 and len({s.fmt for s in secrets}) >= 60
+        assert len(ham) >= 150
+        assert all(s.secret in s.text for s in secrets)
+
+
+@pytest.mark.parametrize("sample", BLIND, ids=[f"{s.corpus}-{s.fmt}" for s in BLIND])
+def test_blind_secret_is_redacted(sample: Labelled) -> None:
+    out = redact(sample.text)
+    assert sample.secret not in out
+    assert find_secrets(sample.text), "note refusal and the push scan use find_secrets"
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize("sample", BLIND, ids=[f"{s.corpus}-{s.fmt}" for s in BLIND])
+def test_blind_secret_inside_a_tool_payload_is_redacted(sample: Labelled) -> None:
+    """Tool input reaches the redactor as JSON (a bash command, a file the agent wrote)."""
+    wrapped = json.dumps({"command": sample.text, "description": "run it"})
+    out = redact(wrapped)
+    assert json.loads(out)["description"] == "run it"
+    assert json.dumps(sample.secret)[1:-1] not in out
+
+
+@pytest.mark.parametrize(
+    "line", BLIND_HAM, ids=[f"{h.corpus}-{h.family}-{i}" for i, h in enumerate(BLIND_HAM)]
+)
+def test_blind_ordinary_line_is_unchanged(line: Ordinary) -> None:
+    assert redact(line.text) == line.text
+    assert find_secrets(line.text) == []
+
+
+def test_blind_ordinary_lines_inside_tool_payloads_stay_within_one_percent() -> None:
+    wrapped = [json.dumps({"output": h.text}) for h in BLIND_HAM]
+    altered = [w for w in wrapped if redact(w) != w]
+    assert len(altered) * 100 <= len(wrapped), altered
+
+
+def test_a_secret_two_json_levels_deep_is_redacted() -> None:
+    command = "psql -c \"ALTER USER app PASSWORD 'Kx9!mPq2zzQ'\""
+    event = json.dumps({"part": json.dumps({"tool": "bash", "input": {"command": command}})})
+    out = redact(event)
+    assert "Kx9!mPq2zzQ" not in out
+    inner = json.loads(json.loads(out)["part"])
+    assert inner["input"]["command"] == "psql -c \"ALTER USER app PASSWORD '[REDACTED]'\""
+
+
+def test_leaving_a_family_out_switches_off_only_its_own_rules() -> None:
+    sql = [s for s in BLIND if s.family == "sql"]
+    without_sql = redactor(frozenset({"sql"}))
+    caught = sum(s.secret not in redact(s.text) for s in sql)
+    caught_without = sum(s.secret not in without_sql(s.text) for s in sql)
+    assert caught == len(sql)
+    assert caught_without < caught  # the SQL rules are what catches most of them
+    tokens = [s for s in BLIND if s.family == "provider_tokens"]
+    assert all(s.secret not in without_sql(s.text) for s in tokens)  # other families untouched
+
+
+def test_every_rule_is_written_for_a_family() -> None:
+    from memoryd.redact import POSITION_RULES, commands, shapes, tokens
+
+    names = {r.name for r in (*POSITION_RULES, *shapes.RULES, *tokens.RULES, *commands.RULES)}
+    assert names <= set(RULE_FAMILIES) | {"secret-assignment"}
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # kinds, each in a shape none of the corpora uses
+        ("CREATE LOGIN svc_etl WITH PASSWORD = N'Qv7#mLp2xZ'", "Qv7#mLp2xZ"),
+        (
+            'Environment.SetEnvironmentVariable("STRIPE_API_KEY", "rk9Lm2Qx7Vb4Nz8Wc1Ty")',
+            "rk9Lm2Qx7Vb4Nz8Wc1Ty",
+        ),
+        ("printf 'Hq4!vLz9Rt' | podman login quay.io -u bot --password-stdin", "Hq4!vLz9Rt"),
+        ("ldap.simple_bind_s('cn=admin,dc=acme,dc=io', 'Tr33house!42')", "Tr33house!42"),
+        ("Enter the new vault password: Zk8#pQ2mWx", "Zk8#pQ2mWx"),
+        (
+            "https://quokka_9fK2LmQx7Vb4Nz8Wc1TyRt6Hs3Jd5Ge0Ap@git.acme.io/x.git",
+            "quokka_9fK2LmQx7Vb4Nz8Wc1TyRt6Hs3Jd5Ge0Ap",
+        ),
+        ("unknownvendor_live_9fK2LmQx7Vb4Nz8Wc1TyRt6Hs3Jd5Ge0", "9fK2LmQx7Vb4Nz8Wc1TyRt6Hs3Jd5Ge0"),
+    ],
+)
+def test_kinds_in_shapes_no_corpus_has(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "SELECT password_hash FROM users WHERE id = $1",
+        "echo $REGISTRY_TOKEN | docker login ghcr.io -u bot --password-stdin",
+        "gcloud secrets versions access latest --secret=smtp-password",
+        "Cache restored from key: Linux-pip-95adcadbd52143546b70410f63f2c6f99267c1b4837cfc6483c386f08c74dc01",
+        "Idempotency-Key: 35c1753a-ba2e-4f0a-9aad-ece162d90bbb",
+        "NEXT_PUBLIC_STRIPE_KEY=pk_live_51Hx9fK2LmQx7Vb4Nz8Wc1TyRt6Hs3Jd5Ge0ApQz",
+        "password: '%env(DATABASE_PASSWORD)%'",
+        "Token: ****d4cb (created 2024-06-01)",
+    ],
+)
+def test_ordinary_lines_in_secret_positions_stay(line: str) -> None:
+    assert redact(line) == line
