@@ -149,6 +149,37 @@ def test_user_notes_are_the_users(paths: Paths, clock: ManualClock) -> None:
     assert "\nauthor: user\n" in note.read_text()
 
 
+# -- the CLI --------------------------------------------------------------------------------------
+
+
+def test_cli_review_lists_accepts_and_drops_proposed_notes(
+    paths: Paths, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep = hold(paths, clock, "We deploy with `make ship`.")
+    clock.advance(1000)
+    gone = hold(paths, clock, "evil \x1b[2J\x1b]0;pwned\x07 text")
+    capsys.readouterr()
+    assert main(["status"]) == 0
+    assert "2 note(s) a model proposed wait for you" in capsys.readouterr().out
+    assert main(["review"]) == 0
+    out = capsys.readouterr().out
+    assert f"[{keep}]" in out and f"[{gone}]" in out and "make ship" in out
+    assert "held because no live opencode server" in out
+    assert "\x1b" not in out and "\\x1b[2J" in out  # a model's text cannot drive the terminal
+    assert main(["review", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["proposed_notes"]
+    assert [n["id"] for n in listed] == [keep, gone]
+    assert main(["review", "--accept-note", keep]) == 0
+    assert "accepted: extensions/ad_hoc/notes/" in capsys.readouterr().out
+    assert main(["review", "--drop-note", gone]) == 0
+    assert main(["review", "--drop-note", gone]) == 1
+    assert "no proposed note" in capsys.readouterr().err
+    assert main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["review"]["proposed_notes"] == 0
+    [note] = list(paths.memories.rglob("notes/*.md"))
+    assert "accepted by the user" in note.read_text()
+
+
 # -- the MCP server's note tool --------------------------------------------------------------------
 
 
