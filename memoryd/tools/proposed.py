@@ -31,7 +31,6 @@ from memoryd.errors import InvalidArgument, NotFound, PathError
 from memoryd.fsutil import read_regular
 from memoryd.live_host import LiveServer
 from memoryd.paths import Paths
-from memoryd.scopes import is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso
 from memoryd.tools.notes import NoteResult, check_note, memory_add_note
@@ -97,7 +96,7 @@ def _file(paths: Paths, note_id: str) -> Path:
 
 def _load(path: Path) -> Proposal | None:
     try:
-        raw = read_regular(path, limit=4 * NOTE_MAX_CHARS + 4096)
+        raw = read_regular(path, limit=8 * NOTE_MAX_CHARS + 8192)  # escaped JSON
         data = json.loads(raw or b"")
         return Proposal(
             id=str(data["id"]),
@@ -178,21 +177,34 @@ def hold(
         folder.mkdir(mode=0o700, parents=True)
     paths.ensure_dir(folder)
     now = clock.now_ms()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     while True:
         note_id = secrets.token_hex(4)
         record = Proposal(note_id, note, title, project, session_id, host, reason, now)
-        try:
-            fd = os.open(folder / f"{note_id}{SUFFIX}", flags, 0o600)
-        except FileExistsError:
-            continue
-        break
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"v": 1, "author": "model", **record.__dict__}, fh, ensure_ascii=False)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if _publish(folder, note_id, {"v": 1, "author": "model", **record.__dict__}):
+            break
     log.info("held a model's note as %s for review: %s", note_id, reason)
     return HeldResult(id=note_id, reason=reason)
+
+
+def _publish(folder: Path, note_id: str, data: dict[str, object]) -> bool:
+    """Write the record whole under a hidden name, then link it to ``<id>.json`` (a reader never
+    sees half a file; an id that exists already returns ``False``)."""
+    tmp = folder / f".{note_id}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(tmp, flags, 0o600), "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, folder / f"{note_id}{SUFFIX}", follow_symlinks=False)
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links here: a rename (an id clash is one in four billion)
+        os.replace(tmp, folder / f"{note_id}{SUFFIX}")
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def accept(paths: Paths, store: Store, note_id: str, clock: Clock) -> NoteResult:
@@ -215,7 +227,7 @@ def accept(paths: Paths, store: Store, note_id: str, clock: Clock) -> NoteResult
             held.session_id,
             clock=clock,
             store=store,
-            project=held.project if held.project and is_scope_key(held.project) else None,
+            project=held.project,  # an unknown key raises: the claim is put back
             author=held.author("accepted by the user"),
         )
     except BaseException:

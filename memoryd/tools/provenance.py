@@ -21,15 +21,18 @@ messages of the calling session (what preceded the call):
 * **The content.** The note says what the user said, in those messages:
   - anything command-like in it (a URL or host path, a shell operator with its neighbours such
     as ``x | sh`` or ``a && b``, a command that fetches, runs or deletes such as curl, sh, sudo,
-    rm, eval) appears in the user's request itself, not only in pasted text;
+    rm, eval) appears in the user's request itself, not only in pasted text, and in a sentence
+    that is negated exactly when the note's is ("never run X" does not ground "always run X");
   - every identifier, number, path, version and inline code span appears in the messages;
   - at least :data:`GROUNDED_SHARE` of its other words do (stop words and framing words such as
     "user" or "prefers" aside; a shared 5-letter stem counts, so "deploys" matches "deploy").
 
 Anything else (no session, a host that does not answer, an unknown session, no ask, an ask about
 something else) makes the note a *proposal* for the user to decide on, never an error. The weak
-spot is pasted text: a user who pastes a page and asks to remember its gist lends the page their
-voice for its words, never for its commands or links.
+spots: pasted text (a user who pastes a page and asks to remember its gist lends the page their
+voice for its words, never for its commands or links), and a note that rearranges only the
+user's own words into another meaning. An MCP call names no session; it is the busy session of
+the server's folder whose running tool call is this very note (:func:`find_calling_session`).
 """
 
 from __future__ import annotations
