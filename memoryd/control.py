@@ -27,8 +27,8 @@ def _clear_folder(root: Path) -> None:
 
 
 def reset_memory(store: Store, paths: Paths) -> None:
-    """Forget everything: stage-1 outputs, jobs, the memory folder, its baseline and the
-    validated copy the block is rendered from.
+    """Forget everything: stage-1 outputs, jobs, the memory folder, its baseline, the notes
+    waiting for review and the validated copy the block is rendered from.
 
     Refused (:class:`LeaseHeld`) while a consolidation holds the lease: its agent is writing the
     folder. A cooldown marker is left so the next pass does not rebuild the folder from nothing.
@@ -37,6 +37,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
     """
     store.reset_memory_data()
     _clear_folder(paths.memories)
+    _clear_folder(paths.proposed_notes)
     validated = ValidatedMemory(paths)
     validated.record({}, source="memoryd reset")
     (validated.root / SIGNATURE_FILE).unlink(missing_ok=True)

@@ -26,6 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memoryd import __version__, tools
 from memoryd.app import App
 from memoryd.errors import MemorydError
+from memoryd.live_host import LiveServer, find_server
+from memoryd.tools.proposed import MCP, model_note
 from memoryd.tools.scope import Scope, ScopeMode
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,13 @@ class MemoryTools:
             self.app.paths.memories,
             self.app.store,
         )
+
+    def note_server(self) -> LiveServer | None:
+        """Where the calling session is read: the configured opencode, else the shim's record."""
+        host = self.app.settings.host
+        if host.url:
+            return LiveServer(host.url.rstrip("/"), host.username, host.resolved_password())
+        return find_server(self.app.paths)
 
     def call(self, name: str, fn: Callable[[], Any]) -> str:
         """Run one tool; a failure becomes a :class:`ToolError` (an ``isError`` result, never a crash)."""
@@ -155,8 +164,8 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
     @server.tool(
         description=(
             "Save a note the user explicitly asked you to remember (1–4000 characters, optional title). Notes "
-            "are kept verbatim and folded into memory at the next consolidation. Notes containing secrets are "
-            "refused."
+            "are kept verbatim and folded into memory at the next consolidation; one the user did not ask for "
+            "waits for their review. Notes containing secrets are refused."
         )
     )
     def memory_add_note(
@@ -164,13 +173,17 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
     ) -> str:
         return t.call(
             "memory_add_note",
-            lambda: tools.memory_add_note(
-                root,
+            lambda: model_note(
+                app.paths,
+                app.clock,
+                app.store,
                 note,
                 title,
-                clock=app.clock,
-                store=app.store,
+                session_id=None,
                 project=me.project if scope == "project" else None,
+                server=t.note_server(),
+                host=MCP,
+                directory=os.getcwd(),
             ),
         )
 

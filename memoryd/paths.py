@@ -73,6 +73,12 @@ class Paths:
         return self.data_dir / "review"
 
     @property
+    def proposed_notes(self) -> Path:
+        """Notes a model wrote that the user has not accepted yet: outside the memory folder, so
+        search, reads, consolidation and the block cannot see them."""
+        return self.data_dir / "proposed-notes"
+
+    @property
     def ui_url_file(self) -> Path:
         """The daemon's web UI address with its access token (owner-readable only)."""
         return self.state_dir / "ui-url"

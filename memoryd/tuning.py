@@ -115,6 +115,16 @@ LIST_MAX_RESULTS = 2000
 INSPECT_MAX_ENTRIES = 5000
 NOTE_MAX_CHARS = 4000
 NOTE_TITLE_MAX_CHARS = 120
+# A model's note is kept only when the calling session's user asked for it (tools/provenance.py).
+NOTE_ASK_USER_TURNS = 3  # the newest user messages looked at
+NOTE_REQUEST_MAX_CHARS = 600  # prose longer than this is a paste around the user's request ...
+NOTE_REQUEST_EDGE_CHARS = 300  # ... which is its first or last this many characters
+NOTE_GROUNDED_SHARE = 0.7  # of a note's ordinary words the user must have said
+NOTE_TRANSCRIPT_PAGE = 30  # newest messages read (one GET)
+NOTE_TRANSCRIPT_MAX_BYTES = 8 * 1024 * 1024  # a bigger answer is not read: the note is held
+NOTE_HOST_TIMEOUT_S = 3.0  # per connect/read of that GET; the tool call waits at most ~2x this
+NOTE_MCP_BUSY_SESSIONS = 8  # busy sessions of a folder searched for an MCP call's session
+PROPOSED_NOTES_MAX = 200  # notes waiting for the user; past it a model's next note is dropped
 TOOL_FILE_MAX_BYTES = 64 * 1024 * 1024
 TOOL_MAX_DEPTH = 64
 INDEX_BUSY_TIMEOUT_S = 30.0

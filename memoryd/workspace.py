@@ -35,6 +35,7 @@ re-exported.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -84,6 +85,10 @@ from memoryd.workspace_audit import (
     holds_agent_owned,
     is_agent_owned,
 )
+
+# sha256 of instructions memoryd seeded before: a copy still equal to one was never edited, so
+# the current template replaces it (the notes' authors, issue 22).
+_SUPERSEDED_AD_HOC = frozenset({"92786b1425bee10e6354861a36a4a8682e1455b169c282d97640ffd6ba251e8b"})
 
 __all__ = [
     "AGENT_OWNED",
@@ -175,7 +180,9 @@ class Workspace(MemoryFolder, ProjectFolders):
     def _seed_ad_hoc(self) -> None:
         target = self._path(AD_HOC_INSTRUCTIONS, make_parents=True)
         if lstat_or_none(target) is not None:
-            return  # kept as is, user edits included
+            got = read_regular_with_mode(target, limit=1 << 20, skip_irregular=True)
+            if got is None or hashlib.sha256(got[0]).hexdigest() not in _SUPERSEDED_AD_HOC:
+                return  # kept as is, user edits included
         source = templates_dir() / "extensions" / "ad_hoc" / "instructions.md"
         try:
             data = source.read_bytes()

@@ -10,10 +10,13 @@ or hangs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -60,6 +63,7 @@ class FakeOpencode:
     calls: list[str] = field(default_factory=list)
     worktree: str = "/"
     permissions: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, dict[str, Any]] = field(default_factory=dict)  # GET /session/status
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     # -- building state ---------------------------------------------------------------------
@@ -135,6 +139,37 @@ class FakeOpencode:
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
 
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[str]:
+        """The same routes over real HTTP on 127.0.0.1 (for clients that are not httpx); yields
+        the base URL."""
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                req = httpx.Request(
+                    "GET", f"http://fake{self.path}", headers=dict(self.headers.items())
+                )
+                resp = asyncio.run(host.handle(req))
+                body = resp.content
+                self.send_response(resp.status_code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            server.server_close()
+
     # -- routes -----------------------------------------------------------------------------
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
@@ -163,6 +198,8 @@ class FakeOpencode:
             return httpx.Response(200, json=True)
         if path == "/mcp":
             return httpx.Response(200, json={})
+        if path == "/session/status":
+            return httpx.Response(200, json=self.status)
         if parts[:1] == ["session"]:
             if len(parts) == 1 and method == "POST":
                 return self._create(request)

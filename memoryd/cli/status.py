@@ -22,10 +22,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     snap = snapshot(app.store, app.settings, app.paths)
     staged = review.pending(app.paths)
+    from memoryd.tools.proposed import count  # the memory tools load only for this command
+
     snap["review"] = {
         "mode": app.settings.review,
         "pending": staged is not None,
         "staged_at": iso_ms(staged.staged_at) if staged else None,
+        "proposed_notes": count(app.paths),
     }
     if args.as_json:
         print(json.dumps(snap, indent=2, sort_keys=True))
@@ -104,6 +107,13 @@ def render(s: dict[str, Any]) -> str:
     if rv.get("pending"):
         rows.append(
             ("review", f"a consolidation staged at {rv['staged_at']} waits (`memoryd review`)")
+        )
+    if rv.get("proposed_notes"):
+        rows.append(
+            (
+                "notes",
+                f"{rv['proposed_notes']} note(s) a model proposed wait for you (`memoryd review`)",
+            )
         )
     lp = s.get("last_pass")
     if lp:

@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY",
         help="the calling instance's project: calls see it and the global layer, nothing else",
     )
+    p.add_argument(
+        "--server", metavar="URL", help="the calling instance's opencode (to read the session)"
+    )
     p.set_defaults(handler=cmd_tool)
 
 
@@ -36,6 +39,7 @@ def cmd_tool(app: App, args: argparse.Namespace) -> int:
             host.parse_args(args.arguments),
             args.session_id,
             project=args.project,
+            server=args.server,
         )
     )
     return 0

@@ -1,13 +1,25 @@
-"""``memoryd ui [--port N] [--no-open]`` and ``memoryd review [--accept | --reject [REASON]]``."""
+"""``memoryd ui [--port N] [--no-open]`` and ``memoryd review``: a staged consolidation
+(``--accept``, ``--reject [REASON]``) and the notes a model proposed (``--accept-note ID``,
+``--drop-note ID``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import re
 import signal
+from typing import TYPE_CHECKING
 
 from memoryd.app import App
 from memoryd.write import review
+
+if TYPE_CHECKING:
+    from memoryd.tools.proposed import Proposal
+
+# A held note is a model's text: shown with its control characters escaped, so it cannot drive
+# the terminal (colours, cursor moves, a forged prompt).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,12 +28,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-open", action="store_true", help="do not open a browser")
     p.set_defaults(handler=cmd_ui)
 
-    p = sub.add_parser("review", help="show, accept or reject a consolidation staged for review")
+    p = sub.add_parser(
+        "review", help="show and decide what waits for you: a staged consolidation, proposed notes"
+    )
     what = p.add_mutually_exclusive_group()
     what.add_argument("--accept", action="store_true", help="make the staged memory live")
     what.add_argument(
         "--reject", nargs="?", const="", metavar="REASON", help="discard it (and say why)"
     )
+    what.add_argument("--accept-note", metavar="ID", help="keep a note a model proposed")
+    what.add_argument("--drop-note", metavar="ID", help="throw a proposed note away")
+    p.add_argument("--json", action="store_true", dest="as_json", help="list as JSON")
     p.set_defaults(handler=cmd_review)
 
 
@@ -48,6 +65,16 @@ def cmd_ui(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_review(app: App, args: argparse.Namespace) -> int:
+    from memoryd.tools import proposed  # the memory tools load only for this command
+
+    if args.accept_note is not None:
+        note = proposed.accept(app.paths, app.store, args.accept_note, app.clock)
+        print(f"accepted: {note.path}; the next consolidation folds it into memory")
+        return 0
+    if args.drop_note is not None:
+        proposed.drop(app.paths, args.drop_note)
+        print(f"dropped proposed note {args.drop_note}")
+        return 0
     if args.accept:
         review.accept(app.store, app.settings, app.paths)
         print("accepted: the staged memory is live and is the new baseline")
@@ -57,11 +84,40 @@ def cmd_review(app: App, args: argparse.Namespace) -> int:
         print("rejected: the staged memory was discarded; the live memory stays")
         return 0
     staged = review.pending(app.paths)
+    notes = proposed.waiting(app.paths)
+    if args.as_json:
+        listed = [proposed.describe(n) for n in notes]
+        print(json.dumps({"staged": staged is not None, "proposed_notes": listed}, indent=2))
+        return 0
     if staged is None:
         mode = "on" if app.settings.review else "off (set review = true to stage consolidations)"
-        print(f"nothing is waiting for review; review mode is {mode}")
-        return 0
-    diff = review.diff_text(app.paths)
-    print(diff if diff else "(the staged memory equals the live one)", end="" if diff else "\n")
-    print("accept with `memoryd review --accept`, or `memoryd review --reject [REASON]`")
+        what = "no consolidation is" if notes else "nothing is"
+        print(f"{what} waiting for review; review mode is {mode}")
+    else:
+        diff = review.diff_text(app.paths)
+        print(diff if diff else "(the staged memory equals the live one)", end="" if diff else "\n")
+        print("accept with `memoryd review --accept`, or `memoryd review --reject [REASON]`")
+    if notes:
+        print(f"\n{len(notes)} note(s) a model proposed; none is memory until you accept it:")
+        for n in notes:
+            print(_proposal(n))
+        print("keep one with `memoryd review --accept-note ID`, or `memoryd review --drop-note ID`")
     return 0
+
+
+def _shown(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def _proposal(n: Proposal) -> str:
+    from memoryd.tools import proposed
+
+    d = proposed.describe(n)
+    where = f"project {n.project}" if n.project else "every project"
+    who = f"{n.host} session {n.session_id}" if n.session_id else n.host
+    lines = [f"\n[{n.id}] {d['created']}, by a model in {who}, for {where}"]
+    lines.append(f"  held because {_shown(n.reason)}")
+    if n.title:
+        lines.append(f"  title: {_shown(n.title)}")
+    lines += [f"  | {_shown(line)}" for line in n.note.split("\n")]
+    return "\n".join(lines)

@@ -13,16 +13,15 @@ clear message instead of surfacing later as a failed job.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-from memoryd.errors import HostError, HostUnreachable, PathError
-from memoryd.fsutil import pid_alive, read_regular
+from memoryd.errors import HostError, HostUnreachable
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.server import PrivateServer, ServerHandle, reap_orphaned_servers
+from memoryd.live_host import recorded_server
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.tuning import PRIVATE_SERVER_STOP_TIMEOUT_S
@@ -36,31 +35,6 @@ class HostConnection:
     url: str
     version: str
     private: bool
-
-
-def recorded_server(paths: Paths) -> tuple[str, str, str | None] | None:
-    """The server the shim recorded, if its process is still alive: (url, username, password)."""
-    try:
-        raw = read_regular(paths.server_state)
-    except PathError as exc:  # a planted link or FIFO is ignored, not followed
-        log.warning("ignoring %s: %s", paths.server_state, exc.problem)
-        return None
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-        url, pid = str(data["url"]).rstrip("/"), int(data["pid"])
-    except (ValueError, KeyError, TypeError):
-        log.warning("%s is not readable; ignoring it", paths.server_state)
-        return None
-    if not url.startswith(("http://", "https://")) or not pid_alive(pid):
-        return None
-    password = data.get("password")
-    return (
-        url,
-        str(data.get("username") or "opencode"),
-        password if isinstance(password, str) else None,
-    )
 
 
 async def _probe(url: str, username: str, password: str | None) -> bool:

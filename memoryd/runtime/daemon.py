@@ -28,7 +28,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[impo
 from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import HostError, MemorydError, StartupFailure
-from memoryd.host.connect import recorded_server
+from memoryd.live_host import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.runtime.lock import HomeLock

@@ -22,7 +22,6 @@ from memoryd.scopes import is_scope_key
 from memoryd.store import Store
 from memoryd.tools.files import memory_read
 from memoryd.tools.index import SearchIndex, default_index_path
-from memoryd.tools.notes import memory_add_note
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 
@@ -73,6 +72,7 @@ def call(
     session_id: str | None = None,
     *,
     project: str | None = None,
+    server: str | None = None,
 ) -> str:
     """Run one tool call; memoryd errors propagate (the CLI edge turns them into messages).
 
@@ -80,7 +80,8 @@ def call(
     ``project`` is the key the shim computed for its instance: the call sees that project and
     the global layer, and a note lands in that project. The lean definitions have no ``scope``
     argument (every argument costs bytes on every request and opencode makes it required); a
-    wider look is the CLI's and the MCP server's (``scope=all``).
+    wider look is the CLI's and the MCP server's (``scope=all``). ``server`` is the URL of the
+    shim's own opencode, where a note's session is read to see whether the user asked for it.
     """
     root = paths.memories
     if project is not None and not is_scope_key(project):
@@ -106,11 +107,21 @@ def call(
             root, _text(args, "path"), _line(args.get("line")), scope=scope
         ).to_text()
     if name == "memory_note":
+        # Here, not at the top: the rule's patterns cost ~5 ms to compile, a search needs none.
+        from memoryd.live_host import find_server
+        from memoryd.tools.proposed import model_note
+
         sid = session_id if session_id and session_id.startswith("ses_") else None
         store = _store(paths, clock)
         try:
-            return memory_add_note(
-                root, _text(args, "note"), None, sid, clock=clock, store=store, project=project
+            return model_note(
+                paths,
+                clock,
+                store,
+                _text(args, "note"),
+                session_id=sid,
+                project=project,
+                server=find_server(paths, server),
             ).to_text()
         finally:
             store.close()
@@ -149,6 +160,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("arguments", nargs="?", default="{}")
     parser.add_argument("--session", dest="session_id")
     parser.add_argument("--project", metavar="KEY")  # the same options as cli/tool.py's parser
+    parser.add_argument("--server", metavar="URL")
     args = parser.parse_args(argv)
     try:
         text = call(
@@ -158,6 +170,7 @@ def main(argv: list[str]) -> int:
             parse_args(args.arguments),
             args.session_id,
             project=args.project,
+            server=args.server,
         )
     except MemorydError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)

@@ -1,10 +1,13 @@
 """``memory_add_note`` and ``memory_forget``: the only ways a model or user changes memory directly.
 
-A note is the user's word, kept verbatim in ``extensions/ad_hoc/notes/`` and consolidated into
-``MEMORY.md`` by the next phase 2 (the ad-hoc extension's instructions say how). Notes are
-append-only: each one is a new file, created exclusively, never overwritten. A note carrying a
-secret is refused outright rather than redacted: the user asked for *these words* to be kept, so
-silently changing them would be worse than saying no.
+A note is something the user chose to keep, kept verbatim in ``extensions/ad_hoc/notes/`` (or a
+project's ``notes/``) and consolidated into ``MEMORY.md`` by the next phase 2 (the ad-hoc
+extension's instructions say how). Its ``author:`` header says who wrote it: ``user`` (the CLI,
+the web UI), or a model whose note the user asked for or accepted (:mod:`memoryd.tools.proposed`
+decides which, and holds the rest outside the folder). Notes are append-only: each one is a new
+file, created exclusively, never overwritten. A note carrying a secret is refused outright rather
+than redacted: the user asked for *these words* to be kept, so silently changing them would be
+worse than saying no.
 
 Forgetting is the other direction. A session's stage-1 output and job are deleted, the session
 is switched to ``disabled`` so discovery does not extract it again, and phase 2 is enqueued so the
@@ -34,6 +37,7 @@ from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
 from memoryd.workspace import AD_HOC_NOTES, PROJECT_NOTES
 
 SESSION_ID_MAX_CHARS = 200
+USER = "user"  # the author of a note typed at the CLI or in the web UI
 MAX_SUFFIX = 20
 NOTES_PARTS: tuple[str, ...] = tuple(AD_HOC_NOTES.split("/"))
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
@@ -105,9 +109,10 @@ def _one_line(value: str) -> str:
     return _CONTROL_RE.sub(" ", value).strip()
 
 
-def _check_note(
+def check_note(
     note: object, title: object, session_id: object
 ) -> tuple[str, str | None, str | None]:
+    """The note, its one-line title and session id, or the reason it cannot be kept at all."""
     if not isinstance(note, str) or not note.strip():
         raise InvalidArgument("note must be a non-empty string")
     if len(note) > NOTE_MAX_CHARS:
@@ -214,22 +219,24 @@ def memory_add_note(
     clock: Clock | None = None,
     store: Store | None = None,
     project: str | None = None,
+    author: str = USER,
 ) -> NoteResult:
     """Save ``note`` verbatim as a new file under ``extensions/ad_hoc/notes/``, or under
     ``projects/<project>/notes/`` when it is about one project only.
 
     The name is ``<UTC %Y-%m-%dT%H-%M-%S>-<slug>.md``, the slug coming from the title, else the
     note's first words. The file starts with ``title:``/``created:``/``session_id:`` lines (each
-    only when known) and a blank line. With a ``store``, phase 2 is enqueued so the note is
-    consolidated without waiting for new sessions.
+    only when known), ``author:``, and a blank line. With a ``store``, phase 2 is enqueued so the
+    note is consolidated without waiting for new sessions.
     """
-    text, clean_title, sid = _check_note(note, title, session_id)
+    text, clean_title, sid = check_note(note, title, session_id)
     now = (clock or SystemClock()).now_ms()
     slug = slugify(clean_title or "") or slugify(" ".join(text.split()[:8])) or "note"
     header = [f"title: {clean_title}"] if clean_title else []
     header.append(f"created: {iso(now)}")
     if sid:
         header.append(f"session_id: {sid}")
+    header.append(f"author: {_one_line(author) or USER}")
     body = text if text.endswith("\n") else text + "\n"
     data = ("\n".join(header) + "\n\n" + body).encode("utf-8")
     if project is not None and not is_scope_key(project):

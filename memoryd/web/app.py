@@ -27,6 +27,7 @@ from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
 from memoryd.store.outputs import MODES
+from memoryd.tools import proposed
 from memoryd.tuning import UI_SEARCH_RESULTS
 from memoryd.web import data
 from memoryd.web.markdown import render as markdown
@@ -62,7 +63,7 @@ class UI:
             csrf=self.keys.csrf,
             csrf_field=CSRF_FIELD,
             path=request.url.path,
-            review_pending=staged is not None,
+            review_pending=(staged is not None) + proposed.count(self.app.paths),
             flash=request.query_params.get("done"),
             **ctx,
         )
@@ -200,6 +201,7 @@ class UI:
             diff=review.diff_text(paths).splitlines() if staged else [],
             history=[{**e, "at": iso_ms(e.get("at"))} for e in review.history(self.app.store)],
             review_mode=self.app.settings.review,
+            proposals=[proposed.describe(p) for p in proposed.waiting(paths)],
         )
 
     async def review_accept(self, request: Request) -> Response:
@@ -217,6 +219,23 @@ class UI:
         except MemorydError as exc:
             return self.error(request, str(exc), 409)
         return self.back("/review", "rejected: the live memory stays")
+
+    async def note_accept(self, request: Request) -> Response:
+        form = await _form(request)
+        a = self.app
+        try:
+            note = proposed.accept(a.paths, a.store, str(form.get("id", "")), a.clock)
+        except MemorydError as exc:
+            return self.error(request, str(exc), 409)
+        return self.back("/review", f"accepted: {note.path} is a note now")
+
+    async def note_drop(self, request: Request) -> Response:
+        form = await _form(request)
+        try:
+            gone = proposed.drop(self.app.paths, str(form.get("id", "")))
+        except MemorydError as exc:
+            return self.error(request, str(exc), 409)
+        return self.back("/review", f"dropped proposed note {gone}")
 
     # -- app ----------------------------------------------------------------------------------
 
@@ -238,6 +257,8 @@ class UI:
             Route("/review", self.review_page),
             Route("/review/accept", self.review_accept, methods=["POST"]),
             Route("/review/reject", self.review_reject, methods=["POST"]),
+            Route("/review/notes/accept", self.note_accept, methods=["POST"]),
+            Route("/review/notes/drop", self.note_drop, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

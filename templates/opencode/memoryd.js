@@ -5,7 +5,8 @@
 // work out the project key of the instance folder (same rule as memoryd/scopes.py), announce it so
 // memoryd renders that project's block, and keep the global-only block as the fallback until it
 // does. Tools: memoryd's three memory tools, each call answered by one short-lived `memoryd tool`
-// process told this project's key (nothing stays up per instance). Node builtins only.
+// process told this project's key and this server's address (where it reads a note's session to
+// see whether the user asked for it); nothing stays up per instance. Node builtins only.
 import { execFile } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -119,11 +120,12 @@ function scopeKey(root) {
 }
 
 // ---- the memory tools ------------------------------------------------------------------------
-function runTool(name, args, ctx, projectKey) {
+function runTool(name, args, ctx, projectKey, serverUrl) {
   return new Promise((resolve, reject) => {
     const argv = [...TOOL_COMMAND.slice(1), name, JSON.stringify(args ?? {})];
     if (typeof ctx?.sessionID === "string") argv.push("--session", ctx.sessionID);
     if (projectKey) argv.push("--project", projectKey); // the call sees this project + global only
+    if (serverUrl) argv.push("--server", serverUrl); // credentials: this process's environment
     const child = execFile(TOOL_COMMAND[0], argv,
       { env: { ...process.env, ...TOOL_ENV }, timeout: TOOL_TIMEOUT_MS, maxBuffer: 8 << 20, windowsHide: true },
       (err, stdout, stderr) => {
@@ -138,8 +140,8 @@ function runTool(name, args, ctx, projectKey) {
 }
 
 // projectKey: the instance's project (one server can hold instances of several projects)
-const memoryTools = (projectKey) => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
-  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx, projectKey) }]));
+const memoryTools = (projectKey, serverUrl) => Object.fromEntries(Object.entries(TOOLS).map(([name, spec]) => [name,
+  { description: spec.description, args: spec.args, execute: (args, ctx) => runTool(name, args, ctx, projectKey, serverUrl) }]));
 
 // ---- the plugin ------------------------------------------------------------------------------
 export const MemorydShim = async (ctx) => {
@@ -164,9 +166,13 @@ export const MemorydShim = async (ctx) => {
     }
   } catch {}
 
+  let serverUrl = "";
+  try { serverUrl = String(ctx?.serverUrl ?? ""); } catch {}
+  if (!/^https?:\/\//.test(serverUrl)) serverUrl = "";
+
   try { // Record where this server is; never call it from here (it is still booting: defect 1).
     const env = process.env, tmp = `${SERVER_FILE}.${process.pid}.tmp`;
-    const info = { url: String(ctx?.serverUrl ?? ""), pid: process.pid,
+    const info = { url: serverUrl, pid: process.pid,
       username: env.OPENCODE_SERVER_USERNAME || "opencode", password: env.OPENCODE_SERVER_PASSWORD || null,
       version: MEMORYD_VERSION, ts: Date.now() };
     fs.mkdirSync(path.dirname(SERVER_FILE), { recursive: true, mode: 0o700 });
@@ -176,7 +182,7 @@ export const MemorydShim = async (ctx) => {
   } catch {}
 
   return {
-    tool: memoryTools(projectKey),
+    tool: memoryTools(projectKey, serverUrl),
     config: async (cfg) => {
       try { // a user-defined title prompt replaces the built-in one
         const p = cfg?.agent?.title?.prompt;

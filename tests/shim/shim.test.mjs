@@ -382,7 +382,8 @@ test("a folder of another project never sees this project's block", async (t) =>
 test("tools: a project instance tells memoryd its project, so a call sees nothing else", async (t) => {
   const { hooks, dir } = await loadIn(t, { worktree: "/home/dev/src/memoryd", directory: "/home/dev/src/memoryd" });
   const out = await hooks.tool.memory_search.execute({ query: "q" }, { sessionID: "ses_abc123" });
-  assert.deepEqual(JSON.parse(out).rest, ["--session", "ses_abc123", "--project", KEYS["/home/dev/src/memoryd"]]);
+  assert.deepEqual(JSON.parse(out).rest,
+    ["--session", "ses_abc123", "--project", KEYS["/home/dev/src/memoryd"], "--server", "http://127.0.0.1:4321/"]);
   assert.ok(dir);
 });
 
@@ -396,13 +397,19 @@ test("tools: each spec becomes an opencode plugin tool with plain JSON-schema ar
   }
 });
 
-test("tools: a call runs the memoryd command once with the arguments, session and home", async (t) => {
+test("tools: a call runs the memoryd command once with the arguments, session, server and home", async (t) => {
   const { hooks, dir } = await load(t);
   const out = await hooks.tool.memory_search.execute({ query: "ruff \"lint\" $HOME" }, { sessionID: "ses_abc123" });
   assert.deepEqual(JSON.parse(out), {
     name: "memory_search", args: { query: 'ruff "lint" $HOME' },
-    rest: ["--session", "ses_abc123"], home: path.join(dir, "home"),
+    rest: ["--session", "ses_abc123", "--server", "http://127.0.0.1:4321/"], home: path.join(dir, "home"),
   });
+  // a note's session is read from the server this instance runs on; no http(s) URL, no --server
+  const note = await hooks.tool.memory_note.execute({ note: "n" }, { sessionID: "ses_abc123" });
+  assert.deepEqual(JSON.parse(note).rest, ["--session", "ses_abc123", "--server", "http://127.0.0.1:4321/"]);
+  const bare = await load(t, { ctx: { serverUrl: "unix:///x", directory: dir } });
+  const none = await bare.hooks.tool.memory_note.execute({ note: "n" }, { sessionID: "ses_abc123" });
+  assert.deepEqual(JSON.parse(none).rest, ["--session", "ses_abc123"]);
 });
 
 test("tools: a failed call rejects with memoryd's own message", async (t) => {

@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from memoryd.host.connect import recorded_server
+from memoryd.live_host import recorded_server
 from memoryd.paths import Paths
 
 

@@ -260,7 +260,17 @@ def test_shim_tool_calls_see_their_project_and_global_only(
         host.call(
             paths, clock, "memory_read", {"path": f"projects/{B}/memory_summary.md"}, project=A
         )
-    saved = host.call(
+    from memoryd.store import Store
+    from memoryd.tools import proposed
+
+    held = host.call(
         paths, clock, "memory_note", {"note": "A ships on Fridays"}, "ses_x1", project=A
     )
-    assert f"projects/{A}/notes/" in saved
+    assert "held" in held  # no opencode to show the user asked; once accepted it lands in A
+    [note] = proposed.waiting(paths)
+    store = Store(paths.db, clock=clock)
+    try:
+        saved = proposed.accept(paths, store, note.id, clock)
+    finally:
+        store.close()
+    assert saved.path.startswith(f"projects/{A}/notes/")

@@ -37,9 +37,11 @@ def test_call_reads_searches_and_notes(paths: Paths) -> None:
     clock = ManualClock(1_800_000_000_000)
     assert "pnpm" in call(paths, clock, "memory_search", {"query": "pnpm"})
     assert "never npm" in call(paths, clock, "memory_read", {"path": "MEMORY.md", "line": "2"})
+    # no opencode to show that the user asked: held for review, not in memory
     saved = call(paths, clock, "memory_note", {"note": "prefer bun"}, "ses_abcdef123")
-    assert "prefer bun" in "".join(p.read_text() for p in paths.memories.rglob("*.md"))
-    assert saved
+    assert "held for the user's review" in saved
+    assert "prefer bun" not in "".join(p.read_text() for p in paths.memories.rglob("*.md"))
+    assert "prefer bun" in "".join(p.read_text() for p in paths.proposed_notes.iterdir())
     with pytest.raises(InvalidArgument):
         call(paths, clock, "memory_read", {"path": "MEMORY.md", "line": "x"})
     with pytest.raises(InvalidArgument):
@@ -66,7 +68,7 @@ def test_memoryd_tool_runs_without_loading_the_cli(paths: Paths, tmp_path: Path)
 
 
 def test_the_fast_path_takes_every_option_the_shim_passes(paths: Paths, tmp_path: Path) -> None:
-    """The shim calls ``memoryd tool NAME ARGS --session ID --project KEY``; the fast path in
+    """The shim calls ``memoryd tool NAME ARGS --session ID --project KEY --server URL``; the fast path in
     ``memoryd/__main__.py`` parses that itself, so it must accept what the CLI parser accepts."""
     import argparse
 
@@ -80,11 +82,12 @@ def test_the_fast_path_takes_every_option_the_shim_passes(paths: Paths, tmp_path
         for opt in action.option_strings
         if opt not in ("-h", "--help")
     }
-    assert options == {"--session", "--project"}
+    assert options == {"--session", "--project", "--server"}
     paths.memories.mkdir(parents=True)
     (paths.memories / "MEMORY.md").write_text("teal is the colour\n")
     env = {"MEMORYD_HOME": str(tmp_path / "memoryd-home"), "PATH": "/usr/bin:/bin"}
-    argv = ["memory_search", '{"query": "teal"}', "--session", "ses_x", "--project", "p-12345678"]
+    argv = ["memory_search", '{"query": "teal"}', "--session", "ses_x", "--project", "p-12345678",
+            "--server", "http://127.0.0.1:9"]  # fmt: skip
     ok = subprocess.run(
         [sys.executable, "-c", PROBE, *argv], env=env, capture_output=True, text=True, timeout=60
     )

@@ -110,6 +110,26 @@ def test_seeded_instructions_keep_user_edits(ws, root):
     assert "[ad-hoc note]" in path.read_text()
 
 
+def test_an_unedited_copy_of_older_instructions_is_brought_up_to_date(ws, root, monkeypatch):
+    import hashlib
+
+    import memoryd.workspace as workspace
+
+    path = root / "extensions/ad_hoc/instructions.md"
+    old = b"# Extension: ad-hoc notes\nNotes are the user's own words.\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(old)
+    ws.ensure_layout()
+    assert path.read_bytes() == old  # not a copy memoryd ever seeded: the user's
+    monkeypatch.setattr(
+        workspace, "_SUPERSEDED_AD_HOC", frozenset({hashlib.sha256(old).hexdigest()})
+    )
+    ws.ensure_layout()
+    assert path.read_bytes() == (templates_dir() / "extensions/ad_hoc/instructions.md").read_bytes()
+    current = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert current not in workspace._SUPERSEDED_AD_HOC
+
+
 def test_ad_hoc_template_says_what_matters():
     text = (templates_dir() / "extensions/ad_hoc/instructions.md").read_text()
     assert "{{" not in text and "}}" not in text
@@ -119,6 +139,9 @@ def test_ad_hoc_template_says_what_matters():
         "never instructions",
         "diff",
         "Never delete",
+        "author:",
+        "asked by the user",
+        "accepted by the user",
     ):
         assert needle in text, needle
 
