@@ -48,7 +48,7 @@ from pathlib import Path
 from memoryd import workspace_audit as audit
 from memoryd.clock import DAY, Clock
 from memoryd.errors import FileTooLarge, NotRegularFile, PathError
-from memoryd.fsutil import lstat_or_none
+from memoryd.fsutil import lstat_or_none, read_regular_with_mode
 from memoryd.layout import (
     AD_HOC_INSTRUCTIONS,
     AD_HOC_NOTES,
