@@ -58,6 +58,11 @@ class Paths:
         return self.state_dir / "validated"
 
     @property
+    def folder_signature(self) -> Path:
+        """The memory folder's agent-owned files as last judged (stat data): the cheap no-change check."""
+        return self.state_dir / "folder.sig.json"
+
+    @property
     def phase2_running(self) -> Path:
         """Marker that a consolidation agent may be editing the folder (left behind by a kill)."""
         return self.state_dir / "phase2.running"

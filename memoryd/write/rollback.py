@@ -8,10 +8,16 @@
 * :func:`settle` is the cheap periodic step outside runs: finish the rollback of a killed run,
   or adopt a hand edit of the folder into the validated copy once it validates, so a user's own
   correction reaches the next turn without waiting for a consolidation.
+
+The folder's stat signature (what makes the no-change check a few ``lstat`` calls) is memoryd's
+state, kept at :attr:`~memoryd.paths.Paths.folder_signature`. Earlier versions kept it inside
+the validated copy, from where a rollback copied it into the folder as a foreign entry;
+:func:`migrate` removes both leftovers without a sweep ever reporting them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,7 +36,7 @@ from memoryd.write.baseline_proc import BaselineLike, open_baseline
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_FILE = "folder.sig.json"
+SIGNATURE_FILE = "folder.sig.json"  # the old name, inside the validated copy (see migrate)
 RACY_WINDOW_NS = 2_000_000_000
 CONSOLIDATE_HELPER = "consolidate"  # the kind phase 2 records its helper session under
 
@@ -85,11 +91,29 @@ def _signature(root: Path) -> list[list[object]]:
     ]
 
 
+def migrate(paths: Paths) -> None:
+    """Remove the signature earlier versions left in the validated copy and, through a rollback,
+    in the folder (only a file or link of that name at the root; anything else is the sweep's)."""
+    for old in (paths.validated_memory / SIGNATURE_FILE, paths.memories / SIGNATURE_FILE):
+        try:
+            st = os.lstat(old)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+                log.info("removed %s (the folder signature now lives in %s)", old, paths.state_dir)
+
+
 def validated_files(paths: Paths) -> dict[str, bytes]:
-    """The rollback target: the validated copy, else the baseline's agent-owned files."""
+    """The rollback target: the validated copy, else the baseline's agent-owned files.
+
+    Only agent-owned paths: nothing else in the copy may ever be written into the folder.
+    """
+    migrate(paths)
     files = ValidatedMemory(paths).files()
     if files is not None:
-        return files
+        return {rel: data for rel, data in files.items() if is_agent_owned(rel)}
     try:
         head = baseline(paths).head_files()
     except BaselineError as exc:
@@ -141,7 +165,7 @@ def record(paths: Paths, *, source: str) -> bool:
 def _save_signature(paths: Paths) -> None:
     sig = _signature(paths.memories)
     newest = max((int(s[2]) for s in sig), default=0)  # type: ignore[call-overload]
-    target = paths.validated_memory / SIGNATURE_FILE
+    target = paths.folder_signature
     if time.time_ns() - newest < RACY_WINDOW_NS:
         target.unlink(missing_ok=True)  # too fresh to trust: look again next time
         return
@@ -178,6 +202,7 @@ def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
     """
     if lease_live(store, clock):
         return None  # a consolidation owns the folder right now
+    migrate(paths)
     ws = workspace(paths, clock)
     if not ws.root.is_dir():
         return None
@@ -204,5 +229,5 @@ def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
 
 
 def _read_signature(paths: Paths) -> list[list[object]] | None:
-    loaded = read_json_quiet(paths.validated_memory / SIGNATURE_FILE)
+    loaded = read_json_quiet(paths.folder_signature)
     return loaded if isinstance(loaded, list) else None
