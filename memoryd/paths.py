@@ -78,6 +78,11 @@ class Paths:
         return self.data_dir / "review"
 
     @property
+    def staged_edit(self) -> Path:
+        """An agent edit held for the user (a host session's change to the agent-owned files)."""
+        return self.review_dir / "agent-edit"
+
+    @property
     def ui_url_file(self) -> Path:
         """The daemon's web UI address with its access token (owner-readable only)."""
         return self.state_dir / "ui-url"
