@@ -168,6 +168,8 @@ def test_every_post_route_refuses_without_csrf_and_changes_nothing(
         "/notes/delete",
         "/review/accept",
         "/review/reject",
+        "/review/edit/accept",
+        "/review/edit/reject",
     }
     payload = {
         "session_id": "ses_keep",
@@ -442,6 +444,8 @@ def test_every_route_is_covered_here() -> None:
         "/review",
         "/review/accept",
         "/review/reject",
+        "/review/edit/accept",
+        "/review/edit/reject",  # tests/unit/test_edit_review.py
         "/static",
     }
     assert paths == tested
