@@ -71,6 +71,7 @@ class Writer:
     at: int | None  # when it ran (its end, else its start), epoch ms
     why: str  # which rule matched, and on what
     input: str  # the tool's input, redacted and cut
+    session_updated: int | None = None  # the session's time.updated when it was read
 
     @property
     def key(self) -> str:
@@ -161,7 +162,16 @@ def _writer(
     text = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False, default=str)
     excerpt = redact(text[:EDIT_SCAN_MAX_CHARS])[:EDIT_INPUT_EXCERPT_CHARS]
     return Writer(
-        session.id, session.title, session.directory, tool, part.callID, part.id, at, why, excerpt
+        session.id,
+        session.title,
+        session.directory,
+        tool,
+        part.callID,
+        part.id,
+        at,
+        why,
+        excerpt,
+        session.time.updated,
     )
 
 

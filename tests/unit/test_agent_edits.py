@@ -99,6 +99,7 @@ async def test_a_bash_heredoc_into_the_summary_is_staged_not_adopted(
     assert writer["session_id"] == "ses_web0000001" and writer["title"] == "a user session"
     assert writer["tool"] == "bash" and "memory_summary.md" in writer["why"]
     assert "cat > ~/memoryd-home/memories/memory_summary.md" in writer["input"]
+    assert writer["at"] == at and writer["session_updated"] >= at
     seen = edit.seen[0]
     assert seen["files"] == ["memory_summary.md"] and seen["since"] <= at
     assert edit_review.staged_changes(paths, edit) == {"memory_summary.md": INJECTED.encode()}
