@@ -10,7 +10,6 @@ from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
 from memoryd.write import review
-from memoryd.write.rollback import SIGNATURE_FILE
 
 
 def _clear_folder(root: Path) -> None:
@@ -40,7 +39,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
     _clear_folder(paths.proposed_notes)
     validated = ValidatedMemory(paths)
     validated.record({}, source="memoryd reset")
-    (validated.root / SIGNATURE_FILE).unlink(missing_ok=True)
+    paths.folder_signature.unlink(missing_ok=True)
     review.discard(paths)
     if paths.baseline_git.is_symlink():
         paths.baseline_git.unlink()

@@ -58,6 +58,11 @@ class Paths:
         return self.state_dir / "validated"
 
     @property
+    def folder_signature(self) -> Path:
+        """The memory folder's agent-owned files as last judged (stat data): the cheap no-change check."""
+        return self.state_dir / "folder.sig.json"
+
+    @property
     def phase2_running(self) -> Path:
         """Marker that a consolidation agent may be editing the folder (left behind by a kill)."""
         return self.state_dir / "phase2.running"
@@ -77,6 +82,11 @@ class Paths:
         """Notes a model wrote that the user has not accepted yet: outside the memory folder, so
         search, reads, consolidation and the block cannot see them."""
         return self.data_dir / "proposed-notes"
+
+    @property
+    def staged_edit(self) -> Path:
+        """An agent edit held for the user (a host session's change to the agent-owned files)."""
+        return self.review_dir / "agent-edit"
 
     @property
     def ui_url_file(self) -> Path:

@@ -17,6 +17,8 @@ DAEMON = "daemon"
 HOST_SEEN = "host"
 # Entries removed from the memory folder because memoryd's layout has no place for them.
 FOLDER_SWEPT = "memory_folder_swept"
+# A change of the agent-owned files waiting because opencode could not say who made it.
+AGENT_EDIT_HELD = "agent_edit_held"
 
 
 def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from here and never define a second copy.
 
 from __future__ import annotations
 
-from memoryd.clock import HOUR, MINUTE
+from memoryd.clock import DAY, HOUR, MINUTE
 
 # -- jobs (Codex's semantics) ------------------------------------------------------------------
 DEFAULT_RETRIES = 3  # failures a job may have before it waits for new input
@@ -55,6 +55,15 @@ SUMMARY_MAX_BYTES = 64 * 1024
 MEMORY_MAX_BYTES = 1024 * 1024
 # Each file under skills/: a procedure an agent reads whole when it uses it, so a few pages.
 SKILL_MAX_BYTES = 256 * 1024
+
+# -- agent edits (a change of the agent-owned files made outside a consolidation) ------------------
+# A tool call counts when it ran no earlier than this before the change's file time or the
+# folder's last check (clocks are the same machine's; this covers a long-running tool).
+EDIT_MARGIN_MS = 2 * MINUTE
+EDIT_LOOKBACK_MAX_MS = 7 * DAY  # never read sessions further back (memoryd was off that long)
+EDIT_MESSAGES_PAGE = 50  # messages per page when reading the recent end of a transcript
+EDIT_SCAN_MAX_CHARS = 256 * 1024  # a tool-input string longer than this counts as naming the folder
+EDIT_INPUT_EXCERPT_CHARS = 800  # of each matching tool input, kept (redacted) in the staged item
 
 # -- read path ---------------------------------------------------------------------------------
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn

@@ -132,6 +132,39 @@ class FakeOpencode:
             self.message(sid, turn[0], [{"type": "text", "text": turn[1]}], created=updated)
         )
 
+    def add_tool_call(
+        self,
+        sid: str,
+        tool: str,
+        tool_input: Any,
+        *,
+        at: int,
+        directory: str = "/srv/proj",
+        title: str = "a user session",
+        status: str = "completed",
+        metadata: dict | None = None,
+    ) -> dict[str, Any]:
+        """A session whose model ran one tool at ``at`` (the tool part as opencode 1.18 shows it)."""
+        if sid not in self.sessions:
+            self.add_session(
+                sid,
+                updated=at,
+                title=title,
+                directory=directory,
+                turns=[("user", "please tidy up")],
+                metadata=metadata,
+            )
+        self.sessions[sid]["time"]["updated"] = max(self.sessions[sid]["time"]["updated"], at)
+        state: dict[str, Any] = {"status": status, "input": tool_input, "time": {"start": at - 50}}
+        if status == "completed":
+            state.update(output="done", title=tool, metadata={})
+            state["time"]["end"] = at
+        part = {"type": "tool", "callID": f"call_{next(self._ids)}", "tool": tool, "state": state}
+        msg = self.message(sid, "assistant", [{"type": "step-start"}, part], created=at - 100)
+        msg["info"]["path"] = {"cwd": directory, "root": directory}
+        self.messages[sid].append(msg)
+        return msg
+
     @property
     def helper_sessions(self) -> list[str]:
         return [s for s, v in self.sessions.items() if v["title"].startswith("memoryd-")]
@@ -238,6 +271,8 @@ class FakeOpencode:
         )
         if q.get("roots") == "true":
             items = [s for s in items if "parentID" not in s]
+        if "start" in q:
+            items = [s for s in items if s["time"]["updated"] >= int(q["start"])]
         if "cursor" in q:
             items = [s for s in items if s["time"]["updated"] < int(q["cursor"])]
         page, more = items[:limit], len(items) > limit

@@ -10,7 +10,7 @@ from memoryd.app import App
 from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.clock import iso_ms
 from memoryd.status import snapshot
-from memoryd.write import review
+from memoryd.write import agent_edits, edit_review, review
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,11 +30,60 @@ def cmd_status(app: App, args: argparse.Namespace) -> int:
         "staged_at": iso_ms(staged.staged_at) if staged else None,
         "proposed_notes": count(app.paths),
     }
+    snap["agent_edit"] = agent_edit_snapshot(app)
     if args.as_json:
         print(json.dumps(snap, indent=2, sort_keys=True))
     else:
         print(render(snap))
     return EXIT_OK
+
+
+def agent_edit_snapshot(app: App) -> dict[str, Any]:
+    """A host session's change waiting for the user, and a change held while opencode is away."""
+    edit = edit_review.pending(app.paths)
+    held = agent_edits.held(app.store, app.paths)
+    return {
+        "pending": edit is not None,
+        "staged_at": iso_ms(edit.staged_at) if edit else None,
+        "files": edit.files if edit else {},
+        "sessions": [
+            {k: w.get(k) for k in ("session_id", "title", "tool", "directory")}
+            for w in (edit.writers if edit else [])
+        ],
+        "held": None
+        if held is None
+        else {
+            "files": held.get("files") or [],
+            "since": iso_ms(held.get("since")),
+            "error": held.get("error"),
+        },
+    }
+
+
+def agent_edit_rows(ae: dict[str, Any]) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if ae.get("pending"):
+        who = "; ".join(
+            f"session {s['session_id']} {s['title']!r} ({s['tool']})" for s in ae["sessions"]
+        )
+        rows.append(
+            (
+                "agent edit",
+                f"{', '.join(sorted(ae['files']))} changed by {who or 'a host session'}; "
+                f"staged at {ae['staged_at']}, not live (`memoryd review`)",
+            )
+        )
+    held = ae.get("held")
+    if held:
+        rows.append(
+            (
+                "edit held",
+                f"{', '.join(held['files'])} changed since {held['since']}; opencode could not be "
+                f"asked whether a session made it ({held['error']}): neither adopted nor "
+                "discarded, asked again at the next tick",
+            )
+        )
+    return rows
 
 
 def _n(v: int | float) -> str:
@@ -115,6 +164,7 @@ def render(s: dict[str, Any]) -> str:
                 f"{rv['proposed_notes']} note(s) a model proposed wait for you (`memoryd review`)",
             )
         )
+    rows += agent_edit_rows(s.get("agent_edit") or {})
     lp = s.get("last_pass")
     if lp:
         p1 = lp["phase1"]

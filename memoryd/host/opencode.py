@@ -177,11 +177,14 @@ class OpencodeClient(HostTransport):
         *,
         page_size: int = 200,
         directory: str | None = None,
+        since_ms: int | None = None,
     ) -> list[Message]:
         """The whole transcript of a session, oldest message first.
 
         opencode pages backwards: the first page holds the newest ``limit`` messages (oldest-first
-        inside the page) and ``x-next-cursor`` is passed back as ``before`` for older ones.
+        inside the page) and ``x-next-cursor`` is passed back as ``before`` for older ones. With
+        ``since_ms`` paging stops at the first page that reaches back before it (that page is
+        kept whole), so reading the recent end of a long session costs one or two requests.
         """
         if page_size < 1:
             raise ValueError("page_size must be >= 1")
@@ -199,7 +202,10 @@ class OpencodeClient(HostTransport):
             if cursor is not None:
                 params["before"] = cursor
             resp = await self._request("GET", path, params=params, what=what)
-            pages.append(self._parse(resp, _MESSAGES, what))
+            page = self._parse(resp, _MESSAGES, what)
+            pages.append(page)
+            if since_ms is not None and any(m.info.time.created < since_ms for m in page):
+                break
             cursor = self._next_cursor(resp, seen_cursors, what)
             if cursor is None:
                 break

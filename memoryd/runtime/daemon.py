@@ -41,7 +41,7 @@ from memoryd.tuning import (
     TICK_S,
 )
 from memoryd.write import baseline_proc
-from memoryd.write.passes import run_pass, tick
+from memoryd.write.passes import daemon_tick, run_pass
 from memoryd.write.phase2 import Phase2Status
 
 log = logging.getLogger(__name__)
@@ -285,9 +285,9 @@ class Daemon:
 
     async def _tick_job(self) -> None:
         # On the loop thread on purpose: the store connection is shared with the pass, and a tick
-        # is a few stats unless the summary changed.
+        # is a few stats unless the summary (or another agent-owned file) changed.
         if not self.should_exit:
-            tick(self.app)
+            await self._tracked(daemon_tick(self.app, judge_edits=not self._pass_running))
             self._record()
 
     async def _sync_job(self) -> None:

@@ -3,7 +3,8 @@
 Every handler is ``async`` on purpose: the store's SQLite connection belongs to the event loop's
 thread (the daemon shares it with its passes), so handlers must not hop to a worker thread.
 State changes go through :mod:`memoryd.tools` (notes, forget, mode, search) and
-:mod:`memoryd.write.review`; nothing here re-implements them. Errors those functions raise
+:mod:`memoryd.write.review` (and :mod:`memoryd.write.edit_review` for agent edits); nothing here
+re-implements them. Errors those functions raise
 become a message on the page; memory content is always escaped (Jinja2 autoescape, and
 :mod:`memoryd.web.markdown` for rendered files).
 """
@@ -32,7 +33,7 @@ from memoryd.tuning import UI_SEARCH_RESULTS
 from memoryd.web import data
 from memoryd.web.markdown import render as markdown
 from memoryd.web.security import CSRF_FIELD, Guard, Secrets
-from memoryd.write import review
+from memoryd.write import agent_edits, edit_review, review
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,11 +60,14 @@ class UI:
 
     def page(self, name: str, request: Request, status: int = 200, **ctx: Any) -> HTMLResponse:
         staged = review.pending(self.app.paths)
+        edit = edit_review.pending(self.app.paths)
         html = self.env.get_template(name).render(
             csrf=self.keys.csrf,
             csrf_field=CSRF_FIELD,
             path=request.url.path,
-            review_pending=(staged is not None) + proposed.count(self.app.paths),
+            review_pending=(staged is not None)
+            + (edit is not None)
+            + proposed.count(self.app.paths),
             flash=request.query_params.get("done"),
             **ctx,
         )
@@ -202,7 +206,37 @@ class UI:
             history=[{**e, "at": iso_ms(e.get("at"))} for e in review.history(self.app.store)],
             review_mode=self.app.settings.review,
             proposals=[proposed.describe(p) for p in proposed.waiting(paths)],
+            **self._edit_context(),
         )
+
+    def _edit_context(self) -> dict[str, Any]:
+        """The agent edit waiting for review (what memoryd saw, the diff) and a held change."""
+        paths = self.app.paths
+        edit = edit_review.pending(paths)
+        writers = [{**w, "at": iso_ms(w.get("at"))} for w in (edit.writers if edit else [])]
+        return {
+            "edit": edit,
+            "edit_staged_at": iso_ms(edit.staged_at) if edit else None,
+            "edit_writers": writers,
+            "edit_diff": edit_review.diff_text(paths, edit).splitlines() if edit else [],
+            "edit_held": agent_edits.held(self.app.store, paths),
+        }
+
+    async def review_edit_accept(self, request: Request) -> Response:
+        a = self.app
+        try:
+            edit_review.accept(a.store, a.settings, a.paths)
+        except MemorydError as exc:
+            return self.error(request, str(exc), 409)
+        return self.back("/review", "accepted: the agent edit is live")
+
+    async def review_edit_reject(self, request: Request) -> Response:
+        form = await _form(request)
+        try:
+            edit_review.reject(self.app.store, self.app.paths, str(form.get("reason") or ""))
+        except MemorydError as exc:
+            return self.error(request, str(exc), 409)
+        return self.back("/review", "rejected: the agent edit was discarded")
 
     async def review_accept(self, request: Request) -> Response:
         a = self.app
@@ -259,6 +293,8 @@ class UI:
             Route("/review/reject", self.review_reject, methods=["POST"]),
             Route("/review/notes/accept", self.note_accept, methods=["POST"]),
             Route("/review/notes/drop", self.note_drop, methods=["POST"]),
+            Route("/review/edit/accept", self.review_edit_accept, methods=["POST"]),
+            Route("/review/edit/reject", self.review_edit_reject, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

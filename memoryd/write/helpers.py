@@ -52,6 +52,16 @@ PENDING_PREFIX = "pending:"  # a record made before the helper was created (its 
 UNGOVERNED_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
 
 
+def is_own_helper(s: Session) -> bool:
+    """Both marks memoryd gives its helper sessions: the exact title form and the metadata tag.
+
+    A user's fork of a helper copies the metadata but not the title, and a user's session may be
+    titled anything: one mark alone never makes a session memoryd's.
+    """
+    tag = (s.metadata or {}).get(HELPER_METADATA_KEY)
+    return tag in ("extract", "consolidate") and bool(_HELPER_TITLE.fullmatch(s.title))
+
+
 async def ensure_agent(client: OpencodeClient, paths: Paths, name: str) -> str:
     """Define ``name`` where its sessions run and make sure opencode sees it; returns that folder.
 
@@ -152,9 +162,7 @@ async def remove_stale_helpers(
     """
     removed = 0
     for s in listed:
-        tag = (s.metadata or {}).get(HELPER_METADATA_KEY)
-        ours = tag in ("extract", "consolidate") and _HELPER_TITLE.fullmatch(s.title)
-        if ours and s.time.updated < cutoff_ms:
+        if is_own_helper(s) and s.time.updated < cutoff_ms:
             try:
                 if await client.delete_session(s.id):
                     removed += 1

@@ -10,12 +10,13 @@ from typing import Any
 
 from memoryd import tokens
 from memoryd.app import App
-from memoryd.errors import MemorydError
+from memoryd.errors import HostError, MemorydError
 from memoryd.host.connect import open_host
+from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
 from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
-from memoryd.write import baseline_proc, rollback
+from memoryd.write import agent_edits, baseline_proc, rollback
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 
@@ -31,26 +32,69 @@ class PassResult:
 
 def tick(app: App) -> IngestResult:
     """Cheap, local, no host: count citations from the spool, re-render the read-path block."""
+    return _tick(app)[0]
+
+
+def _tick(app: App) -> tuple[IngestResult, str | None]:
+    """:func:`tick`, and what the memory folder's local check found (``"changed"``: judge it)."""
     log.debug("tick: counting citations from the spool")
     result = ingest_spool(app.store, app.paths.citation_spool)
     if result.new_parts:
         log.info(
             "counted %d citing replies (%d memories used)", result.new_parts, result.outputs_updated
         )
-    # Outside runs: finish a killed run's rollback, or adopt a hand edit once it validates. The
-    # block renders from the validated copy only, so a run in progress never reaches a turn.
+    # Outside runs: finish a killed run's rollback, or notice a change of the agent-owned files
+    # (judged by check_edits, with the host). The block renders from the validated copy only, so
+    # neither a run in progress nor an unjudged change ever reaches a turn.
     try:
         settled = rollback.settle(app.paths, app.store, app.clock)
     except (MemorydError, OSError) as exc:
         log.warning("could not check the memory folder against its validated copy: %s", exc)
         settled = None
-    if settled:
+    if settled == rollback.ROLLED_BACK:
         log.info("memory folder: %s", settled)
     log.debug("tick: rendering the read-path block")
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
     tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
-    return result
+    return result, settled
+
+
+async def check_edits(app: App, client: OpencodeClient | None = None) -> str | None:
+    """Judge a change of the agent-owned files (staged, adopted or held; see agent_edits).
+
+    Without ``client`` the host is opened only when a change is waiting: the no-change path is
+    a few ``lstat`` calls and never reaches opencode.
+    """
+    paths, store, clock = app.paths, app.store, app.clock
+    try:
+        if client is not None:
+            done = await agent_edits.reconcile(paths, store, clock, client)
+        else:
+            _outcome, change = rollback.look(paths, store, clock)
+            if change is None:
+                return None
+            try:
+                async with open_host(app.settings, paths) as opening:
+                    host = await opening.ready()
+                    done = await agent_edits.reconcile(paths, store, clock, host.client)
+            except HostError as exc:
+                agent_edits.hold(store, clock, sorted(change.changed), exc)
+                done = agent_edits.HELD
+    except (MemorydError, OSError) as exc:
+        log.warning("could not judge a change of the memory folder: %s", exc)
+        return None
+    if done and done != agent_edits.HELD:
+        log.info("memory folder: %s", done)
+    return done
+
+
+async def daemon_tick(app: App, *, judge_edits: bool) -> None:
+    """The daemon's tick: :func:`tick`, then a change of the agent-owned files judged with the
+    host (not while a pass runs: it judges changes itself, before its phase 2)."""
+    _usage, settled = _tick(app)
+    if judge_edits and settled == rollback.CHANGED:
+        await check_edits(app)
 
 
 async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
@@ -90,6 +134,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
                 "at": app.clock.now_ms(),
             },
         )
+        await check_edits(app, host.client)  # before anything reads the folder
         common: dict[str, Any] = dict(
             store=store,
             client=host.client,

@@ -55,7 +55,7 @@ from memoryd.store.jobs import GLOBAL_KEY
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.workspace import DIFF_FILE, Workspace
 from memoryd.workspace_audit import read_memory_file, with_user_writes
-from memoryd.write import review, rollback
+from memoryd.write import agent_edits, review, rollback
 from memoryd.write.baseline_proc import open_baseline
 from memoryd.write.confine import planted_parent_config, sweep
 from memoryd.write.helpers import (
@@ -246,6 +246,19 @@ def _held(baseline: BaselineLike, writes: dict[str, bytes | None]) -> dict[str, 
     return {rel: (False, old[rel]) if rel in old else None for rel in writes}
 
 
+def _note_swept(p: PhaseBase, when: str, entries: list[str]) -> None:
+    p.store.put_state(FOLDER_SWEPT, {"at": p.clock.now_ms(), "when": when, "removed": entries})
+
+
+async def _judge_edits(p: PhaseBase) -> Phase2Result | None:
+    """A change of the agent-owned files is judged before a run may read or record it."""
+    if await agent_edits.reconcile(p.paths, p.store, p.clock, p.client) != agent_edits.HELD:
+        return None
+    return Phase2Result(
+        Phase2Status.SKIPPED_HOST, "a change of the memory folder waits for opencode"
+    )
+
+
 class Phase2(PhaseBase):
     _claimed_input: int | None = None
 
@@ -264,6 +277,8 @@ class Phase2(PhaseBase):
             return Phase2Result(
                 Phase2Status.SKIPPED_REVIEW, "a consolidation is waiting for review"
             )
+        if (held := await _judge_edits(self)) is not None:
+            return held
         log.debug("phase 2: claiming the consolidation")
         claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
@@ -321,6 +336,7 @@ class Phase2(PhaseBase):
         if rollback.interrupted(self.paths):
             rollback.restore(self.paths, self.clock)  # a run was killed: finish its rollback
             rollback.clear_running(self.paths)
+        rollback.migrate(self.paths)  # an old signature in the folder is not a foreign entry
         log.debug("phase 2: syncing the memory folder")
         removed = ws.ensure_layout()
         ws.remove_diff_file()
@@ -340,8 +356,9 @@ class Phase2(PhaseBase):
         _import_sync(self.paths, sync_inputs)  # other machines' memory, from the last fetch
         problems = ws.validate()
         if not problems:
-            # Valid as it stands (a hand edit included): that is what a failed run returns to.
-            rollback.record(self.paths, source="the memory folder before a run")
+            # Valid as it stands (a judged hand edit included): what a failed run returns to. A
+            # change nobody judged yet (made since the check above) is never recorded.
+            rollback.record_judged(self.paths, source="the memory folder before a run")
         log.debug("phase 2: diffing the memory folder against its baseline")
         return baseline.diff(), problems, removed
 
@@ -363,7 +380,7 @@ class Phase2(PhaseBase):
             self._prepare, ws, baseline, selected, self._sync_inputs()
         )
         if swept:
-            self._note_swept("before a consolidation", swept)
+            _note_swept(self, "before a consolidation", swept)
         changes = [f"{c.status} {c.path}" for c in diff.changes]
         if diff.empty and not problems:
             self._finish(token, consumed, consolidated=False, watermark=watermark)
@@ -390,7 +407,7 @@ class Phase2(PhaseBase):
                 redact_agent_files(self.paths.memories)
             undone = [*foreign, *(r for r in restored if r not in foreign)]
             if undone:
-                self._note_swept("after a consolidation", undone)
+                _note_swept(self, "after a consolidation", undone)
             problems = ws.validate()
             if undone:
                 raise ConfinementError(
@@ -443,11 +460,6 @@ class Phase2(PhaseBase):
         self.store.release_phase2(token, "waiting: a consolidation is staged for review")
         return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
-    def _note_swept(self, when: str, entries: list[str]) -> None:
-        self.store.put_state(
-            FOLDER_SWEPT, {"at": self.clock.now_ms(), "when": when, "removed": entries}
-        )
-
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
     ) -> None:
@@ -482,6 +494,7 @@ class Phase2(PhaseBase):
     async def _consolidate(self, diff: WorkspaceDiff) -> None:
         root = str(self.paths.memories)
         rules = await confinement(self.client, self.paths)
+        started = rollback.wall_ms()
         try:
             await self._consolidate_in(root, rules, diff)
         finally:
@@ -489,6 +502,7 @@ class Phase2(PhaseBase):
                 await asyncio.shield(self.client.dispose_instance(root))
             except HostError as exc:
                 log.warning("could not dispose the memory folder's opencode instance: %s", exc)
+        await agent_edits.refuse_host_writes(self.client, self.store, self.paths, started)
 
     async def _consolidate_in(
         self, root: str, rules: list[dict[str, str]], diff: WorkspaceDiff

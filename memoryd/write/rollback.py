@@ -5,18 +5,28 @@
 * :func:`restore` rolls those files back to the last validated copy (:mod:`memoryd.validated`),
   or, when none was ever recorded, to the git baseline: after a failed or aborted run, and after
   a run that was killed (a marker file outlives the process, :func:`mark_running`).
-* :func:`settle` is the cheap periodic step outside runs: finish the rollback of a killed run,
-  or adopt a hand edit of the folder into the validated copy once it validates, so a user's own
-  correction reaches the next turn without waiting for a consolidation.
+* :func:`settle` is the cheap periodic step outside runs: finish the rollback of a killed run, or
+  notice a change of the agent-owned files (:func:`seen_change`). It adopts nothing: a change is
+  judged by :mod:`memoryd.write.agent_edits`, which asks opencode whether a session's tool call
+  made it; only a hand edit made outside any session is adopted (:func:`adopt`) once it
+  validates, so a user's own correction reaches the next turn without waiting for a
+  consolidation.
+
+The folder's stat signature (what makes the no-change check a few ``lstat`` calls) is memoryd's
+state, kept at :attr:`~memoryd.paths.Paths.folder_signature`. Earlier versions kept it inside
+the validated copy, from where a rollback copied it into the folder as a foreign entry;
+:func:`migrate` removes both leftovers without a sweep ever reporting them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.clock import Clock
@@ -30,7 +40,7 @@ from memoryd.write.baseline_proc import BaselineLike, open_baseline
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_FILE = "folder.sig.json"
+SIGNATURE_FILE = "folder.sig.json"  # the old name, inside the validated copy (see migrate)
 RACY_WINDOW_NS = 2_000_000_000
 CONSOLIDATE_HELPER = "consolidate"  # the kind phase 2 records its helper session under
 
@@ -79,17 +89,37 @@ def agent_files(root: Path) -> dict[str, bytes]:
     return out
 
 
+def _sig_of(entries: list[tuple[str, os.stat_result]]) -> list[list[object]]:
+    return [[rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode] for rel, st in entries]
+
+
 def _signature(root: Path) -> list[list[object]]:
-    return [
-        [rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode] for rel, st in _owned_entries(root)
-    ]
+    return _sig_of(_owned_entries(root))
+
+
+def migrate(paths: Paths) -> None:
+    """Remove the signature earlier versions left in the validated copy and, through a rollback,
+    in the folder (only a file or link of that name at the root; anything else is the sweep's)."""
+    for old in (paths.validated_memory / SIGNATURE_FILE, paths.memories / SIGNATURE_FILE):
+        try:
+            st = os.lstat(old)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+                log.info("removed %s (the folder signature now lives in %s)", old, paths.state_dir)
 
 
 def validated_files(paths: Paths) -> dict[str, bytes]:
-    """The rollback target: the validated copy, else the baseline's agent-owned files."""
+    """The rollback target: the validated copy, else the baseline's agent-owned files.
+
+    Only agent-owned paths: nothing else in the copy may ever be written into the folder.
+    """
+    migrate(paths)
     files = ValidatedMemory(paths).files()
     if files is not None:
-        return files
+        return {rel: data for rel, data in files.items() if is_agent_owned(rel)}
     try:
         head = baseline(paths).head_files()
     except BaselineError as exc:
@@ -119,6 +149,19 @@ def restore(paths: Paths, clock: Clock) -> list[str]:
     return sorted(changed)
 
 
+def put_files(paths: Paths, clock: Clock, files: dict[str, bytes | None]) -> None:
+    """Write (or, for ``None``, remove) agent-owned files in the folder, never through a link."""
+    ws = workspace(paths, clock)
+    for rel, data in sorted(files.items()):
+        if not is_agent_owned(rel):
+            continue
+        if data is None:
+            ws.remove_file(rel)
+            _prune_empty_parents(paths.memories, rel)
+        else:
+            ws.write_file(rel, data)
+
+
 def _prune_empty_parents(root: Path, rel: str) -> None:
     """Drop folders a rolled-back file leaves empty (``skills/<name>/``), never the layout's own."""
     parts = rel.split("/")[:-1]
@@ -134,19 +177,98 @@ def record(paths: Paths, *, source: str) -> bool:
     """Make the folder's agent-owned files the validated state (after a validated run)."""
     files = agent_files(paths.memories)
     changed = ValidatedMemory(paths).record(files, source=source)
-    _save_signature(paths)
+    judged(paths)
     return changed
 
 
-def _save_signature(paths: Paths) -> None:
+@dataclass(frozen=True)
+class FolderChange:
+    """The agent-owned files that differ from the validated copy, as memoryd saw them."""
+
+    live: dict[str, bytes]  # every agent-owned file as it stands
+    changed: dict[str, bytes | None]  # relpath -> its new bytes, ``None`` when it was removed
+    base: dict[str, bytes]  # the validated copy it differs from
+    mtimes_ms: dict[str, int]  # the changed files still present -> their mtime (wall ms)
+    judged_at_ms: int | None  # wall ms of the folder's last check, when known
+
+
+def wall_ms() -> int:
+    """File times and opencode's timestamps are wall time, so this is too (not the Clock)."""
+    return time.time_ns() // 1_000_000
+
+
+def judged(paths: Paths) -> None:
+    """Remember the folder as it stands as decided: the next look costs a few ``lstat`` calls."""
     sig = _signature(paths.memories)
     newest = max((int(s[2]) for s in sig), default=0)  # type: ignore[call-overload]
-    target = paths.validated_memory / SIGNATURE_FILE
-    if time.time_ns() - newest < RACY_WINDOW_NS:
-        target.unlink(missing_ok=True)  # too fresh to trust: look again next time
-        return
-    paths.ensure_dir(target.parent)
-    atomic_write(target, json.dumps(sig).encode("utf-8"))
+    now = time.time_ns()
+    # Too fresh to trust (a same-tick write keeps its stat): compare content again next time.
+    trusted = now - newest >= RACY_WINDOW_NS
+    paths.ensure_dir(paths.folder_signature.parent)
+    body = {"at": now // 1_000_000, "sig": sig if trusted else None}
+    atomic_write(paths.folder_signature, json.dumps(body).encode("utf-8"))
+
+
+def _read_signature(paths: Paths) -> tuple[int | None, list[list[object]] | None]:
+    """(when the folder was last judged, its signature then); the older bare-list form is stale."""
+    loaded = read_json_quiet(paths.folder_signature)
+    if not isinstance(loaded, dict):
+        return None, None
+    at, sig = loaded.get("at"), loaded.get("sig")
+    return (at if isinstance(at, int) else None), (sig if isinstance(sig, list) else None)
+
+
+def is_judged(paths: Paths) -> bool:
+    """Whether the agent-owned files are exactly as they were last judged (stat data only)."""
+    _at, sig = _read_signature(paths)
+    return sig is not None and sig == _signature(paths.memories)
+
+
+def seen_change(paths: Paths) -> FolderChange | None:
+    """What changed in the agent-owned files since they were last judged, or ``None``.
+
+    Unchanged stat data ends it after a few ``lstat`` calls; otherwise the files are compared
+    with the validated copy, and a folder equal to it is judged at once (a touch, a rewrite of
+    the same bytes, a rollback), so only a real difference is ever handed on.
+    """
+    at, saved = _read_signature(paths)
+    entries = _owned_entries(paths.memories)
+    if saved is not None and saved == _sig_of(entries):
+        return None
+    live = agent_files(paths.memories)
+    base = validated_files(paths)
+    changed = {
+        rel: live.get(rel)
+        for rel in sorted(set(live) | set(base))
+        if live.get(rel) != base.get(rel)
+    }
+    if not changed:
+        judged(paths)
+        return None
+    mtimes = {rel: st.st_mtime_ns // 1_000_000 for rel, st in entries if rel in changed}
+    return FolderChange(live, changed, base, mtimes, at)
+
+
+def adopt(paths: Paths, clock: Clock, change: FolderChange) -> bool:
+    """A hand edit: it becomes the validated state once it validates; judged either way.
+
+    Only the bytes that were checked are adopted: a folder that moved on meanwhile is left for
+    the next look, which judges the newer change afresh.
+    """
+    if agent_files(paths.memories) != change.live:
+        return False
+    if workspace(paths, clock).validate():
+        judged(paths)  # not valid as it stands: turns keep the validated copy
+        return False
+    return record(paths, source="the memory folder (hand edit)")
+
+
+def record_judged(paths: Paths, *, source: str) -> bool:
+    """Record the folder only when it holds no change still to be judged (before a run)."""
+    if seen_change(paths) is not None:
+        log.warning("the memory folder changed since it was checked; not recording it before a run")
+        return False
+    return record(paths, source=source)
 
 
 def mark_running(paths: Paths) -> None:
@@ -171,16 +293,17 @@ def lease_live(store: Store, clock: Clock) -> bool:
     )
 
 
-def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
-    """Outside any run: finish a killed run's rollback, or adopt a validated hand edit.
+ROLLED_BACK = "rolled back"
+CHANGED = "changed"  # a change waits for memoryd.write.agent_edits to judge it with the host
 
-    Returns what it did (``"rolled back"``, ``"adopted"``) or ``None``.
-    """
+
+def look(paths: Paths, store: Store, clock: Clock) -> tuple[str | None, FolderChange | None]:
+    """Outside any run: finish a killed run's rollback, or find a change still to be judged."""
     if lease_live(store, clock):
-        return None  # a consolidation owns the folder right now
-    ws = workspace(paths, clock)
-    if not ws.root.is_dir():
-        return None
+        return None, None  # a consolidation owns the folder right now
+    migrate(paths)
+    if not paths.memories.is_dir():
+        return None, None
     # A killed memoryd's consolidator may still be running in a user's opencode until its helper
     # session is deleted; whatever it writes meanwhile is rolled back, never adopted.
     agent_alive = store.orphaned_helpers_of_kind(CONSOLIDATE_HELPER) > 0
@@ -188,21 +311,18 @@ def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
         restore(paths, clock)
         if not agent_alive:
             clear_running(paths)
-        _save_signature(paths)
-        return "rolled back"
+        judged(paths)
+        return ROLLED_BACK, None
     if agent_alive:
-        return None
-    saved = _read_signature(paths)
-    if saved is not None and saved == _signature(paths.memories):
-        return None
-    if ws.validate():
-        _save_signature(paths)
-        return None  # not valid as it stands: turns keep the validated copy
-    if record(paths, source="the memory folder (hand edit)"):
-        return "adopted"
-    return None
+        return None, None
+    change = seen_change(paths)
+    return (CHANGED, change) if change is not None else (None, None)
 
 
-def _read_signature(paths: Paths) -> list[list[object]] | None:
-    loaded = read_json_quiet(paths.validated_memory / SIGNATURE_FILE)
-    return loaded if isinstance(loaded, list) else None
+def settle(paths: Paths, store: Store, clock: Clock) -> str | None:
+    """The tick's local step: ``"rolled back"``, ``"changed"`` (nothing adopted yet) or ``None``.
+
+    A change is never adopted here: whether a host session's tool call made it is for
+    :func:`memoryd.write.agent_edits.reconcile` to find out, with opencode's help.
+    """
+    return look(paths, store, clock)[0]

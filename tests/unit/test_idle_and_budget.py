@@ -18,6 +18,10 @@ from tests.fakehost import FakeOpencode, write_memory
 pytestmark = pytest.mark.anyio
 
 
+async def no_tick(app: object, *, judge_edits: bool) -> None:
+    """The daemon's tick, left out (these tests drive passes only)."""
+
+
 async def one_pass(
     store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw
 ) -> tuple:
@@ -146,7 +150,7 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
         return PassResult(Phase1Report(), Phase2Result("no_changes"), IngestResult())
 
     monkeypatch.setattr(daemon_mod, "run_pass", fake_pass)
-    monkeypatch.setattr(daemon_mod, "tick", lambda app: IngestResult())
+    monkeypatch.setattr(daemon_mod, "daemon_tick", no_tick)
     monkeypatch.setattr(daemon_mod, "EVENT_DEBOUNCE_S", 0.3)  # 2 s in the daemon
     d = daemon_mod.Daemon(App(paths), interval_s=3600)
     serving = asyncio.create_task(d.serve())

@@ -47,7 +47,8 @@ def recorded(paths: Paths) -> tuple[Paths, Store, ManualClock]:
     clock = ManualClock()
     store = Store(paths.db, clock=clock)
     _valid_folder(paths.memories)
-    assert rollback.settle(paths, store, clock) == "adopted"
+    _, change = rollback.look(paths, store, clock)  # a hand edit, no host session involved
+    assert change is not None and rollback.adopt(paths, clock, change)
     readpath.sync_block(paths, Settings())
     return paths, store, clock
 
@@ -119,7 +120,8 @@ def test_a_50_mb_hand_edit_is_never_adopted_nor_tokenized(recorded, no_big_token
     block = paths.readpath_block.read_bytes()
     validated = ValidatedMemory(paths).files()
     _sparse(paths.memories / "memory_summary.md", BIG)
-    assert rollback.settle(paths, store, clock) is None  # not valid as it stands
+    _, change = rollback.look(paths, store, clock)
+    assert change is None or not rollback.adopt(paths, clock, change)  # not valid as it stands
     readpath.sync_block(paths, Settings())
     assert ValidatedMemory(paths).files() == validated
     assert paths.readpath_block.read_bytes() == block
@@ -184,7 +186,8 @@ def test_a_hard_linked_memory_file_is_never_adopted(recorded, tmp_path: Path) ->
     os.link(outside, paths.memories / "MEMORY.md")
     problems = Workspace(paths.memories, clock=clock).validate()
     assert problems == ["MEMORY.md is hard-linked (2 names for one file)"]
-    assert rollback.settle(paths, store, clock) is None
+    _, change = rollback.look(paths, store, clock)
+    assert change is None or not rollback.adopt(paths, clock, change)
     assert b"OUTSIDE" not in (ValidatedMemory(paths).files() or {}).get("MEMORY.md", b"")
 
 

@@ -33,6 +33,10 @@ from tests.conftest import T0
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 
 
+async def no_tick(app: object, *, judge_edits: bool) -> None:
+    """The daemon's tick, left out (these tests drive passes only)."""
+
+
 class Machine:
     def __init__(self, root: Path, remote: str, clock: ManualClock) -> None:
         home = root
@@ -422,7 +426,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
         return PassResult(Phase1Report(), Phase2Result("succeeded"), IngestResult())
 
     monkeypatch.setattr(daemon_mod, "run_pass", consolidated)
-    monkeypatch.setattr(daemon_mod, "tick", lambda app: IngestResult())
+    monkeypatch.setattr(daemon_mod, "daemon_tick", no_tick)
     d = daemon_mod.Daemon(app, interval_s=3600)
     serving = asyncio.create_task(d.serve())
     try:

@@ -20,7 +20,7 @@ from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.validated import ValidatedMemory
 from memoryd.workspace import AGENT_OWNED
-from memoryd.write import rollback
+from memoryd.write import agent_edits, rollback
 from memoryd.write.confine import OPENCODE_LOADED, planted_parent_config, sweep
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
@@ -339,7 +339,12 @@ async def test_hand_edits_reach_turns_only_when_they_validate(tmp_path: Path) ->
     sync_block(paths, Settings())
     assert paths.readpath_block.read_bytes() == block
     summary.write_text("v1\n- HAND-EDITED: prefer pnpm\n")
-    assert rollback.settle(paths, store, clock) == "adopted"
+    # the tick's local step adopts nothing: whether a host session made it is asked first
+    assert rollback.settle(paths, store, clock) == "changed"
+    sync_block(paths, Settings())
+    assert paths.readpath_block.read_bytes() == block
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    assert await agent_edits.reconcile(paths, store, clock, client) == "adopted"
     sync_block(paths, Settings())
     assert b"HAND-EDITED" in paths.readpath_block.read_bytes()
     # and a failed run afterwards returns to the hand edit, not to the older baseline

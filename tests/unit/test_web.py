@@ -175,6 +175,8 @@ def test_every_post_route_refuses_without_csrf_and_changes_nothing(
         "/review/reject",
         "/review/notes/accept",
         "/review/notes/drop",
+        "/review/edit/accept",
+        "/review/edit/reject",
     }
     payload = {
         "session_id": "ses_keep",
@@ -499,6 +501,8 @@ def test_every_route_is_covered_here() -> None:
         "/review/reject",
         "/review/notes/accept",
         "/review/notes/drop",
+        "/review/edit/accept",
+        "/review/edit/reject",  # tests/unit/test_edit_review.py
         "/static",
     }
     assert paths == tested
