@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from memoryd.redact.tokens import REDACTED
+from memoryd.redact.tokens import REDACTED, looks_random
 from memoryd.redact.values import (
     STRONG_KINDS,
     keep,
@@ -64,12 +64,23 @@ _REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
 _TUPLE_TARGET_RE = re.compile(
     r"(?:^|[\n(\[]|\\n)[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
 )
+_CIPHERTEXT_RE = re.compile(r"(?i)[\"']?(?:encrypted\w*|ciphertext|iv|nonce|auth_tag|kms\w*)[\"']?[ \t]*:")
 _QUALIFIED_BEFORE_RE = re.compile(
     r"(?i)(?:public|pub|cache|cached|idempotency|request|host|subject|authority|foreign|primary"
     r"|sort|partition|routing|lookup|object|restored|saved)[ \t]+\Z"
 )
 _SHELL_ENDS = r"[\s;&|<>()`\"']"
 _QUERY_ENDS = r"[\s&#\"'<>)\]\\]"
+
+
+def _inside_default(text: str, i: int) -> bool:
+    """Whether ``i`` sits in the message of a shell ``${VAR:?message}`` (or ``:+``) expansion.
+
+    Spring's ``${mail.password:default}`` is not one: its default is a literal."""
+    opened = text.rfind("${", max(0, i - 200), i)
+    if opened < 0 or "}" in text[opened:i] or "\n" in text[opened:i]:
+        return False
+    return re.search(r":?[?+]", text[opened:i]) is not None
 
 
 def _backslashes_before(text: str, i: int, floor: int = 0) -> int:
@@ -217,6 +228,8 @@ def _cookie_edit(value: str, start: int, end: int) -> tuple[int, int, str] | Non
         name, val = m.group(1), m.group(2)
         if name.lower() in _COOKIE_ATTRIBUTES or len(val) < 8 or MARKER_RE.fullmatch(val):
             return m.group()
+        if not looks_random(val) and not re.search(r"(?i)sess|sid|auth|token|remember|csrf", name):
+            return m.group()  # _ga=GA1.1.40…, cookie_consent=accepted: not a credential
         return f"{name}={REDACTED}"
 
     new = _COOKIE_PAIR_RE.sub(repl, value)
@@ -280,6 +293,8 @@ class _AssignmentScanner:
             text.rfind('"', 0, key_start),
         ):
             return None  # arn:aws:secretsmanager:…:secret:name, a resource name
+        if _inside_default(text, key_start):
+            return None  # ${POSTGRES_PASSWORD:?…}: a shell default or message, not a value
         if op == "=" and _TUPLE_TARGET_RE.search(text, max(0, key_start - 64), key_start):
             return None  # url, username, password = target
         key = text[key_start:key_end]
@@ -355,6 +370,8 @@ class _AssignmentScanner:
             if end is not None:
                 if end - vs <= 2 or not any(q in text[vs:end] for q in "\"'"):
                     return None  # empty, or a schema such as { type: String, required: true }
+                if _CIPHERTEXT_RE.search(text, vs, end):
+                    return None  # {"encrypted_data": …, "iv": …}: encrypted at rest, the keys decide
                 return vs, end, replacement
             self.unclosed_until = min(len(text), vs + _MAX_STRUCT_LEN)
 

@@ -92,6 +92,8 @@ def is_filler(value: str) -> bool:
         return True
     if _ENV_NAME_RE.fullmatch(v) or _TODO_RE.match(v):
         return True
+    if re.search(r"(?i)replace[_-]?me|change[_-]?me|placeholder|dummy|your[_-]", v):
+        return True
     first = v.split()[0]
     masked = sum(c in _MASK_CHARS for c in first)
     if masked >= 4 and masked * 5 >= len(first) * 2 and re.search(r"[*•●·∙]{3,}|x{4,}", first):
@@ -199,6 +201,8 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("atlassian-token", (), rf"{_p('AT')}[AC]TT[A-Za-z0-9_=+/\-]{{40,}}"),
     ("sentry-token", (), rf"{_p('sntry')}[su]_[A-Za-z0-9+/=_]{{40,}}"),
     ("age-secret-key", (), r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
+    ("launchdarkly-key", (), rf"{_p('sdk-')}{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"),
+    ("grub-password-hash", (), r"grub\.pbkdf2\.sha512\.\d+\.[0-9A-F]{64,}\.[0-9A-F]{64,}"),
     ("bip32-private-key", (), rf"{_p('xprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
     ("bip32-private-key", (), rf"{_p('tprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
     ("docker-swarm-token", (), rf"{_p('SWMTKN-1-')}[a-z0-9]{{40,}}-[a-z0-9]{{20,}}"),
@@ -427,7 +431,11 @@ def looks_random(value: str) -> bool:
         upper = sum(c.isupper() for c in v) / letters
         if len(v) < 20 or not 0.25 <= upper <= 0.8:
             return False
-    words = sum(1 for part in _SEPARATOR_RE.split(v) if len(part) >= 3 and part.isalpha())
+    words = sum(
+        1
+        for part in _SEPARATOR_RE.split(v)
+        if len(part) >= 3 and part.isalpha() and (part.islower() or part.istitle() or part.isupper())
+    )
     if words >= 2:
         return False  # node-modules-<hash>, build-cache-v2-...: a name with a hash in it
     return entropy(v) >= (3.0 if re.fullmatch(r"[0-9a-fA-F\-]+", v) else 3.5)

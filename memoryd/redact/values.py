@@ -61,7 +61,7 @@ _PUBLIC_SEGMENTS = frozenset(
 )
 _ID_KEY_QUALIFIERS = frozenset(
     {"idempotency", "cache", "request", "trace", "correlation", "dedup", "dedupe", "partition"}
-    | {"sort", "primary", "foreign", "object", "routing", "lookup", "hash", "etag", "unique"}
+    | {"sort", "primary", "foreign", "object", "lookup", "hash", "etag", "unique"}
     | {"composite", "group", "message", "event", "s3", "bucket", "map", "dict"}
     | {"index", "row", "column", "cursor", "page", "shard", "lock", "queue", "redis", "kv"}
 )
@@ -83,8 +83,10 @@ def secret_key_kind(key: str) -> str | None:
     while len(segs) > 1 and (segs[-1] in _MODIFIERS or segs[-1].isdigit()):
         segs.pop()
     last = segs[-1]
-    if last in _STRONG_WORDS:
-        return "password"
+    if last in _STRONG_WORDS or last.endswith("authtok") or segs[-2:] == ["pass", "phrase"]:
+        return "password"  # sssd's ldap_default_authtok, OCI's pass_phrase
+    if last in ("encrypt", "encryption", "gossip"):
+        return "weak"  # Consul's encrypt = "<base64 key>"
     if last == "pat":
         return "token"  # a personal access token: AZURE_DEVOPS_EXT_PAT, GITLAB_PAT
     if last in ("sig", "signature"):
@@ -173,7 +175,7 @@ _PLACEHOLDER_RE = re.compile(
 _NOT_SECRET_LITERALS = frozenset(
     {"true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "~"}
     | {"changeme", "placeholder", "redacted", "example", "dummy", "value", "pass", "password"}
-    | {"passwd", "secret", "token", "required", "optional", "default", "string", "empty"}
+    | {"passwd", "secret", "token", "required", "optional", "default", "string", "empty", "text"}
 )
 
 
@@ -185,11 +187,15 @@ _NAMED_SECRET_RE = re.compile(
     r"|arn:aws[\w\-]*:(?:secretsmanager|ssm|kms):|ref\+\w+://|%env\([^)]*\)%|\$env:\w+"
     r"|@microsoft\.keyvault\(|projects/[^/\s]+/secrets/|!(?:ref|sub|getatt|importvalue)\b"
     r"|enc\[[a-z0-9_]+,|\$ansible_vault;|vault:(?:secret|kv)/|secret(?:s)?manager:|ssm:/"
-    r"|!vault\b|(?:file|env|fd):[\w/.~\-]|Ag[A-D][A-Za-z0-9+/]{200}"
+    r"|!vault\b|(?:file|env|fd):[\w/.~\-]|Ag[A-D][A-Za-z0-9+/]{200}|`[^`\n]+`$"
 )
 
 
 _DIGEST_RE = re.compile(r"(?:sha\d+=|v\d=|t=\d+,v\d=)?[0-9a-fA-F]{32,}(?:,v\d=[0-9a-fA-F]{32,})*")
+_PUBLIC_VALUE_RE = re.compile(r"(?:pk_(?:live|test)_|pk\.eyJ|phc_|pub-)")
+_SIZE_RE = re.compile(r"\d+ (?:bytes?|B|KB|MB|KiB|MiB)")
+_UI_TEXT_RE = re.compile(r"[A-Z][^\n]{2,200}[.?!…]")
+_SQL_LITERAL_RE = re.compile(r"(?i)(?:null|true|false|default|now\(\)|current_timestamp)(?:[ \t]*(?:,|;|$|\bwhere\b))")
 _FILE_PATH_RE = re.compile(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)/[\w.\-]+\.\w{1,5}")
 # kebab-case names ending in what they name: ``smtp-password``, ``stripe-api-key`` (gcloud's
 # --secret, Kubernetes' secretName); a literal password seldom ends in the word "password"
@@ -295,8 +301,12 @@ def keep(
         return True
     if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
         return True
-    if is_filler(v):
-        return True
+    if is_filler(v) or _PUBLIC_VALUE_RE.match(v) or _SIZE_RE.fullmatch(v):
+        return True  # sk_live_REPLACE_ME, pk.eyJ… (a public token), "24 bytes" (kubectl describe)
+    if _UI_TEXT_RE.fullmatch(v) and v.count(" ") >= 1:
+        return True  # "Passwort vergessen?", "Your session has expired. Please sign in again."
+    if plain and _SQL_LITERAL_RE.match(v):
+        return True  # reset_password_token = NULL, …
     if re.fullmatch(r"[\^~>=<]{0,2}\d+(?:\.\d+){1,2}(?:[-+][\w.]+)?", v) and _SEMVER_RANGE_RE.match(
         v
     ):

@@ -29,6 +29,7 @@ import pytest
 if TYPE_CHECKING:  # imported where used: collecting the unit tests must not need playwright
     from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page
 
+from memoryd.read.fence import normalise
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM
 from tests.e2e.sandbox import OpencodeSandbox
@@ -171,7 +172,8 @@ def test_ui_in_a_real_browser(
         assert "accepted" in page.locator(".flash").inner_text()
         new_block = block_file.read_text()
         assert new_block != live_block
-        assert all(line in new_block for line in staged_summary.splitlines()[1:])
+        # the block shows memory text NFKC-normalised (the fence check sees what the model sees)
+        assert all(normalise(line) in new_block for line in staged_summary.splitlines()[1:])
         assert "Tuesdays" in (home / "memories" / "MEMORY.md").read_text()
         assert page.locator(".badge").count() == 0
 
