@@ -85,6 +85,7 @@ RULE_FAMILIES: dict[str, str] = {
     "url-credentials": "url_credentials",
     "bearer": "headers",
     "basic-auth": "headers",
+    "header-secret": "headers",
     "cli-password": "cli",
     "cli-secret": "cli",
     "netrc": "config_files",

@@ -64,7 +64,9 @@ _REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
 _TUPLE_TARGET_RE = re.compile(
     r"(?:^|[\n(\[]|\\n)[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
 )
-_CIPHERTEXT_RE = re.compile(r"(?i)[\"']?(?:encrypted\w*|ciphertext|iv|nonce|auth_tag|kms\w*)[\"']?[ \t]*:")
+_CIPHERTEXT_RE = re.compile(
+    r"(?i)[\"']?(?:encrypted\w*|ciphertext|iv|nonce|auth_tag|kms\w*)[\"']?[ \t]*:"
+)
 _QUALIFIED_BEFORE_RE = re.compile(
     r"(?i)(?:public|pub|cache|cached|idempotency|request|host|subject|authority|foreign|primary"
     r"|sort|partition|routing|lookup|object|restored|saved)[ \t]+\Z"
@@ -371,7 +373,9 @@ class _AssignmentScanner:
                 if end - vs <= 2 or not any(q in text[vs:end] for q in "\"'"):
                     return None  # empty, or a schema such as { type: String, required: true }
                 if _CIPHERTEXT_RE.search(text, vs, end):
-                    return None  # {"encrypted_data": …, "iv": …}: encrypted at rest, the keys decide
+                    return (
+                        None  # {"encrypted_data": …, "iv": …}: encrypted at rest, the keys decide
+                    )
                 return vs, end, replacement
             self.unclosed_until = min(len(text), vs + _MAX_STRUCT_LEN)
 

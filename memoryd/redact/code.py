@@ -25,7 +25,7 @@ import re
 
 from memoryd.redact.spans import QUOTED, VAL, apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
-from memoryd.redact.values import WEAK_KINDS, plain, secret_key_kind, weak_ok
+from memoryd.redact.values import WEAK_KINDS, password_like, plain, secret_key_kind, weak_ok
 
 # --- SQL ------------------------------------------------------------------------------------------
 
@@ -126,7 +126,7 @@ _SPACED_RE = re.compile(
 _SIGIL_RE = re.compile(r"(?<![\w$])\$(?P<k>[A-Za-z_]\w{1,63})[ \t]*(?:=|:=)[ \t]*" + QUOTED)
 # session=…, _acme_session=…, JSESSIONID=…, SESSION_SALT=…: random values of session-ish names
 _SESSION_RE = re.compile(
-    r"(?i)(?<![\w\-])(?P<k>[\w.\-]*(?:session|sess|sid|salt|pepper)(?:id)?)[\"']?[ \t]*[=:][ \t]*"
+    r"(?i)(?<![\w\-])(?P<k>[\w.\-]*(?:session|sess|sid|salt|pepper|identity|aspnetcore|remember_?me)(?:id|\.application)?)[\"']?[ \t]*[=:][ \t]*"
     + VAL
 )
 
@@ -136,9 +136,36 @@ def _session_judge(m: re.Match[str], text: str) -> bool:
     return len(value) >= 16 and looks_random(value) and not plain(value, "weak")
 
 
+# NEO4J_AUTH=neo4j/pw, DOCKER_AUTH=user:pw, BUNDLE_GEMS__HOST__COM=user:pw: a user and a password
+_USER_PASS_VALUE_RE = re.compile(
+    r"(?<![\w\-])(?P<k>[A-Z][A-Z0-9_]*(?:AUTH|CREDENTIALS?|CREDS|LOGIN|USERPASS|__COM|__IO|__ORG|__NET)"
+    r"[A-Z0-9_]*)=[\"']?(?P<u>[\w.\-@]{1,64})[/:](?P<s>[^\s\"'/:@]{4,256})"
+)
+
+
+def _user_pass_value(m: re.Match[str], text: str) -> bool:
+    value = m.group("s")
+    return not plain(value) and (password_like(value) or _has_letters_and_digits(value))
+
+
+def _has_letters_and_digits(value: str) -> bool:
+    return len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+# mount options: username=u,password=pw,uid=1000 (fstab, mount -o, smb credentials)
+_OPTION_RE = re.compile(r"(?i)(?<![\w\-])(?:password|passwd|pass|pwd)=(?P<s>[^,\s\"']{3,256})(?=,)")
+
+
+_COMMAND_SUBSTITUTION_RE = re.compile(
+    r"(?:cat|echo|printf|pass|op|vault|aws|gcloud|az|security|gopass)\s"
+)
+
+
 def _pair_judge(m: re.Match[str], text: str) -> bool:
     kind = secret_key_kind(m.group("k"))
     value = m.group("s")
+    if (m.groupdict().get("q") or "").endswith("`") and _COMMAND_SUBSTITUTION_RE.match(value):
+        return False  # \set pw `cat /run/secrets/pw`: a command that reads the secret
     if kind is None or kind == "cookie":
         return False
     if kind == "authorization":
@@ -151,11 +178,13 @@ def _pair_judge(m: re.Match[str], text: str) -> bool:
 # --- name / value items ---------------------------------------------------------------------------
 
 _NAME_FIELD_RE = re.compile(
-    r"(?i)(?<![\w\-])[\"']?(?:name|key|keyname|parameter|param|id|env|variable)[\"']?[ \t]*[:=][ \t]*"
+    r"(?i)(?<![\w\-])[\"']?(?:parameter|setting|secret|option|attribute|field)?"
+    r"(?:name|key|keyname|parameter|param|id|env|variable)[\"']?[ \t]*[:=][ \t]*"
     r"[\"']?(?P<k>[A-Za-z_/@][\w.\-/@]{0,127})[\"']?"
 )
 _VALUE_FIELD_RE = re.compile(
-    r"(?i)(?<![\w\-])[\"']?(?:value|secretvalue|secret_value)[\"']?[ \t]*[:=][ \t]*" + VAL
+    r"(?i)(?<![\w\-])[\"']?(?:parameter|setting|secret|option|attribute|field)?_?value[\"']?"
+    r"[ \t]*[:=][ \t]*" + VAL
 )
 _ITEM_REACH = 240
 
@@ -252,7 +281,7 @@ def _callee(text: str, i: int) -> tuple[str, bool]:
     lo = max(0, j - 96)
     while k > lo and (
         text[k - 1] in _NAME_CHARS
-        or (text[k - 1] == "." and k - 1 > lo and text[k - 2] in _NAME_CHARS)
+        or (text[k - 1] in ".:" and k - 1 > lo and text[k - 2] in _NAME_CHARS | {":"})
     ):
         k -= 1
     constructed = re.search(r"(?<![\w$])new[ \t]+\Z", text[max(0, k - 40) : k])
@@ -284,15 +313,27 @@ def _arguments(text: str, start: int, *, nested: bool = False) -> tuple[list[re.
 
 def _reads_a_secret(name: str) -> bool:
     """``getPassword()``, ``read_token``, ``os.getenv``: a call that fetches or checks a secret."""
-    last = name.rsplit(".", 1)[-1]
+    last = re.split(r"\.|::", name)[-1]
     m = _GETTER_RE.match(last)
     return m is not None and (
         secret_key_kind(last[m.end() :] or "x") is not None or last.lower() in ("getenv", "get")
     )
 
 
+def _random_constructor_args(args: list[re.Match[str]]) -> list[tuple[int, int]]:
+    """A class given a long random literal: an SDK's client id and secret, whatever its name."""
+    return [
+        (arg.start("s"), arg.end("s"))
+        for arg in args
+        if len(arg.group("s")) >= 24
+        and not plain(arg.group("s"))
+        and looks_random(arg.group("s"))
+        and not re.fullmatch(r"[0-9a-fA-F\-]+", arg.group("s"))
+    ]
+
+
 def _setter(name: str, args: list[re.Match[str]]) -> re.Match[str] | None:
-    last = name.rsplit(".", 1)[-1]
+    last = re.split(r"\.|::", name)[-1]
     bare = _SETTER_PREFIX_RE.sub("", last)
     if not bare or _GETTER_RE.match(last) or bare.lower() in ("get", "set", "with", "use"):
         return None
@@ -331,6 +372,8 @@ def _calls(text: str) -> tuple[str, int]:
             continue
         connection = _connection_shaped(args, arglist)
         if not (credential or constructed or connection):
+            if name.rsplit(".", 1)[-1][:1].isupper():
+                spans += _random_constructor_args(args)  # LiveEnvironment("<id>", "<secret>")
             continue
         after_user = False
         for arg in args:
@@ -389,7 +432,15 @@ _WRAPPERS: tuple[str, ...] = (
 )
 _WRAPPERS += ("bytearray(", "str(", "string(", "getbytes(", ".encode(", ".into(", "to_string(")
 _WRAPPERS += ("to_owned(", "as_bytes(", "tochararray(", ".strip(", ".trim(")
-_SESSION_WORDS: tuple[str, ...] = ("sess", "sid", "salt", "pepper")
+_SESSION_WORDS: tuple[str, ...] = (
+    "sess",
+    "sid",
+    "salt",
+    "pepper",
+    "identity",
+    "aspnet",
+    "remember",
+)
 _SQL_WORDS_HINT: tuple[str, ...] = ("pass", "identified", "secret")
 
 
@@ -413,6 +464,12 @@ EDITS = (
     ("code-credentials", ("auth", ":basic"), near(("auth", ":basic"), _AUTH_PAIR_RE, _literal)),
     ("code-secret", ("accounts",), sub_where(_EVM_ACCOUNTS_RE, lambda m, t: True)),
     ("code-secret", _SESSION_WORDS, near(_SESSION_WORDS, _SESSION_RE, _session_judge)),
+    (
+        "code-secret",
+        ("auth", "cred", "login", "userpass", "__"),
+        sub_where(_USER_PASS_VALUE_RE, _user_pass_value),
+    ),
+    ("config-password", ("pass", "pwd"), sub_where(_OPTION_RE, _literal)),
     ("code-secret", ("value",), _named_values),
     ("code-secret", ("variable",), _terraform_defaults),
     ("code-secret", ("kty",), _jwk),

@@ -32,7 +32,9 @@ from memoryd.redact.values import keep, secret_key_kind
 
 _VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"`;|&<>()]+)"
 _SEGMENT_END_RE = re.compile(r"[\n;|]|&&|\\n")
-_REFERENCE_RE = re.compile(r"[\"']?(?:\$env:[A-Za-z_]\w*|\$\{?[A-Za-z_]\w*\}?|\{\{[^}]*\}\}|<[^<>]*>|\*+|x{3,})[\"']?")
+_REFERENCE_RE = re.compile(
+    r"[\"']?(?:\$env:[A-Za-z_]\w*|\$\{?[A-Za-z_]\w*\}?|\{\{[^}]*\}\}|<[^<>]*>|\*+|x{3,})[\"']?"
+)
 _PORTISH_RE = re.compile(r"[\"']?[\d.:/\-]+(?:tcp|udp)?[\"']?")
 _MARKER_START = "[REDACTED"
 

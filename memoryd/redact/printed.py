@@ -22,7 +22,10 @@ from memoryd.redact.spans import apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, named_with_hash, password_like, plain
 
-_PASSWORD_NOUN_RE = re.compile(r"(?i)pass|\bpw\b|kennwort|contrase|clave|senha|wachtwoord|parola")
+_PASSWORD_NOUN_RE = re.compile(
+    r"(?i)pass|\bpwd?\b|kennwort|contrase|clave|senha|wachtwoord|parola|has(?:ł|l)o|пароль|şifre"
+    r"|lösenord|salasana|heslo|jelszó|adgangskode"
+)
 
 
 def _human_password(value: str) -> bool:
@@ -128,7 +131,8 @@ _PRINTER_RE = re.compile(r"(?im)^[ \t]*" + _PROMPT + r"(?P<cmd>[^\n]{2,400})\r?\
 # a command that reads, decodes or shows a secret, or one that makes a new one
 _PRINTS_SECRET_RE = re.compile(
     r"(?i)(?=.*(?:secret|passw|token|credential|\.key\b|keys[ \t]+list|show-secrets|node-token"
-    r"|id\.json|keypair|auth\.txt|\.pass\b|\.env\b|private))"
+    r"|id\.json|keypair|auth\.txt|\.pass\b|_pass\b|\.env\b|private|\bpass[ \t]+show|gopass"
+    r"|find-(?:generic|internet)-password|keepassxc|lpass|\bbw[ \t]+get|\bop[ \t]+(?:read|item)))"
     r"(?=.*(?:\bget\b|\bread\b|\bshow|\bcat\b|decode|base64[ \t]+-d|output|\bsecret\b[ \t]*$"
     r"|initial-?password|reset-password|list|print|reveal|export|token[ \t]+create|create-token"
     r"|auth:token|auth[ \t]+token|write|bootstrap|\binit\b|generate|\bnew\b|create))"
@@ -201,9 +205,11 @@ def _hexish(value: str) -> bool:
 
 # "<noun> … is X" in the languages developers most often write in
 _PROSE_RE = re.compile(
-    r"(?i)\b(?:password|passphrase|passcode|secret|token|api[ \t]key|key|pat|creds|credentials"
-    r"|passwort|kennwort|contrase(?:ñ|n)a|clave|mot[ \t]de[ \t]passe|senha|wachtwoord|parola)\b"
-    r"[^\n.:=]{0,60}?[ \t](?:is|are|was|ist|lautet|es|est|é|e|è|=|:)[ \t]+"
+    r"(?i)\b(?:password|passphrase|passcode|secret|token|api[ \t]key|key|pat|creds|credentials|pwd?"
+    r"|passwd|pass(?=:)|passwort|kennwort|contrase(?:ñ|n)a|clave|mot[ \t]de[ \t]passe|senha"
+    r"|wachtwoord|parola|has(?:ł|l)o|пароль|şifre\w*|lösenord\w*|salasana|heslo|jelszó|adgangskode)"
+    r"\w{0,3}\b[^\n.:=]{0,60}?(?:[ \t](?:is|are|was|ist|lautet|es|est|é|e|è|to|är|er|on|jest|je|=)"
+    r"[ \t]+|[ \t]?[:=][ \t]*)"
     r"(?:(?P<user>[\w.\-@]{1,64})[ \t]*[/:][ \t]*)?(?P<s>(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4}(?![\w])|[^\s\"'`\\]{6,256})"
 )
 
@@ -215,6 +221,14 @@ def _prose(text: str) -> tuple[str, int]:
         if plain(value, bare=True) or "://" in value or named_with_hash(value):
             continue
         noun = m.group()[: m.start("s") - m.start()]
+        if re.search(
+            r"[:=][ \t]*(?:[\w.\-@]{1,64}[ \t]*[/:][ \t]*)?$", noun
+        ) and not _PASSWORD_NOUN_RE.search(noun.split()[0] if noun.split() else noun):
+            continue  # "public key: …", "Idempotency-Key: …": a label the assignment rules judge
+        if m.group("user") and len(m.group("s")) > 64:
+            continue  # base64 with a "/" in it (a SealedSecret), not user/password
+        if re.search(r"[?&]", noun):
+            continue  # reset-password?user=42: a URL's query, judged by the URL rules
         if re.search(r"(?i)fingerprint|hash|digest|checksum|\bid\b|length|size", noun) or re.match(
             r"(?i)(?:sha\d*|md5):", value
         ):
@@ -234,12 +248,15 @@ _ADJACENT_RE = re.compile(
 _QUOTED_WORD_RE = re.compile(r"(?P<q>[`'\"])(?P<s>[^\s`'\"\\]{6,64})(?P=q)")
 # postfix sasl_passwd, netrc-like lines: [host]:port user:password
 _HOST_USER_PASS_RE = re.compile(
-    r"(?m)^[ \t]*\[?[\w.\-]+\.[a-z]{2,}\]?(?::\d{1,5})?[ \t]+[\w.+\-]+(?:@[\w.\-]+)?:(?P<s>[^\s:@]{6,256})[ \t]*\r?$"
+    r"(?m)^[ \t]*\[?[\w.\-]+\.[a-z]{2,}\]?(?::\d{1,5})?[ \t]+[\w.+\-]+(?:@[\w.\-]+)?:"
+    r"(?P<s>[a-z]{4}(?: [a-z]{4}){3}|[^\s:@]{6,256})[ \t]*\r?$"
 )
 
 
 def _adjacent(m: re.Match[str], text: str) -> bool:
     value = m.group("s").rstrip(".")
+    if re.search(r"[=:]", value) or re.fullmatch(r"[0-9a-fA-F]+", value):
+        return False  # span_id=…, a key id or fingerprint in hex
     return looks_random(value) and not plain(value) and not named_with_hash(value)
 
 
@@ -356,6 +373,32 @@ _USERLIST_RE = re.compile(
 )
 
 
+def _userlist_judge(m: re.Match[str], text: str) -> bool:
+    value = m.group("s")
+    if looks_random(value) or value.startswith(("md5", "SCRAM")):
+        return True
+    listed = re.search(r'(?m)^[ \t]*"[\w.\-@]{1,64}"[ \t]+"(?:md5|SCRAM)', text) is not None
+    return listed and not plain(value)  # a userlist.txt: its other passwords are plain text
+
+
+# minisign and signify key files: a comment naming a secret key, then the key
+_KEYFILE_RE = re.compile(
+    r"(?i)untrusted comment:[^\n]*secret key[^\n]*\r?\n(?P<s>[A-Za-z0-9+/]{40,}={0,2})"
+)
+# snmpd.conf: rocommunity <c>, createUser <u> SHA "<auth>" AES "<priv>"
+_SNMPD_RE = re.compile(
+    r"(?im)^[ \t]*(?:r[ow]community6?|com2sec[ \t]+\S+[ \t]+\S+)[ \t]+(?P<s>[^\s#]{3,128})"
+)
+_CREATEUSER_RE = re.compile(
+    r"(?i)createUser[ \t]+\S+[ \t]+(?:MD5|SHA(?:-\d+)?)[ \t]+\"?(?P<s>[^\s\"]{4,128})\"?"
+)
+# 密码是 X, パスワードは X, 비밀번호는 X: no spaces and no word boundaries in these scripts
+_CJK_PROSE_RE = re.compile(
+    r"(?:密码|口令|密碼|パスワード|비밀번호)[^\s:：。，]{0,8}?(?:是|为|為|は|는|은|:|：)[ \t]*"
+    r"(?P<s>[\x21-\x7e]{6,128})"
+)
+
+
 _CODES_HEAD_RE = re.compile(r"(?i)(?:recovery|backup|one-time|2fa|mfa|emergency)[ \t]+codes?")
 _CODE_RE = re.compile(
     r"(?m)(?:^|(?<=[ \t]))(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<s>[A-Za-z0-9]{4,6}-?[A-Za-z0-9]{4,6})"
@@ -385,7 +428,7 @@ def _codes_and_phrases(text: str) -> tuple[str, int]:
 
 # user:$apr1$…, root:$6$…:19000:0:…, admin:$2y$…: crackable hashes of real accounts
 _ACCOUNT_HASH_RE = re.compile(
-    r"(?m)(?:^|(?<=\\n)|(?<=\s))[\w.\-@]{1,64}:(?P<s>\$(?:apr1|1|2[abxy]?|5|6|y|7|argon2(?:id|i|d)?|scrypt|sha1)"
+    r"(?m)(?:^|(?<=\\n)|(?<=[\s=,\"']))[\w.\-@]{1,64}:(?P<s>\$\$?(?:apr1|1|2[abxy]?|5|6|y|7|argon2(?:id|i|d)?|scrypt|sha1)"
     r"\$[^\s:\\\"']{8,})"
 )
 
@@ -413,7 +456,8 @@ _PROSE_WORDS: tuple[str, ...] = (
     "senha",
     "clave",
 )
-_PROSE_WORDS += ("mot de", "wachtwoord", "parola", "kennwort", " pw")
+_PROSE_WORDS += ("mot de", "wachtwoord", "parola", "kennwort", " pw", "has", "пароль", "şifre")
+_PROSE_WORDS += ("lösenord", "salasana", "heslo", "jelsz", "adgangskode", "pass:")
 
 
 def _any(m: re.Match[str], text: str) -> bool:
@@ -433,14 +477,15 @@ EDITS = (
     ("prose-secret", _PROSE_WORDS, near(_PROSE_WORDS, _ADJACENT_RE, _adjacent)),
     ("prose-secret", ("pw", "pass", "contrase", "senha"), _quoted_word),
     ("config-password", (":",), sub_where(_HOST_USER_PASS_RE, _any)),
+    ("private-key", ("untrusted comment",), sub_where(_KEYFILE_RE, lambda m, t: True)),
+    ("config-password", ("community", "com2sec"), sub_where(_SNMPD_RE, _any)),
+    ("config-password", ("createuser",), sub_where(_CREATEUSER_RE, _any)),
+    ("prose-secret", ("密", "口令", "パスワード", "비밀번호"), sub_where(_CJK_PROSE_RE, _any)),
     ("config-password", ("psk", "eap", "xauth", "ntlm"), sub_where(_IPSEC_RE, _any)),
     (
         "config-password",
         ('" "',),
-        sub_where(
-            _USERLIST_RE,
-            lambda m, t: looks_random(m.group("s")) or m.group("s").startswith(("md5", "SCRAM")),
-        ),
+        sub_where(_USERLIST_RE, _userlist_judge),
     ),
     ("printed-secret", ("codes", "seed", "mnemonic", "wallet", "phrase"), _codes_and_phrases),
 )

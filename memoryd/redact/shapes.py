@@ -52,7 +52,7 @@ _PREFIXED_RE = re.compile(
     re.ASCII,
 )
 _PUBLIC_PREFIXES = re.compile(
-    r"(?i)(?:sha\d*|md5|blake\d*\w*|xxh\w*|crc\d*|pk|pk[_.](?:live|test)|sha256~)[_\-.]"
+    r"(?i)(?:sha\d*|md5|blake\d*\w*|xxh\w*|crc\d*|pk|pk[_.](?:live|test)|sha256~|phc)[_\-.]"
     r"|(?:pk_(?:live|test)|cus|ch|pi|pm|seti|price|prod|sub|in|ii|evt|req|acct|txn|po|tr|re|src)_"
 )
 _SECRETISH_PREFIX = re.compile(r"(?i)key|tok|secret|pat|sk|api|auth|pw|pass|cred|bearer|access")
@@ -66,6 +66,9 @@ def _redact_prefixed(text: str) -> tuple[str, int]:
         prefix, tail = m.group("p"), m.group("t")
         if _PUBLIC_PREFIXES.fullmatch(prefix) or _PUBLIC_PREFIXES.match(prefix):
             return m.group()
+        word = re.sub(r"[_\-.]", "", prefix)
+        if word.lower() != word and word.upper() != word:
+            return m.group()  # "AIlMf_…": a mixed-case prefix is base64 that holds a "_"
         core = re.sub(r"[_\-]", "", tail)
         if len(core) < (20 if _SECRETISH_PREFIX.search(prefix) else 30):
             return m.group()
@@ -138,9 +141,10 @@ def _redact_basic(text: str) -> tuple[str, int]:
 
 # Incoming-webhook URLs carry their secret in the path (Teams, Mattermost, Zapier, generic ones).
 _HOOK_URL_RE = re.compile(
-    r"(?i)://[^\s/\\\"'`]*(?:hook|webhook)[^\s\\\"'`]*|/(?:hooks?|webhooks?|webhookb2)/[^\s\\\"'`]+"
+    r"(?i)://[^\s/\\\"'`]*(?:hook|webhook)[^\s\\\"'`]*|/(?:hooks?|webhooks?|webhookb2|receiver|collector"
+    r"|ingest|http-inputs)/[^\s\\\"'`]+"
 )
-_PATH_PART_RE = re.compile(r"(?<=/)[A-Za-z0-9_\-]{16,}(?=[/?#]|$)")
+_PATH_PART_RE = re.compile(r"(?<=/)[A-Za-z0-9_\-]{16,}={0,2}(?=[/?#]|$)")
 
 
 def _redact_hook_paths(text: str) -> tuple[str, int]:
@@ -198,6 +202,29 @@ def _redact_go_dsn(text: str) -> tuple[str, int]:
     )
 
 
+# OTEL_EXPORTER_OTLP_HEADERS="x-honeycomb-team=KEY,authorization=Basic …": header values
+_OTLP_HEADERS_RE = re.compile(
+    r"OTEL_EXPORTER_OTLP(?:_[A-Z]+)?_HEADERS[\"']?[ \t]*[=:][ \t]*[\"']?(?P<v>[^\s\"'\n]{4,2048})"
+)
+_HEADER_VALUE_RE = re.compile(r"(?<==)(?P<s>[^,=&\s]{8,512})")
+
+
+def _redact_otlp_headers(text: str) -> tuple[str, int]:
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        def value(v: re.Match[str]) -> str:
+            nonlocal count
+            if v.group().startswith("[REDACTED"):
+                return v.group()
+            count += 1
+            return REDACTED
+
+        return m.group()[: m.start("v") - m.start()] + _HEADER_VALUE_RE.sub(value, m.group("v"))
+
+    return _OTLP_HEADERS_RE.sub(repl, text), count
+
+
 # Wi-Fi QR payloads: WIFI:T:WPA;S:<ssid>;P:<password>;;
 _WIFI_QR_RE = re.compile(r"WIFI:(?:[^;\n\"']*;)*?P:(?P<s>(?:\\;|[^;\n\"'])+);")
 
@@ -210,8 +237,13 @@ RULES: tuple[Rule, ...] = (
     Rule("private-key", _redact_b64_pem, (), "LS0tLS1CRUdJT"),
     Rule("private-key", _redact_der_b64, (), "M"),
     Rule("basic-auth", _redact_basic, ("basic",)),
-    Rule("url-credentials", _redact_hook_paths, ("hook",)),
+    Rule(
+        "url-credentials",
+        _redact_hook_paths,
+        ("hook", "receiver", "collector", "ingest", "http-inputs"),
+    ),
     Rule("wifi-password", _redact_wifi_qr, (), "WIFI:"),
+    Rule("header-secret", _redact_otlp_headers, (), "OTEL_EXPORTER_OTLP"),
     Rule("url-credentials", _redact_query_secrets, ("=",)),
     Rule("url-credentials", _redact_go_dsn, ("@tcp(", "@unix(", "@udp(")),
     Rule("token", _redact_prefixed, ()),

@@ -249,7 +249,7 @@ _POSITIONAL: tuple[tuple[str, str, int, int], ...] = (
     ("wpa_passphrase", "", 1, 1),
     ("cloudflared", r"[ \t]+service[ \t]+install", 0, 1),
     ("bitcoin-cli", r"(?:[ \t]+-\S+)*[ \t]+importprivkey", 0, 1),
-    ("net", r"[ \t]+use(?:[ \t]+[A-Za-z]:)?[ \t]+\\\\\S+", 0, 1),
+    ("net", r"[ \t]+use(?:[ \t]+[A-Za-z]:)?[ \t]+\\\\\S+", 0, 2),
     ("AUTH", r"(?:[ \t]+default)?", 0, 1),
     ("vault", r"[ \t]+operator[ \t]+unseal", 0, 1),
     ("bw", r"[ \t]+(?:login|unlock)", 1, 1),
@@ -267,8 +267,10 @@ _POSITIONAL_RES = tuple(
 )
 # <tool> auth|login <token>: only a random token (or a UUID) is taken there
 _AUTH_SUBCOMMAND_RE = re.compile(
-    r"(?:(?<=[\s>$])|^)(?P<tool>[a-z][\w\-]{1,30})[ \t]+(?:auth|login|authenticate|signin|token)"
-    r"(?:[ \t]+(?:add|set|login))?[ \t]+(?P<q>[\"']?)(?P<s>[A-Za-z0-9_\-.:=+/]{16,})(?P=q)(?=[\s;|&]|$)",
+    r"(?:(?<=[\s>$])|^)(?P<tool>[a-z][\w\-]{1,30})(?:[ \t]+[a-z]{3,12})?[ \t]+"
+    r"(?:auth|login|authenticate|authorize|authorize-account|signin|token)"
+    r"(?:[ \t]+(?:add|set|login))?(?:[ \t]+[A-Za-z0-9_\-.]{8,64})?[ \t]+(?P<q>[\"']?)"
+    r"(?P<s>[A-Za-z0-9_\-.:=+/]{16,})(?P=q)(?=[\s;|&]|$)",
     re.MULTILINE,
 )
 _WORD_RE = re.compile(_WORD)
@@ -313,6 +315,7 @@ def _positional(text: str) -> tuple[str, int]:
 
 _USER_FLAG_RE = re.compile(r"(?<![\w\-])(?:-u|-U|--user|--username|-l|--login)(?:[ \t]+|=)\S")
 _CAPITAL_P_RE = re.compile(r"(?<=[ \t])-P(?:[ \t]+|=)" + VAL)
+_LOGIN_P_RE = re.compile(r"(?<=[ \t])-p(?:[ \t]+|=)" + VAL)
 _LONG_USER_RE = re.compile(
     r"(?<![\w\-])--user(?:name)?(?:[ \t]+|=)(?P<qq>[\"']?)(?P<user>[^\s:'\"]{1,64}):(?P<s>[^\s'\"]{4,256})(?P=qq)"
 )
@@ -334,6 +337,18 @@ def _password_flags(text: str) -> tuple[str, int]:
         if value.isdigit() or plain(value, bare=not m.group("q")):
             continue  # scp -P 2222: a port
         if _USER_FLAG_RE.search(text, start, segment_end(text, m.end())):
+            spans.append((m.start("s"), m.end("s")))
+    for m in _LOGIN_P_RE.finditer(text):
+        value = m.group("s")
+        head = text[segment_start(text, m.start()) : m.start()]
+        login = re.search(r"(?<![\w\-])(?:login|signin)(?![\w\-])", head) is not None
+        other = re.search(r"(?<![\w\-])(?:mysql\w*|mariadb|ssh|scp|docker|podman)(?![\w\-])", head)
+        if (
+            login
+            and other is None
+            and not value.isdigit()
+            and not plain(value, bare=not m.group("q"))
+        ):
             spans.append((m.start("s"), m.end("s")))
     for m in _LONG_USER_RE.finditer(text):
         value = m.group("s")

@@ -201,7 +201,11 @@ _TOKENS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("atlassian-token", (), rf"{_p('AT')}[AC]TT[A-Za-z0-9_=+/\-]{{40,}}"),
     ("sentry-token", (), rf"{_p('sntry')}[su]_[A-Za-z0-9+/=_]{{40,}}"),
     ("age-secret-key", (), r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
-    ("launchdarkly-key", (), rf"{_p('sdk-')}{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"),
+    (
+        "launchdarkly-key",
+        (),
+        rf"{_p('sdk-')}{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+    ),
     ("grub-password-hash", (), r"grub\.pbkdf2\.sha512\.\d+\.[0-9A-F]{64,}\.[0-9A-F]{64,}"),
     ("bip32-private-key", (), rf"{_p('xprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
     ("bip32-private-key", (), rf"{_p('tprv')}[1-9A-HJ-NP-Za-km-z]{{100,}}"),
@@ -434,7 +438,9 @@ def looks_random(value: str) -> bool:
     words = sum(
         1
         for part in _SEPARATOR_RE.split(v)
-        if len(part) >= 3 and part.isalpha() and (part.islower() or part.istitle() or part.isupper())
+        if len(part) >= 3
+        and part.isalpha()
+        and (part.islower() or part.istitle() or part.isupper())
     )
     if words >= 2:
         return False  # node-modules-<hash>, build-cache-v2-...: a name with a hash in it

@@ -195,7 +195,9 @@ _DIGEST_RE = re.compile(r"(?:sha\d+=|v\d=|t=\d+,v\d=)?[0-9a-fA-F]{32,}(?:,v\d=[0
 _PUBLIC_VALUE_RE = re.compile(r"(?:pk_(?:live|test)_|pk\.eyJ|phc_|pub-)")
 _SIZE_RE = re.compile(r"\d+ (?:bytes?|B|KB|MB|KiB|MiB)")
 _UI_TEXT_RE = re.compile(r"[A-Z][^\n]{2,200}[.?!…]")
-_SQL_LITERAL_RE = re.compile(r"(?i)(?:null|true|false|default|now\(\)|current_timestamp)(?:[ \t]*(?:,|;|$|\bwhere\b))")
+_SQL_LITERAL_RE = re.compile(
+    r"(?i)(?:null|true|false|default|now\(\)|current_timestamp)(?:[ \t]*(?:,|;|$|\bwhere\b))"
+)
 _FILE_PATH_RE = re.compile(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)/[\w.\-]+\.\w{1,5}")
 # kebab-case names ending in what they name: ``smtp-password``, ``stripe-api-key`` (gcloud's
 # --secret, Kubernetes' secretName); a literal password seldom ends in the word "password"

@@ -1,11 +1,12 @@
 """Every labelled corpus of the redactor, by family: the house corpus and the blind ones.
 
 * ``house``: :mod:`tests.unit.redact_corpus`, written alongside the detector, one format at a time.
-* ``blind-a``, ``blind-b``: :mod:`tests.unit.redact_blind_a` and :mod:`tests.unit.redact_blind_b`,
-  each written by someone who had seen neither the detector's code nor any other corpus, from a
-  list of the kinds of secrets developers' sessions hold. Their recall was recorded *before* the
-  detector was tuned on them (bench/README.md, "Redaction by kind"); blind-b was held out until
-  the tuning on blind-a was done, then scored once and only then looked at.
+* ``blind-a`` … ``blind-d``: :mod:`tests.unit.redact_blind_a` … ``_d``, each written by someone
+  who had seen neither the detector's code nor any other corpus, from a list of the kinds of
+  secrets developers' sessions hold. Each was scored *before* the detector was tuned on it
+  (bench/README.md, "Redaction by kind"): blind-b was held out while the detector was tuned on
+  blind-a, blind-c while it was tuned on blind-a and -b; blind-d was never tuned on, so its
+  figures are recall on data the detector has not seen.
 
 Each corpus names its own families; :data:`FAMILY` maps them onto the families the detector's
 rules are written for (:data:`memoryd.redact.RULE_FAMILIES`), so ``bench/redact.py`` can switch a
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tests.unit import redact_blind_a, redact_blind_b, redact_corpus
+from tests.unit import redact_blind_a, redact_blind_b, redact_blind_c, redact_blind_d, redact_corpus
 
 
 class Labelled(NamedTuple):
@@ -105,6 +106,41 @@ FAMILY: dict[str, str] = {
     "crypto_wallets": "private_keys",
     "network_device_secrets": "config_files",
     "credential_files": "config_files",
+    # blind-c
+    "database_credential": "sql",
+    "system_credential": "config_files",
+    "crypto_private_key": "private_keys",
+    "package_registry": "config_files",
+    "llm_api_key": "provider_tokens",
+    "saas_api_key": "provider_tokens",
+    "ci_cd": "config_files",
+    "messaging_webhook": "url_credentials",
+    "app_secret_key": "config_files",
+    "container_k8s": "config_files",
+    "auth_provider": "provider_tokens",
+    "chat_prose": "prose",
+    "session_token": "headers",
+    "cloud_aws": "provider_tokens",
+    "cloud_azure": "provider_tokens",
+    "cloud_gcp": "provider_tokens",
+    "cloud_other": "provider_tokens",
+    "network_device": "config_files",
+    "paas_token": "provider_tokens",
+    "vcs_token": "provider_tokens",
+    # blind-d
+    "app_secret": "config_files",
+    "auth_token": "headers",
+    "chat": "prose",
+    "cli_secret": "cli",
+    "cloud": "provider_tokens",
+    "database": "sql",
+    "deploy_config": "config_files",
+    "llm": "provider_tokens",
+    "network_creds": "config_files",
+    "private_key": "private_keys",
+    "saas_token": "provider_tokens",
+    "vcs": "provider_tokens",
+    "webhook_messaging": "url_credentials",
 }
 
 
@@ -129,4 +165,6 @@ def corpora() -> dict[str, tuple[list[Labelled], list[Ordinary]]]:
         "house": house,
         "blind-a": _blind("blind-a", redact_blind_a),
         "blind-b": _blind("blind-b", redact_blind_b),
+        "blind-c": _blind("blind-c", redact_blind_c),
+        "blind-d": _blind("blind-d", redact_blind_d),
     }
