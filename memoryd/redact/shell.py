@@ -114,10 +114,13 @@ def _command_head(text: str, start: int) -> re.Match[str] | None:
     return head
 
 
-def _store_segments(text: str) -> list[tuple[int, int]]:
-    """The commands (start, end) whose first words name a secret store."""
+def _commands_named(
+    text: str, word: re.Pattern[str], *, from_word: bool = False
+) -> list[tuple[int, int]]:
+    """The commands whose first words include ``word`` and no read-only verb, as (start, end)
+    spans: from the command's start, or from just after ``word`` when ``from_word``."""
     spans: list[tuple[int, int]] = []
-    for hit in _STORE_CMD_RE.finditer(text):
+    for hit in word.finditer(text):
         if spans and hit.start() < spans[-1][1]:
             continue
         start = segment_start(text, hit.start())
@@ -128,8 +131,13 @@ def _store_segments(text: str) -> list[tuple[int, int]]:
             or _READ_VERBS_RE.search(head.group("words"))
         ):
             continue
-        spans.append((start, segment_end(text, hit.end())))
+        spans.append((hit.end() if from_word else start, segment_end(text, hit.end())))
     return spans
+
+
+def _store_segments(text: str) -> list[tuple[int, int]]:
+    """The commands (start, end) whose first words name a secret store."""
+    return _commands_named(text, _STORE_CMD_RE)
 
 
 def _store_value_ok(value: str) -> bool:
@@ -190,20 +198,7 @@ _USER_PASS_RE = re.compile(r"(?P<user>[^\s:@/]{1,64}):(?P<pw>[^\s:@]{4,256})")
 
 
 def _config_segments(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    for hit in _CONFIG_RE.finditer(text):
-        start = segment_start(text, hit.start())
-        head = _command_head(text, start)
-        if (
-            head is None
-            or head.end("words") < hit.end()
-            or _READ_VERBS_RE.search(head.group("words"))
-        ):
-            continue
-        if spans and start < spans[-1][1]:
-            continue
-        spans.append((hit.end(), segment_end(text, hit.end())))
-    return spans
+    return _commands_named(text, _CONFIG_RE, from_word=True)
 
 
 def _config_sets(text: str) -> tuple[str, int]:
