@@ -295,7 +295,10 @@ class _AssignmentScanner:
             text.rfind('"', 0, key_start),
         ):
             return None  # arn:aws:secretsmanager:…:secret:name, a resource name
-        if _inside_default(text, key_start):
+        if _inside_default(text, key_start) or (
+            text.startswith("${", key_start - 2)
+            and re.match(r":?[?+]", text[key_end : key_end + 2])
+        ):
             return None  # ${POSTGRES_PASSWORD:?…}: a shell default or message, not a value
         if op == "=" and _TUPLE_TARGET_RE.search(text, max(0, key_start - 64), key_start):
             return None  # url, username, password = target

@@ -351,7 +351,7 @@ def _setter(name: str, args: list[re.Match[str]]) -> re.Match[str] | None:
 def _connection_shaped(args: list[re.Match[str]], arglist: str) -> bool:
     if any(_HOST_RE.fullmatch(a.group("s")) for a in args):
         return True
-    return re.search(r"(?<![\w.])\d{4,5}(?![\w.])", arglist) is not None
+    return re.search(r"(?<![\w.\-])\d{4,5}(?![\w.\-])", arglist) is not None  # a port
 
 
 def _calls(text: str) -> tuple[str, int]:

@@ -96,8 +96,10 @@ def is_filler(value: str) -> bool:
         return True
     first = v.split()[0]
     masked = sum(c in _MASK_CHARS for c in first)
-    if masked >= 4 and masked * 5 >= len(first) * 2 and re.search(r"[*•●·∙]{3,}|x{4,}", first):
+    if masked >= 3 and masked * 5 >= len(first) * 2 and re.search(r"[*•●·∙]{3,}|x{4,}", first):
         return True
+    if re.search(r"\.{3}|…", first) and len(re.split(r"\.{3}|…", first)[-1]) <= 6:
+        return True  # sk-ant-...AS7M: shown with its head and tail only
     parts = [p for p in re.split(r"[-_.:/]", v) if p]
     if not parts:
         return True

@@ -176,6 +176,7 @@ _NOT_SECRET_LITERALS = frozenset(
     {"true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "~"}
     | {"changeme", "placeholder", "redacted", "example", "dummy", "value", "pass", "password"}
     | {"passwd", "secret", "token", "required", "optional", "default", "string", "empty", "text"}
+    | {"test", "testing"}
 )
 
 
@@ -187,7 +188,7 @@ _NAMED_SECRET_RE = re.compile(
     r"|arn:aws[\w\-]*:(?:secretsmanager|ssm|kms):|ref\+\w+://|%env\([^)]*\)%|\$env:\w+"
     r"|@microsoft\.keyvault\(|projects/[^/\s]+/secrets/|!(?:ref|sub|getatt|importvalue)\b"
     r"|enc\[[a-z0-9_]+,|\$ansible_vault;|vault:(?:secret|kv)/|secret(?:s)?manager:|ssm:/"
-    r"|!vault\b|(?:file|env|fd):[\w/.~\-]|Ag[A-D][A-Za-z0-9+/]{200}|`[^`\n]+`$"
+    r"|!vault\b|(?:file|env|fd):[\w/.~\-]|Ag[A-D][A-Za-z0-9+/]{200}|`[^`\n]+`$|%[a-zA-Z]/"
 )
 
 
@@ -202,7 +203,7 @@ _FILE_PATH_RE = re.compile(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)
 # kebab-case names ending in what they name: ``smtp-password``, ``stripe-api-key`` (gcloud's
 # --secret, Kubernetes' secretName); a literal password seldom ends in the word "password"
 _SECRET_NAME_RE = re.compile(
-    r"[a-z]+(?:-[a-z]+)*-(?:password|passwd|secret|token|key|credentials?)"
+    r"[a-z]+(?:-[a-z]+)*-(?:password|passwd|secret|token|key|credentials?|creds)"
     r"|[a-z]+(?:[A-Z][a-z]+)*(?:Password|Passwd|Secret|Token|Key|Pwd|Credentials?)"
 )
 
@@ -303,6 +304,8 @@ def keep(
         return True
     if not v.strip("*•.x:-_ ") or _HEX_COLOR_RE.fullmatch(v) or _PLACEHOLDER_RE.fullmatch(v):
         return True
+    if re.match(r"<[^<>\n]{1,120}>(?:\s|$)", v):
+        return True  # <set to the key 'password' in secret 'db-creds'>: kubectl describe
     if is_filler(v) or _PUBLIC_VALUE_RE.match(v) or _SIZE_RE.fullmatch(v):
         return True  # sk_live_REPLACE_ME, pk.eyJ… (a public token), "24 bytes" (kubectl describe)
     if _UI_TEXT_RE.fullmatch(v) and v.count(" ") >= 1:
