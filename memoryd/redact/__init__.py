@@ -29,7 +29,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
-from memoryd.redact import code, commands, printed, shapes, shell, tokens
+from memoryd.redact import code, commands, printed, shapes, shell, spans, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.tokens import REDACTED, Rule
 from memoryd.redact.values import MIN_SECRET_LEN
@@ -209,18 +209,23 @@ def redactor(without: frozenset[str]) -> Callable[[str], str]:
     """:func:`redact` without the rules written for the families in ``without`` (see
     :data:`RULE_FAMILIES`): how much of a family the other, more general rules still catch."""
     p = _pipeline(without)
-    return lambda text: _redact(text, p)[0]
+    return lambda text: _redact_once(text, p)[0]
+
+
+def _redact_once(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
+    with spans.one_call():
+        return _redact(text, p)
 
 
 def redact(text: str) -> str:
     """Return ``text`` with every secret we recognise replaced by a marker."""
-    return _redact(text)[0]
+    return _redact_once(text)[0]
 
 
 def find_secrets(text: str) -> list[str]:
     """Names of the rule families that would redact something in ``text``, in rule order; ``[]`` if clean."""
-    return _redact(text)[1]
+    return _redact_once(text)[1]
 
 
 def contains_secret(text: str) -> bool:
-    return bool(_redact(text)[1])
+    return bool(_redact_once(text)[1])

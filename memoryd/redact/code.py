@@ -247,6 +247,7 @@ _OPEN_RE = re.compile(r"\((?=[\s\S]{0,200}?[\"'`])")
 _ARG_RE = re.compile(
     r"(?:[bruBRUfF]{1,2}(?=[\"']))?(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
 )
+_ARG_STRUCT_RE = re.compile(r"[\"'`()\[\]{}]|\\(?=[\"'])")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 _CREDENTIAL_CALL_RE = re.compile(
     r"(?i)(?:log_?in|logon|sign_?in|authenticate|auth|bind(?:_s)?|connect|credentials?|sign"
@@ -270,6 +271,7 @@ _HOST_RE = re.compile(
     r"localhost|[\w\-]+(?:\.[\w\-]+)+(?::\d+)?|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|[\w\-.]+:\d{2,5}"
 )
 _CALL_SPAN = 600
+_CALL_LITERALS = 12
 
 
 def _callee(text: str, i: int) -> tuple[str, bool]:
@@ -293,21 +295,22 @@ def _arguments(text: str, start: int, *, nested: bool = False) -> tuple[list[re.
     when ``nested``: ``AES.new(bytes.fromhex("…"))``), and the list's text."""
     depth, i, limit = 1, start, min(len(text), start + _CALL_SPAN)
     args: list[re.Match[str]] = []
-    while i < limit and depth:
-        ch = text[i]
-        if ch in "\"'`" or (ch == "\\" and text.startswith(('\\"', "\\'"), i)):
+    literals = 0
+    while depth and (hit := _ARG_STRUCT_RE.search(text, i, limit)) is not None:
+        i, ch = hit.start(), hit.group()[0]
+        if ch in "\"'`\\":
             m = _ARG_RE.match(text, i)
-            if m is None:
-                break
+            literals += 1
+            if m is None or literals > _CALL_LITERALS:
+                break  # no call takes more literals than that: a data table, or hostile text
             if depth == 1 or nested:
                 args.append(m)
             i = m.end()
             continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
+        depth += 1 if ch in "([{" else -1
         i += 1
+    else:
+        i = limit if depth else i
     return args, text[start:i]
 
 

@@ -8,8 +8,9 @@ those as line ends and quotes too.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from functools import lru_cache
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from memoryd.redact.tokens import REDACTED
 
@@ -99,12 +100,41 @@ def line_end(text: str, i: int, reach: int = 400) -> int:
     return stop.start() if stop is not None else min(len(text), i + reach)
 
 
-@lru_cache(maxsize=16)
+_CALL = threading.local()
+
+
+@contextmanager
+def one_call() -> Iterator[None]:
+    """Within one redaction, rules that share hint words share their windows; nothing outlives the
+    call (a cache across calls would keep every text it saw alive in the daemon)."""
+    if getattr(_CALL, "windows", None) is not None:
+        yield  # a nested call (a JSON string inside the text): the outer call owns the cache
+        return
+    _CALL.windows = {}
+    try:
+        yield
+    finally:
+        _CALL.windows = None
+
+
 def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int, int]]:
     """The lines (and ``lines`` more after each) holding one of ``words`` (lower-case), merged.
 
     A rule whose regex would try every identifier of a long text runs only there: the cost of a
     rule then follows the number of places it could apply, not the size of the text."""
+    cache: dict[tuple[int, tuple[str, ...], int], tuple[str, list[tuple[int, int]]]] | None = (
+        getattr(_CALL, "windows", None)
+    )
+    key = (id(text), words, lines)
+    if cache is not None and (hit := cache.get(key)) is not None and hit[0] is text:
+        return hit[1]
+    found = _windows(text, words, lines)
+    if cache is not None:
+        cache[key] = (text, found)
+    return found
+
+
+def _windows(text: str, words: tuple[str, ...], lines: int) -> list[tuple[int, int]]:
     folded = text.lower()
     hits: list[int] = []
     for word in words:
@@ -125,7 +155,7 @@ def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int
             out[-1] = (out[-1][0], max(b, out[-1][1]))
         else:
             out.append((a, b))
-    return out  # callers must not change it: it is cached for the rules that share the words
+    return out  # callers must not change it: rules that share the words share it
 
 
 def near(

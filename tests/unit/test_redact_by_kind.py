@@ -140,3 +140,22 @@ def test_kinds_in_shapes_no_corpus_has(text: str, secret: str) -> None:
 )
 def test_ordinary_lines_in_secret_positions_stay(line: str) -> None:
     assert redact(line) == line
+
+
+def test_nested_calls_full_of_literals_stay_linear() -> None:
+    """Hostile text: every "(" opens a call whose arguments run past the window."""
+    import time
+
+    text = 'f("a", ' * 140_000  # ~1 MB
+    start = time.process_time()
+    redact(text)
+    elapsed = time.process_time() - start
+    # ~2.4 s of CPU on a quiet machine; scanning every literal of every window took ~10 s
+    assert elapsed < 6.0, f"{elapsed:.2f}s of CPU"
+
+
+def test_a_redaction_keeps_no_text_alive_after_it() -> None:
+    from memoryd.redact import spans
+
+    redact("password = 'Kx9!mPq2zzQ'\n" * 100)
+    assert getattr(spans._CALL, "windows", None) is None
