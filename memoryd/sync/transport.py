@@ -35,6 +35,7 @@ from dulwich.client import (
 from dulwich.client import get_transport_and_path as _transport
 from dulwich.config import StackedConfig
 from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.pack import OFS_DELTA, REF_DELTA
@@ -532,6 +533,9 @@ class SyncRepo:
             )
         except PushRaceLost:
             raise
+        except FileLocked as exc:
+            # a remote on this machine's disk: another push holds its ref's lock file right now
+            raise PushRaceLost(display_remote(remote)) from exc
         except Exception as exc:
             raise _errors(remote)(exc) from exc
         status = (result.ref_status or {}).get(BRANCH)

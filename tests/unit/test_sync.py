@@ -270,6 +270,31 @@ def test_forgetting_another_machines_session_on_b(machines: tuple[Machine, Machi
     assert a.store.output("ses_a") is None
 
 
+def test_a_remote_ref_locked_by_another_push_is_a_lost_race_not_a_failure(
+    machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote on this disk: another machine's push holds the ref's lock file for a moment."""
+    a, _ = machines
+    a.remember("ses_a", "fact from A")
+    pub = build_publication(a.store, a.paths.memories)
+    lock = remote / "refs" / "heads" / "memoryd-sync.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(b"")
+    real_fetch = transport.SyncRepo.fetch
+    fetches = []
+
+    def fetch_then_release(self: transport.SyncRepo, url: str):  # type: ignore[no-untyped-def]
+        fetches.append(url)
+        if len(fetches) == 2:
+            lock.unlink()  # the other push finished
+        return real_fetch(self, url)
+
+    monkeypatch.setattr(transport.SyncRepo, "fetch", fetch_then_release)
+    result = exchange(a.paths.sync_git, str(remote), pub)
+    assert result.pushed and result.races == 1
+    assert f"machines/{a.id}/{session_path('ses_a')}" in remote_files(remote)
+
+
 def test_both_pushing_at_once_loses_neither(
     machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
