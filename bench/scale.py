@@ -1,0 +1,535 @@
+"""Scale benchmark: a year of sessions (1,000 / 3,000 / 10,000 over 50 projects), no model.
+
+Each size gets its own home in a temp dir, built through memoryd's own code: the sessions live in
+``tests.fakehost.FakeOpencode`` (served in process through ``httpx.MockTransport``), their
+stage-1 outputs (realistic ~0.4–1.5 KB raw memories and ~1–3 KB rollout summaries, the
+generators of ``bench/phase2.py``) go in through ``Store.claim_stage1`` /
+``mark_stage1_succeeded``, and one full pass (``memoryd.write.passes.run_pass`` with the host
+opening replaced by the fake) consolidates them, so the memory folder, baseline, block and
+validated copy are what a real home holds. Retention is widened to a year
+(``max_unused_days = 365``) so every session stays held: the worst case.
+
+Then, per size:
+
+- a pass with nothing new (``run_pass``: tick, edit check, phase 1 listing every session,
+  phase 2 claim, tick), wall and CPU (process + reaped children);
+- a pass with 20 new sessions (realistic 10–20 turn transcripts from ``bench/phase1.py``; the
+  consolidator is scripted): memoryd's own CPU is the pass's CPU minus the fake host's route
+  handling, timed inside the handler;
+- workspace sync with nothing changed, baseline diff with nothing changed, block render;
+- consolidation input bytes (the consolidation prompt plus the files it points at that changed)
+  beside the selection size;
+- ranked search: the first query on a fresh index, p95 of steady queries, and the first query
+  after an edit of ``MEMORY.md``;
+- peak RSS of each step (``VmHWM``, reset through ``/proc/self/clear_refs`` before each), DB and
+  folder bytes.
+
+The sizes run in one child process each, so one size's heap never inflates the next one's RSS.
+
+Run from the repo root::
+
+    .venv/bin/python bench/scale.py [--sizes 1000,3000,10000] [--profile]
+
+Not a test: nothing here is collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import gc
+import io
+import json
+import os
+import pstats
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import httpx
+
+from bench._common import PROJECTS, TASKS, WORDS, machine, table
+from bench.phase1 import make_session
+from bench.phase2 import _raw_memory, _summary
+from memoryd.app import App
+from memoryd.clock import DAY, HOUR, ManualClock
+from memoryd.host.connect import HostConnection
+from memoryd.host.opencode import OpencodeClient
+from memoryd.paths import Paths, bump_change_mark
+from memoryd.read.block import render_block, sync_block
+from memoryd.scopes import scope_key
+from memoryd.settings import Settings
+from memoryd.tools import SearchIndex, default_index_path, memory_search
+from memoryd.workspace import Workspace
+from memoryd.write import baseline_proc, passes
+from tests.fakehost import FakeOpencode
+
+T0 = 1_800_000_000_000
+FAKE_URL = "http://opencode.test"
+N_PROJECTS = 50
+NEW_SESSIONS = 20
+SEARCH_RUNS = 20
+QUERIES = ["deploy", "flaky test", "migration schema", "retry timeout", "cache index"]
+GOALS = {
+    "nothing-new pass CPU": "<= 0.5 s",
+    "memoryd CPU per new session": "<= 20 ms",
+    "ranked search, first after a change": "<= 200 ms",
+    "peak RSS": "<= 70 MB",
+}
+
+
+def project_names() -> list[str]:
+    names = list(PROJECTS)
+    i = 0
+    while len(names) < N_PROJECTS:
+        names.append(f"{PROJECTS[i % len(PROJECTS)]}-{i // len(PROJECTS) + 2}")
+        i += 1
+    return names[:N_PROJECTS]
+
+
+# =============================================================================================
+# Measuring
+
+
+def cpu_now() -> float:
+    """CPU seconds of this process and its reaped children."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class Step:
+    wall: float = 0.0
+    cpu: float = 0.0
+    rss: float = 0.0
+
+
+def measure(fn: Callable[[], Any]) -> tuple[Any, Step]:
+    gc.collect()
+    reset_peak_rss()
+    w, c = time.perf_counter(), cpu_now()
+    out = fn()
+    return out, Step(time.perf_counter() - w, cpu_now() - c, peak_rss_mb())
+
+
+class HostClock:
+    """CPU spent inside the fake host's handler (it never awaits with ``prompt_delay = 0``)."""
+
+    def __init__(self, host: FakeOpencode) -> None:
+        self.cpu = 0.0
+        self.calls = 0
+        inner = host.handle
+
+        async def timed(request: httpx.Request) -> httpx.Response:
+            t = time.process_time()
+            try:
+                return await inner(request)
+            finally:
+                self.cpu += time.process_time() - t
+                self.calls += 1
+
+        self.handler = timed
+
+
+def dir_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+# =============================================================================================
+# Building a home
+
+
+def consolidate(root: Path) -> None:
+    """What the scripted consolidator leaves: a global memory plus a few project summaries."""
+    raw = (root / "raw_memories.md").read_text()
+    (root / "MEMORY.md").write_text("# Memory\n\n" + raw[:20_000])
+    (root / "memory_summary.md").write_text("v1\n## User profile\n- prefers small diffs\n")
+    projects = root / "projects"
+    if projects.is_dir():
+        for folder in sorted(projects.iterdir())[:N_PROJECTS]:
+            if folder.is_dir():
+                (folder / "memory_summary.md").write_text(
+                    f"v1\n## {folder.name}\n- run the tests before committing\n"
+                )
+
+
+def reply(body: dict[str, Any]) -> dict[str, Any]:
+    rng = random.Random(len(body["parts"][0]["text"]))
+    proj, task = rng.choice(PROJECTS), rng.choice(TASKS)
+    return {
+        "structured": {
+            "raw_memory": _raw_memory(rng, proj, task),
+            "rollout_summary": _summary(rng, proj, task),
+            "rollout_slug": "-".join(task.split()),
+        }
+    }
+
+
+@dataclass
+class Home:
+    base: Path
+    paths: Paths
+    clock: ManualClock
+    settings: Settings
+    host: FakeOpencode
+    hclock: HostClock
+    app: App
+    names: list[str]
+
+
+def settings_for_year() -> Settings:
+    return Settings(max_unused_days=365, max_rollouts_per_startup=NEW_SESSIONS)
+
+
+def make_app(paths: Paths, clock: ManualClock, settings: Settings) -> App:
+    app = App(paths, clock)
+    app.__dict__["settings"] = settings  # no config file: the cached property is pre-filled
+    return app
+
+
+def build_home(n: int, base: Path, seed: int = 1) -> Home:
+    rng = random.Random(seed)
+    paths = Paths(config_file=base / "config.toml", data_dir=base, state_dir=base / "state")
+    clock = ManualClock(T0)
+    settings = settings_for_year()
+    names = project_names()
+    host = FakeOpencode(reply=reply, consolidate=consolidate)
+    app = make_app(paths, clock, settings)
+    store = app.store
+    span = 360 * DAY
+    for i in range(n):
+        proj = names[i % N_PROJECTS]
+        task = rng.choice(TASKS)
+        sid = f"ses_year{i:06d}" + "".join(rng.choices("abcdefghjkmnpqrstuvwxyz", k=10))
+        updated = T0 - 8 * HOUR - int(span * i / n)
+        cwd = f"/home/dev/src/{proj}"
+        host.add_session(
+            sid, updated=updated, title=f"{task} in {proj}", directory=cwd, turns=[], worktree=cwd
+        )
+        claim = store.claim_stage1(sid, updated, max_running=1, worker_id="bench")
+        assert claim.claimed and claim.token
+        slug = "-".join([*task.split(), *rng.choices(WORDS, k=rng.randint(0, 4))])
+        store.mark_stage1_succeeded(
+            sid,
+            claim.token,
+            raw_memory=_raw_memory(rng, proj, task),
+            rollout_summary=_summary(rng, proj, task),
+            rollout_slug=slug,
+            cwd=cwd,
+            title=f"{task} in {proj}",
+            project_id=f"p-{cwd}",
+            worktree=cwd,
+        )
+        if i % 7 == 0:  # some memories were cited: usage decides part of the selection
+            store.record_usage([sid])
+    hclock = HostClock(host)
+    return Home(base, paths, clock, settings, host, hclock, app, names)
+
+
+@contextlib.contextmanager
+def fake_opening(home: Home) -> Iterator[None]:
+    """``run_pass`` opens the fake host instead of spawning ``opencode serve``."""
+
+    class Opening:
+        async def ready(self) -> HostConnection:
+            client = OpencodeClient(FAKE_URL, transport=httpx.MockTransport(home.hclock.handler))
+            return HostConnection(client=client, url=FAKE_URL, version="1.18.33", private=False)
+
+    @contextlib.asynccontextmanager
+    async def opener(_settings: Settings, _paths: Paths) -> AsyncIterator[Opening]:
+        yield Opening()
+
+    saved = passes.open_host
+    passes.open_host = opener  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        passes.open_host = saved  # type: ignore[assignment]
+
+
+def one_pass(home: Home, force: bool = False) -> passes.PassResult:
+    with fake_opening(home):
+        result = asyncio.run(passes.run_pass(home.app, force_consolidation=force))
+    baseline_proc.release(wait=True)
+    return result
+
+
+def add_new_sessions(home: Home, k: int, seed: int) -> None:
+    rng = random.Random(seed)
+    home.clock.advance(DAY)
+    now = home.clock.now_ms()
+    for i in range(k):
+        s = make_session(900_000 + seed * 100 + i, rng, now - 7 * HOUR - i * 30_000)
+        proj = home.names[rng.randrange(N_PROJECTS)]
+        cwd = f"/home/dev/src/{proj}"
+        home.host.add_session(
+            s.sid, updated=s.updated, title=s.title, directory=cwd, turns=[], worktree=cwd
+        )
+        home.host.messages[s.sid] = [
+            home.host.message(s.sid, role, parts, created=c) for role, parts, c in s.messages
+        ]
+
+
+# =============================================================================================
+# One size
+
+
+def profile_text(fn: Callable[[], Any], label: str) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(45)
+    return f"--- profile: {label} ---\n{out.getvalue()}"
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def run_size(n: int, profile: bool) -> dict[str, Any]:
+    base = Path(tempfile.mkdtemp(prefix=f"memoryd-bench-scale-{n}-"))
+    try:
+        return _run_size(n, base, profile)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
+    r: dict[str, Any] = {"n": n}
+    t = time.perf_counter()
+    home = build_home(n, base)
+    first = one_pass(home, force=True)
+    assert first.phase2.ok, first.phase2.detail
+    r["build_s"] = time.perf_counter() - t
+    gc.collect()
+    gc.freeze()  # the fake host's sessions and the generators' leftovers: out of the GC's way
+    one_pass(home)  # a settling pass (the first after a consolidation re-renders the block)
+
+    passes_out: list[Step] = []
+    for _ in range(3):
+        c0 = home.hclock.cpu
+        _res, st = measure(lambda: one_pass(home))
+        st.cpu -= home.hclock.cpu - c0
+        passes_out.append(st)
+    best = min(passes_out, key=lambda s: s.cpu)
+    r["idle_wall"], r["idle_cpu"], r["idle_rss"] = best.wall, best.cpu, max(
+        s.rss for s in passes_out
+    )
+    if profile:
+        r["profile_idle"] = profile_text(lambda: one_pass(home), f"nothing-new pass at {n}")
+
+    add_new_sessions(home, NEW_SESSIONS, seed=1)
+    prompts_before = len(home.host.prompts)
+    c0 = home.hclock.cpu
+    res, st = measure(lambda: one_pass(home))
+    host_cpu = home.hclock.cpu - c0
+    assert res.phase1.succeeded == NEW_SESSIONS, res.phase1.as_dict()
+    assert res.phase2.ok, res.phase2.detail
+    r["new_wall"], r["new_cpu_total"], r["new_rss"] = st.wall, st.cpu, st.rss
+    r["new_cpu"] = st.cpu - host_cpu
+    r["new_host_cpu"] = host_cpu
+    cons = [
+        p for p in home.host.prompts[prompts_before:] if p.get("agent") == "memoryd-consolidate"
+    ]
+    r["cons_prompt_bytes"] = sum(len(p["parts"][0]["text"].encode()) for p in cons)
+    diff_file = sorted(home.paths.memories.glob("**/*.diff"))
+    r["cons_prompts"] = len(cons)
+    del diff_file
+    if profile:
+        add_new_sessions(home, NEW_SESSIONS, seed=2)
+        r["profile_new"] = profile_text(lambda: one_pass(home), f"20-new-session pass at {n}")
+
+    store, settings = home.app.store, home.settings
+    limit = settings.max_raw_memories_for_consolidation
+    selected = store.phase2_selection(limit, settings.max_unused_days)
+    r["selected"] = len(selected)
+    r["inputs_bytes"] = sum(
+        len(o.raw_memory.encode()) + len(o.rollout_summary.encode()) for o in selected
+    )
+    ws = Workspace(home.paths.memories, clock=home.clock)
+    _, st = measure(lambda: ws.sync(selected))
+    r["sync_cpu"], r["sync_rss"] = st.cpu, st.rss
+    bl = baseline_proc.open_baseline(home.paths.baseline_git, home.paths.memories)
+    bl.ensure()
+    diff, st = measure(bl.diff)
+    r["diff_cpu"], r["diff_changes"] = st.cpu, len(diff.changes)
+    key = scope_key(f"/home/dev/src/{home.names[0]}")
+    _, st = measure(lambda: render_block(home.paths, key))
+    r["block_cpu"] = st.cpu
+    _, st = measure(lambda: sync_block(home.paths, settings))
+    r["block_sync_cpu"] = st.cpu
+
+    idx = SearchIndex(default_index_path(home.paths.data_dir), home.paths.memories, store)
+    try:
+        _, st = measure(lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx))
+        r["search_build_wall"], r["search_rss"] = st.wall, st.rss
+        steady = []
+        for i in range(SEARCH_RUNS):
+            q = QUERIES[i % len(QUERIES)]
+            _, st = measure(lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx))
+            steady.append(st.wall)
+        r["search_p95"] = pct(steady, 95)
+        firsts = []
+        for i in range(3):
+            with (home.paths.memories / "MEMORY.md").open("a") as fh:
+                fh.write(f"\n- Appended by the benchmark ({i}): the staging deploy needs a flag.\n")
+            bump_change_mark(home.paths.memories)
+            _, st = measure(
+                lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+            )
+            firsts.append(st.wall)
+            r["search_first_cpu"] = st.cpu
+        r["search_first"] = max(firsts)
+    finally:
+        idx.close()
+    r["db_bytes"] = sum(
+        p.stat().st_size for p in home.paths.data_dir.glob("memory.db*") if p.is_file()
+    )
+    r["index_bytes"] = sum(
+        p.stat().st_size for p in home.paths.data_dir.glob("search.db*") if p.is_file()
+    )
+    r["folder_bytes"] = dir_bytes(home.paths.memories)
+    r["folder_files"] = sum(len(f) for _d, _s, f in os.walk(home.paths.memories))
+    r["peak_rss"] = max(r["idle_rss"], r["new_rss"], r["sync_rss"], r["search_rss"])
+    home.app.close()
+    return r
+
+
+# =============================================================================================
+# Report
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:,.0f} ms" if s >= 0.01 else f"{s * 1e3:.1f} ms"
+
+
+def mb(b: float) -> str:
+    return f"{b / 1e6:,.1f} MB"
+
+
+ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]] = [
+    ("nothing-new pass, wall", lambda r: r["idle_wall"], ms),
+    ("nothing-new pass CPU", lambda r: r["idle_cpu"], ms),
+    ("20-new pass, wall", lambda r: r["new_wall"], ms),
+    ("20-new pass, memoryd CPU", lambda r: r["new_cpu"], ms),
+    ("memoryd CPU per new session", lambda r: r["new_cpu"] / NEW_SESSIONS, ms),
+    ("workspace sync, nothing changed", lambda r: r["sync_cpu"], ms),
+    ("baseline diff, nothing changed", lambda r: r["diff_cpu"], ms),
+    ("block render (one project)", lambda r: r["block_cpu"], ms),
+    ("block sync, nothing changed", lambda r: r["block_sync_cpu"], ms),
+    ("selection (outputs)", lambda r: r["selected"], lambda v: f"{v:,.0f}"),
+    ("selection text", lambda r: r["inputs_bytes"], mb),
+    ("consolidation prompt", lambda r: r["cons_prompt_bytes"], lambda v: f"{v / 1e3:,.1f} KB"),
+    ("ranked search, first build", lambda r: r["search_build_wall"], ms),
+    ("ranked search p95, steady", lambda r: r["search_p95"], ms),
+    ("ranked search, first after a change", lambda r: r["search_first"], ms),
+    ("peak RSS", lambda r: r["peak_rss"], lambda v: f"{v:.1f} MB"),
+    ("memory.db", lambda r: r["db_bytes"], mb),
+    ("search.db", lambda r: r["index_bytes"], mb),
+    ("memory folder", lambda r: r["folder_bytes"], mb),
+    ("memory folder files", lambda r: r["folder_files"], lambda v: f"{v:,.0f}"),
+]
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    results = sorted(results, key=lambda r: r["n"])
+    header = ("", *(f"{r['n']:,}" for r in results))
+    growth = len(results) > 1
+    if growth:
+        header += (f"{results[0]['n']:,}→{results[-1]['n']:,}",)
+    header += ("goal",)
+    rows = []
+    for label, get, fmt in ROWS:
+        vals = [get(r) for r in results]
+        row = (label, *(fmt(v) for v in vals))
+        if growth:
+            row += (f"{vals[-1] / vals[0]:.2f}×" if vals[0] else "-",)
+        rows.append((*row, GOALS.get(label, "")))
+    table(rows, header, right_align=True)
+    ratio = results[-1]["n"] / results[0]["n"] if growth else 1
+    if growth:
+        g = results[-1]["idle_cpu"] / results[0]["idle_cpu"]
+        print(
+            f"\nnothing-new pass CPU grows {g:.2f}× for {ratio:.0f}× the sessions "
+            f"({'sublinear' if g < ratio else 'NOT sublinear'})"
+        )
+
+
+def loadavg() -> str:
+    with contextlib.suppress(OSError):
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000,3000,10000")
+    ap.add_argument("--profile", action="store_true", help="cProfile both passes (largest size)")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child: run one size, print JSON
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_size(args.one, args.profile)))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    print(f"scale benchmark ({machine()}; load average {loadavg()} at start)")
+    results = []
+    for n in sizes:
+        cmd = [sys.executable, __file__, "--one", str(n)]
+        if args.profile and n == max(sizes):
+            cmd.append("--profile")
+        t = time.perf_counter()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        print(
+            f"  {n:,} sessions: built + measured in {time.perf_counter() - t:.0f} s "
+            f"(build {r['build_s']:.0f} s); load average {loadavg()}"
+        )
+        for k in ("profile_idle", "profile_new"):
+            if k in r:
+                print(r.pop(k))
+        results.append(r)
+    print()
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
