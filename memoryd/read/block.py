@@ -213,15 +213,18 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     g_tokens = tokens.count(shown)
     p_tokens = tokens.count(project) if project is not None else 0
 
-    def cut(text: str, share: int) -> str:
+    def cut(text: str, share: int, whole: int) -> str:
+        if share >= whole:  # it fits as counted: truncating would hand back the same text
+            return fence.neutralise(text, token)
         # A cut can start a line half way through one: judge the lines it leaves again.
         return fence.neutralise(tokens.truncate_middle(text, share), token)
 
     def build(total: int) -> str:
         g_share, p_share = _split(g_tokens, p_tokens, total)
-        text = cut(shown, g_share)
+        text = cut(shown, g_share, g_tokens)
         if key and project is not None:
-            return _render(base, token, text, _project_section(key, cut(project, p_share)))
+            section = _project_section(key, cut(project, p_share, p_tokens))
+            return _render(base, token, text, section)
         return _render(base, token, text)
 
     block = build(budget)

@@ -60,6 +60,31 @@ def test_a_project_block_holds_global_and_its_own_layer_only(paths: Paths) -> No
     assert "A-FACT" not in (readpath.render_block(paths) or "")
 
 
+def test_layers_that_fit_are_never_sent_to_be_truncated(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 28: every block of a 50-project home asked the tokenizer helper to "truncate" both
+    # layers to exactly their own size; a layer within its share is shown as it is.
+    _layers(paths, "- GLOBAL: prefers short answers", **{A: "- A-FACT: uses pnpm"})
+    asked: list[int] = []
+    real = tokens.truncate_middle
+
+    def spy(text: str, max_tokens: int) -> str:
+        asked.append(max_tokens)
+        return real(text, max_tokens)
+
+    monkeypatch.setattr(tokens, "truncate_middle", spy)
+    block = readpath.render_block(paths, A)
+    assert block is not None and "GLOBAL: prefers short answers" in block
+    assert "A-FACT: uses pnpm" in block and "omitted from the middle" not in block
+    assert asked == []
+    long_a = "\n".join(f"- project fact {i} about the build" for i in range(600))
+    _layers(paths, "- GLOBAL: prefers short answers", **{A: long_a})
+    block = readpath.render_block(paths, A)
+    assert block is not None and asked  # a layer over its share is still cut
+    assert tokens.count(block) <= readpath.BLOCK_TOKEN_BUDGET
+
+
 def test_both_layers_share_the_one_budget(paths: Paths) -> None:
     long_global = "\n".join(f"- global fact {i} about editors and shells" for i in range(600))
     long_a = "\n".join(f"- project fact {i} about the build" for i in range(600))
