@@ -119,12 +119,17 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def peak_rss_mb() -> float:
+def _status_mb(field: str) -> float | None:
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return None
+
+
+def peak_rss_mb() -> float:
+    got = _status_mb("VmHWM:")
+    return got if got is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
@@ -255,7 +260,7 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
             project_id=f"p-{cwd}",
             worktree=cwd,
         )
-        if i % 7 == 0:  # some memories were cited: usage decides part of the selection
+        if i % 7 == 0 and i * 360 < 60 * n:  # the last two months' memories were cited
             store.record_usage([sid])
     hclock = HostClock(host)
     return Home(base, paths, clock, settings, host, hclock, app, names)
@@ -342,6 +347,8 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
     gc.collect()
     gc.freeze()  # the fake host's sessions and the generators' leftovers: out of the GC's way
     one_pass(home)  # a settling pass (the first after a consolidation re-renders the block)
+    gc.collect()
+    r["rss_base"] = _status_mb("VmRSS:") or 0.0  # imports, the fake host's sessions, the data
 
     passes_out: list[Step] = []
     for _ in range(3):
@@ -350,8 +357,10 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
         st.cpu -= home.hclock.cpu - c0
         passes_out.append(st)
     best = min(passes_out, key=lambda s: s.cpu)
-    r["idle_wall"], r["idle_cpu"], r["idle_rss"] = best.wall, best.cpu, max(
-        s.rss for s in passes_out
+    r["idle_wall"], r["idle_cpu"], r["idle_rss"] = (
+        best.wall,
+        best.cpu,
+        max(s.rss for s in passes_out),
     )
     if profile:
         r["profile_idle"] = profile_text(lambda: one_pass(home), f"nothing-new pass at {n}")
@@ -399,12 +408,16 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
 
     idx = SearchIndex(default_index_path(home.paths.data_dir), home.paths.memories, store)
     try:
-        _, st = measure(lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx))
+        _, st = measure(
+            lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+        )
         r["search_build_wall"], r["search_rss"] = st.wall, st.rss
         steady = []
         for i in range(SEARCH_RUNS):
             q = QUERIES[i % len(QUERIES)]
-            _, st = measure(lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx))
+            _, st = measure(
+                lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx)
+            )
             steady.append(st.wall)
         r["search_p95"] = pct(steady, 95)
         firsts = []
@@ -462,6 +475,10 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ("ranked search p95, steady", lambda r: r["search_p95"], ms),
     ("ranked search, first after a change", lambda r: r["search_first"], ms),
     ("peak RSS", lambda r: r["peak_rss"], lambda v: f"{v:.1f} MB"),
+    ("  of which held before the passes", lambda r: r["rss_base"], lambda v: f"{v:.1f} MB"),
+    ("  peak: nothing-new pass", lambda r: r["idle_rss"], lambda v: f"{v:.1f} MB"),
+    ("  peak: 20-new pass", lambda r: r["new_rss"], lambda v: f"{v:.1f} MB"),
+    ("  peak: first ranked query", lambda r: r["search_rss"], lambda v: f"{v:.1f} MB"),
     ("memory.db", lambda r: r["db_bytes"], mb),
     ("search.db", lambda r: r["index_bytes"], mb),
     ("memory folder", lambda r: r["folder_bytes"], mb),

