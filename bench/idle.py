@@ -374,6 +374,7 @@ class Peak:
     helper_kb: int = 0  # the largest VmHWM of a child it started (the tokenizer helper), polled
     helpers: int = 0  # how many children it started
     tree_kb: int = 0  # the kernel's figure at exit (wait4): the largest of it and its children
+    cpu_s: float = 0.0  # user + system CPU of the run and its reaped children (wait4)
 
 
 def _hwm_kb(pid: int) -> int:
@@ -414,6 +415,7 @@ def memoryd_peak(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedP
             if pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 peak.tree_kb = usage.ru_maxrss
+                peak.cpu_s = usage.ru_utime + usage.ru_stime
                 break
             if time.monotonic() > deadline:
                 proc.kill()
@@ -635,6 +637,7 @@ def report(r: Run) -> None:
         print(f"  run --once peak RSS (the whole pass: {s['sessions']} extractions + consolidation): memoryd "
               f"{fmt_mb(pk.own_kb)} (VmHWM, goal <= 70 MB); tokenizer helper {fmt_mb(pk.helper_kb)} "
               f"({pk.helpers} started, each ends with its pass); largest of the tree (wait4) {fmt_mb(pk.tree_kb)}")  # fmt: skip
+        print(f"  run --once CPU (user + system, children included, wait4): {fmt_s(pk.cpu_s)}")
     else:
         helpers = s["daemon_helpers"]
         d = next(f for f in r.figs if f.name == "memoryd daemon")
