@@ -198,7 +198,7 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         a.store._conn.execute(
             "DELETE FROM stage1_outputs WHERE session_id = ?", (f"ses_{outputs:06d}",)
         )
-        pub = build_publication(a.store, a.paths.memories)
+        pub = build_publication(a.store, a.paths.memories, 30)
         work, clone = base / "git-work", base / "git-clone"
         git("init", "-q", "-b", "memoryd-sync", str(work))
         for k, v in (("user.email", "b@e"), ("user.name", "bench")):
@@ -223,7 +223,7 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         git("remote", "add", "origin", f"{url}/git.git", cwd=clone)
         res["git: first receive"] = timed(proxy, lambda: git("fetch", "-q", "origin", cwd=clone))
         a.add_outputs(random.Random(99), outputs, 1)
-        new = build_publication(a.store, a.paths.memories)
+        new = build_publication(a.store, a.paths.memories, 30)
         write({k: v for k, v in new.files.items() if pub.files.get(k) != v})
         res["git: incremental publish"] = timed(proxy, lambda: publish("one more"))
         res["git: incremental receive"] = timed(
