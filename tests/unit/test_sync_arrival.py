@@ -250,3 +250,17 @@ async def test_the_daemon_syncs_after_a_pass_that_extracted(
     finally:
         d.handle_exit(15)
         await asyncio.wait_for(serving, 10)
+
+
+def test_a_new_baseline_leaves_arrived_remote_memory_as_new_input(tmp_path: Path) -> None:
+    from memoryd.write.baseline import Baseline
+
+    root = tmp_path / "memories"
+    (root / "extensions" / "sync" / "resources" / "m-1" / "sessions").mkdir(parents=True)
+    arrived = root / "extensions" / "sync" / "resources" / "m-1" / "sessions" / "k.md"
+    arrived.write_text("session_id: s\n- a remote fact\n")
+    (root / "MEMORY.md").write_text("# Memory\n")
+    baseline = Baseline(tmp_path / "baseline.git", root)
+    assert baseline.ensure()
+    changed = {c.path for c in baseline.diff().changes}
+    assert changed == {"extensions/sync/resources/m-1/sessions/k.md"}, changed
