@@ -56,6 +56,7 @@ if str(REPO) not in sys.path:
 from bench._common import WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import SystemClock
 from memoryd.paths import Paths
+from memoryd.redact import find_secrets
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.sync.engine import run_sync
@@ -139,9 +140,14 @@ class Home:
     def add_outputs(self, rng: random.Random, start: int, count: int, fact: str = "") -> None:
         rows = []
         for i in range(start, start + count):
-            raw = "\n".join(f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4))
-            raw += f"\n- {fact}" if fact else ""
-            summary = paragraph(rng, rng.randint(1000, 3000), sentence)
+            while True:  # real outputs are stored redacted: redraw random text the scan flags
+                raw = "\n".join(
+                    f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4)
+                )
+                raw += f"\n- {fact}" if fact else ""
+                summary = paragraph(rng, rng.randint(1000, 3000), sentence)
+                if not find_secrets(raw + "\n" + summary):
+                    break
             rows.append(
                 (f"ses_{i:06d}", 1_800_000_000_000 + i, raw, summary, f"slug-{i}", "/home/dev/p",
                  f"Session {i}", 1_800_000_000_000, 1)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -33,6 +35,7 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
+from memoryd.extensions.common import EXTENSIONS_DIR
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
@@ -170,7 +173,7 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
             tree = repo.compose(base_root, pub.machine_id, own_tree)
             commit = repo.commit(tree, None if reroot else head, message)
             try:
-                repo.push(remote, head, commit)
+                repo.push(remote, head, commit, unrelated=reroot)
             except PushRaceLost:
                 races += 1
                 if races >= SYNC_MAX_PUSH_RACES:
@@ -278,6 +281,23 @@ async def _render_inputs(store: Store, settings: Settings, paths: Paths) -> dict
     paths.ensure_dir(paths.memories)
     forgotten = set(store.tombstones())
     forgotten |= {sid for sid, mode in store.memory_modes().items() if mode != "enabled"}
+    roots = store.output_roots()
+    state = sync_state(store)
+    # Same head, same local checkouts and forgets as the last render: nothing to redo (rendering
+    # redacts every session again, seconds at hundreds of sessions).
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                state.get("head"),
+                sorted(forgotten),
+                roots,
+                settings.max_raw_memories_for_consolidation,
+            ]
+        ).encode()
+    ).hexdigest()
+    rendered = paths.memories / EXTENSIONS_DIR / "sync"
+    if state.get("rendered_key") == key and (rendered.is_dir() or not state.get("machines")):
+        return None
     job = functools.partial(
         import_sync,
         paths.memories,
@@ -286,13 +306,14 @@ async def _render_inputs(store: Store, settings: Settings, paths: Paths) -> dict
         own_id=machine_id(store),
         forgotten=forgotten,
         limit=settings.max_raw_memories_for_consolidation,
-        local_roots=store.output_roots(),
+        local_roots=roots,
     )
     try:
         report = await _off_loop(job)
     except (MemorydError, OSError) as exc:  # the memory folder, not the remote
         log.warning("sync: could not render other machines' memory: %s", exc)
         return None
+    _save(store, rendered_key=key)
     return {
         "machines": report.machines,
         "sessions": report.sessions,

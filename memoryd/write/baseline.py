@@ -87,6 +87,7 @@ RACY_NS = 1_000_000_000
 # Inputs that arrive between consolidations (memoryd.sync.inputs renders them after each pull).
 UNCONSOLIDATED = "extensions/sync/"
 
+
 class StatCache:
     """relpath -> (stat key, git mode, blob id), valid for one baseline commit only."""
 

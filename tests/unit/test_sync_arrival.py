@@ -172,11 +172,13 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
     real_push = transport.SyncRepo.push
     state = {"raced": False}
 
-    def racing_push(self: transport.SyncRepo, remote_url: str, base: object, new: object) -> None:
+    def racing_push(
+        self: transport.SyncRepo, remote_url: str, base: object, new: object, **kw: bool
+    ) -> None:
         if not state["raced"] and self.git_dir == a.paths.sync_git:
             state["raced"] = True
             assert b.sync().status == "pushed"
-        real_push(self, remote_url, base, new)  # type: ignore[arg-type]
+        real_push(self, remote_url, base, new, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(transport.SyncRepo, "push", racing_push)
     out = a.sync()
