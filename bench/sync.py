@@ -9,7 +9,14 @@ the wire, each direction). Two memoryd homes, A and B, each with its own store:
 2. **first sync, receive**: B (no outputs of its own) syncs and fetches all of them;
 3. **incremental, publish**: A gains 1 output and syncs (N outputs already in the remote);
 4. **incremental, receive**: B syncs and fetches that one;
-5. **nothing changed**: A syncs again.
+5. **nothing changed**: A syncs again;
+6. **extracted on A → searchable on B**: A gains 1 output (no consolidation anywhere), A syncs,
+   B syncs, and B's ``memory_search`` finds its fact: the latency of a session's arrival;
+7. **forget re-root**: A forgets one of the N sessions and syncs; the push is a new root commit
+   (no reachable commit keeps the text), then B fetches it.
+
+The git baselines of 6 and 7 are a push plus a fetch, and a ``git rm`` + commit + push that keeps
+history (what memoryd did before it re-rooted).
 
 memoryd's time is the whole ``run_sync`` (read the DB, build the folder, secret scan, fetch,
 commit, push, record state). The baseline is the git binary with the same files in a checkout:
@@ -49,11 +56,14 @@ if str(REPO) not in sys.path:
 from bench._common import WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import SystemClock
 from memoryd.paths import Paths
+from memoryd.redact import find_secrets
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.sync.engine import run_sync
-from memoryd.sync.layout import MACHINES
+from memoryd.sync.layout import MACHINES, session_path
 from memoryd.sync.publish import build_publication
+from memoryd.tools.notes import memory_forget
+from memoryd.tools.search import memory_search
 
 
 class CountingProxy:
@@ -127,11 +137,17 @@ class Home:
         self.store = Store(self.paths.db, clock=SystemClock())
         self.settings = Settings(sync_remote=remote)
 
-    def add_outputs(self, rng: random.Random, start: int, count: int) -> None:
+    def add_outputs(self, rng: random.Random, start: int, count: int, fact: str = "") -> None:
         rows = []
         for i in range(start, start + count):
-            raw = "\n".join(f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4))
-            summary = paragraph(rng, rng.randint(1000, 3000), sentence)
+            while True:  # real outputs are stored redacted: redraw random text the scan flags
+                raw = "\n".join(
+                    f"- {paragraph(rng, rng.randint(80, 300), sentence)}" for _ in range(4)
+                )
+                raw += f"\n- {fact}" if fact else ""
+                summary = paragraph(rng, rng.randint(1000, 3000), sentence)
+                if not find_secrets(raw + "\n" + summary):
+                    break
             rows.append(
                 (f"ses_{i:06d}", 1_800_000_000_000 + i, raw, summary, f"slug-{i}", "/home/dev/p",
                  f"Session {i}", 1_800_000_000_000, 1)
@@ -157,6 +173,10 @@ def timed(proxy: CountingProxy, fn: Callable[[], object]) -> tuple[float, int, i
     elapsed = time.perf_counter() - t
     time.sleep(0.05)  # let the pipe threads count the last bytes
     return elapsed, proxy.up, proxy.down
+
+
+def _rerooted(out: Any) -> None:
+    assert out.rerooted, "a forget must re-root the branch"
 
 
 def kb(n: int) -> str:
@@ -194,11 +214,29 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         res["incremental receive"] = timed(proxy, b.sync)
         res["nothing changed"] = timed(proxy, a.sync)
 
+        # extracted on A -> searchable on B: A's sync, B's sync, B's search; no consolidation
+        needle = "The bench fact travels between machines"
+        a.add_outputs(rng, outputs + 1, 1, fact=needle)
+
+        def arrive() -> None:
+            a.sync()
+            b.sync()
+            assert memory_search(b.paths.memories, needle).matches, "not searchable on B"
+
+        res["extracted on A → searchable on B"] = timed(proxy, arrive)
+        # a forget rewrites the branch: one root commit, pushed by compare-and-swap
+        memory_forget(a.store, a.paths.memories, session_id="ses_000007")
+        res["forget re-root, publish"] = timed(proxy, lambda: _rerooted(a.sync()))
+        res["forget re-root, receive"] = timed(proxy, b.sync)
+        a.store._conn.execute(
+            "DELETE FROM stage1_outputs WHERE session_id = ?", (f"ses_{outputs + 1:06d}",)
+        )
+
         # baseline: the same files through the git binary
         a.store._conn.execute(
             "DELETE FROM stage1_outputs WHERE session_id = ?", (f"ses_{outputs:06d}",)
         )
-        pub = build_publication(a.store, a.paths.memories)
+        pub = build_publication(a.store, a.paths.memories, 30)
         work, clone = base / "git-work", base / "git-clone"
         git("init", "-q", "-b", "memoryd-sync", str(work))
         for k, v in (("user.email", "b@e"), ("user.name", "bench")):
@@ -223,7 +261,7 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         git("remote", "add", "origin", f"{url}/git.git", cwd=clone)
         res["git: first receive"] = timed(proxy, lambda: git("fetch", "-q", "origin", cwd=clone))
         a.add_outputs(random.Random(99), outputs, 1)
-        new = build_publication(a.store, a.paths.memories)
+        new = build_publication(a.store, a.paths.memories, 30)
         write({k: v for k, v in new.files.items() if pub.files.get(k) != v})
         res["git: incremental publish"] = timed(proxy, lambda: publish("one more"))
         res["git: incremental receive"] = timed(
@@ -231,6 +269,20 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         )
         res["git: nothing changed"] = timed(
             proxy, lambda: git("push", "-q", "origin", "memoryd-sync", cwd=work)
+        )
+
+        def push_and_fetch() -> None:
+            write({"extra.json": needle.encode()})
+            publish("arrive")
+            git("fetch", "-q", "origin", cwd=clone)
+
+        res["git: extracted on A → searchable on B"] = timed(proxy, push_and_fetch)
+        gone = folder / session_path("ses_000008")  # still in the checkout
+        res["git: forget re-root, publish"] = timed(
+            proxy, lambda: (gone.unlink(), publish("forget (history kept)"))
+        )
+        res["git: forget re-root, receive"] = timed(
+            proxy, lambda: git("fetch", "-q", "origin", cwd=clone)
         )
         a.store.close()
         b.store.close()
@@ -262,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         "incremental publish",
         "incremental receive",
         "nothing changed",
+        "extracted on A → searchable on B",
+        "forget re-root, publish",
+        "forget re-root, receive",
     ):
         med = [
             statistics.median(r[k][i] for r in runs)

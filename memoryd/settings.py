@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from memoryd.errors import ConfigError
+from memoryd.tuning import SYNC_INTERVAL_MAX_S, SYNC_INTERVAL_MIN_S, SYNC_INTERVAL_MS
 
 ENV_PREFIX = "MEMORYD_"
 Source = Literal["default", "file", "env"]
@@ -171,6 +172,13 @@ class Settings(BaseModel):
     sync_remote: str | None = Field(
         default=None,
         description="A git URL (ssh, git://, https) or an absolute path to share memory through.",
+    )
+    sync_interval_s: int = Field(
+        default=SYNC_INTERVAL_MS // 1000,
+        ge=SYNC_INTERVAL_MIN_S,
+        le=SYNC_INTERVAL_MAX_S,
+        description="Seconds between syncs when nothing asks for one sooner (a pass that "
+        "extracted new sessions, a consolidation, a retry after the remote was away).",
     )
     review: bool = Field(
         default=False,

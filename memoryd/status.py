@@ -56,6 +56,10 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
         "blocked": st.get("blocked") or [],
         "machines": st.get("machines") or [],
         "skipped_machines": st.get("skipped_machines") or {},
+        "sent": st.get("sent") or {},  # files the last successful sync pushed
+        "received": st.get("received") or {},  # other machines' memory rendered after it
+        "rerooted_at": iso_ms(st.get("rerooted_at")),  # last forget-rewrite of the branch
+        "interval_s": settings.sync_interval_s,
     }
 
 

@@ -88,7 +88,9 @@ LOG_BACKUPS = 3
 
 # -- sync across machines (sync_remote) ------------------------------------------------------
 SYNC_CHECK_S = 30  # the daemon looks this often whether a sync is due (interval or backoff)
-SYNC_INTERVAL_MS = 5 * MINUTE  # between syncs when nothing asks for one sooner
+SYNC_INTERVAL_MS = 5 * MINUTE  # default between syncs when nothing asks for one sooner
+SYNC_INTERVAL_MIN_S = 30  # the shortest sync_interval_s a user may set
+SYNC_INTERVAL_MAX_S = 24 * 3600
 SYNC_BACKOFF_MIN_MS = 30_000  # after a failed sync, doubling on each further failure...
 SYNC_BACKOFF_MAX_MS = 1 * HOUR  # ...up to this
 SYNC_MAX_PUSH_RACES = 8  # pushes lost to another machine in a row before a sync counts as failed

@@ -98,6 +98,17 @@ def sync_rows(sync: dict[str, Any]) -> list[tuple[str, str]]:
     text += f"; last success {sync['last_success'] or 'never'}"
     text += f"; {others} other machine{'s' if others != 1 else ''}"
     rows = [("sync", text)]
+    sent, got = sync.get("sent") or {}, sync.get("received") or {}
+    if sync.get("last_success"):
+        rows.append(
+            (
+                "sync last",
+                f"up {sent.get('added', 0)} new, {sent.get('changed', 0)} changed, "
+                f"{sent.get('removed', 0)} removed; down {got.get('sessions', 0)} session(s), "
+                f"{got.get('notes', 0)} note(s) from {got.get('machines', 0)} machine(s)"
+                + (f"; history re-rooted {sync['rerooted_at']}" if sync.get("rerooted_at") else ""),
+            )
+        )
     p = sync["pending"]
     waiting = sum(p.get(k, 0) for k in ("added", "changed", "removed"))
     if waiting:

@@ -41,12 +41,17 @@ from memoryd.tuning import (
     TICK_S,
 )
 from memoryd.write import baseline_proc
-from memoryd.write.passes import daemon_tick, run_pass
+from memoryd.write.passes import PassResult, daemon_tick, run_pass
 from memoryd.write.phase2 import Phase2Status
 
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _publishes(result: PassResult) -> bool:
+    """Whether a pass changed what this machine publishes: new outputs, or a consolidation."""
+    return result.phase1.succeeded > 0 or result.phase2.status == Phase2Status.SUCCEEDED
 
 
 class Daemon:
@@ -255,11 +260,10 @@ class Daemon:
         except (MemorydError, OSError) as exc:
             log.error("pass failed: %s", exc)
             return
-        if result.phase2.status == Phase2Status.SUCCEEDED and self.app.settings.sync_remote:
-            # Publish what a validated consolidation used (sooner only if no backoff holds it).
+        if self.app.settings.sync_remote and _publishes(result):
             from memoryd.sync.engine import request_sync  # a home that syncs loads the engine
 
-            request_sync(self.app.store, self.app.clock)
+            request_sync(self.app.store, self.app.clock)  # unless a backoff holds it
             self._bring_sync_forward()
         p1 = result.phase1
         backlog = (

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from memoryd.clock import Clock
+from memoryd.clock import DAY, Clock
+from memoryd.scopes import scope_root
 from memoryd.store.db import write_tx
-from memoryd.store.jobs import STAGE1, _enqueue_global
+from memoryd.store.jobs import GLOBAL, GLOBAL_KEY, STAGE1, _enqueue_global
 
 
 class SyncMixin:
@@ -72,15 +73,45 @@ class SyncMixin:
                 _enqueue_global(c, now, urgent=True)
         return removed
 
-    def published_outputs(self) -> list[sqlite3.Row]:
-        """What this machine publishes: outputs its last validated consolidation used, still enabled."""
+    def published_outputs(self, max_unused_days: int, limit: int) -> list[sqlite3.Row]:
+        """What this machine publishes now: every current output phase 2 could use.
+
+        The same rules as :meth:`phase2_selection`, applied at publish time rather than waiting
+        for a consolidation: enabled (memory modes), not forgotten (tombstones), with content,
+        and used or updated within the retention window. At most ``limit``, newest first, so a
+        huge history never makes other machines skip this machine's whole folder.
+        """
+        cutoff = self._clock.now_ms() - max_unused_days * DAY
         return list(
             self._conn.execute(
                 """
                 SELECT o.* FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
-                WHERE o.selected_for_phase2 = 1 AND COALESCE(m.memory_mode, 'enabled') = 'enabled'
+                WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'
+                  AND (TRIM(o.raw_memory) != '' OR TRIM(o.rollout_summary) != '')
+                  AND COALESCE(o.last_usage, o.source_updated_at) >= ?
                   AND o.session_id NOT IN (SELECT session_id FROM sync_tombstones)
-                ORDER BY o.session_id
-                """
+                ORDER BY o.source_updated_at DESC, o.session_id
+                LIMIT ?
+                """,
+                (cutoff, limit),
             )
         )
+
+    def output_roots(self) -> list[str]:
+        """Every checkout (scope root) this machine has outputs from: the projects remote
+        sessions are matched against."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT worktree, cwd FROM stage1_outputs WHERE cwd IS NOT NULL"
+            " OR worktree IS NOT NULL"
+        )
+        roots = {scope_root(r[0], r[1]) for r in rows}
+        return sorted(r for r in roots if r)
+
+    def phase2_running(self) -> bool:
+        """Whether a consolidation holds a live lease (its folder must not change under it)."""
+        row = self._conn.execute(
+            "SELECT 1 FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running'"
+            " AND lease_until > ?",
+            (GLOBAL, GLOBAL_KEY, self._clock.now_ms()),
+        ).fetchone()
+        return row is not None

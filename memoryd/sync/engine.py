@@ -9,11 +9,19 @@ sync, the failure is recorded, and the daemon retries with an exponential backof
 to an hour). Until a push lands, ``status`` lists what is waiting. A push that loses a race is
 retried at once on top of the new head; that always converges because nobody else writes this
 machine's folder.
+
+A push that removes anything from this machine's folder (a forget, a disabled session, retention)
+is a new root commit instead of a child: the branch's history then holds only the current trees,
+so no reachable commit keeps the removed text. After a successful round the other machines'
+memory is rendered into ``extensions/sync/`` at once, so search finds it before a consolidation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -27,18 +35,18 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
+from memoryd.extensions.common import EXTENSIONS_DIR
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.sync.inputs import remote_tombstones
+from memoryd.sync.inputs import import_sync, remote_tombstones
 from memoryd.sync.layout import MACHINES, TOMBSTONES
 from memoryd.sync.publish import Publication, build_publication, machine_id
 from memoryd.sync.transport import Flat, SyncRepo, blob_id, display_remote
 from memoryd.tuning import (
     SYNC_BACKOFF_MAX_MS,
     SYNC_BACKOFF_MIN_MS,
-    SYNC_INTERVAL_MS,
     SYNC_MAX_PUSH_RACES,
 )
 
@@ -55,6 +63,7 @@ class Exchange:
 
     head: ObjectID | None
     pushed: bool = False
+    rerooted: bool = False  # the push replaced the branch's history with one root commit
     races: int = 0
     others_before: dict[str, ObjectID] = field(default_factory=dict)
     others_after: dict[str, ObjectID] = field(default_factory=dict)
@@ -89,6 +98,8 @@ class SyncOutcome:
     inputs_changed: bool = False
     races: int = 0
     pending: dict[str, Any] = field(default_factory=dict)
+    rerooted: bool = False
+    received: dict[str, int] | None = None  # other machines' memory rendered after the pull
 
     @property
     def ok(self) -> bool:
@@ -145,16 +156,24 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
                 return result
             base_root = repo.root_tree(head)
             remote_own = repo.subtree(base_root, MACHINES, pub.machine_id)
-            own_tree, _ = repo.add_folder(pub.files, repo.flat(remote_own))
+            remote_flat = repo.flat(remote_own)
+            own_tree, own_flat = repo.add_folder(pub.files, remote_flat)
             if remote_own == own_tree:
                 return result
+            # Text leaving this machine's folder (a forget, a disabled session, retention) must
+            # leave the branch's history too: the new commit is then a root holding only the
+            # current tree of every machine, swapped in by the same compare-and-swap push.
+            reroot = head is not None and any(
+                p not in own_flat.entries for p in remote_flat.entries
+            )
             message = (
                 f"memoryd {pub.machine_id}: {pub.sessions} sessions, {pub.notes} notes, "
-                f"{pub.tombstones} forgotten"
+                f"{pub.tombstones} forgotten" + (" (history re-rooted)" if reroot else "")
             )
-            commit = repo.commit(repo.compose(base_root, pub.machine_id, own_tree), head, message)
+            tree = repo.compose(base_root, pub.machine_id, own_tree)
+            commit = repo.commit(tree, None if reroot else head, message)
             try:
-                repo.push(remote, head, commit)
+                repo.push(remote, head, commit, unrelated=reroot)
             except PushRaceLost:
                 races += 1
                 if races >= SYNC_MAX_PUSH_RACES:
@@ -164,7 +183,7 @@ def exchange(repo_dir: Path, remote: str, pub: Publication | None) -> Exchange:
                 time.sleep(random.uniform(0.02, 0.1) * races)
                 continue
             repo.set_tracking(commit)
-            result.head, result.pushed = commit, True
+            result.head, result.pushed, result.rerooted = commit, True, reroot
             return result
     finally:
         repo.close()
@@ -237,20 +256,79 @@ async def run_sync(store: Store, settings: Settings, paths: Paths, clock: Clock)
     if not remote:
         return SyncOutcome("not_configured", "sync_remote is not set")
     paths.ensure_dir(paths.data_dir)
-    outcome = await _one_round(store, paths, clock, remote)
+    outcome = await _one_round(store, settings, paths, clock, remote)
     if outcome.honoured and outcome.ok:
         # Publish at once what honouring the tombstones just removed from this machine's folder.
-        again = await _one_round(store, paths, clock, remote)
+        again = await _one_round(store, settings, paths, clock, remote)
         again.honoured = outcome.honoured + again.honoured
         again.inputs_changed = again.inputs_changed or outcome.inputs_changed
         outcome = again
+    if outcome.ok and outcome.status != "not_configured":
+        outcome.received = await _render_inputs(store, settings, paths)
+        if outcome.received is not None:
+            _save(store, received=outcome.received)
     return outcome
 
 
-async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> SyncOutcome:
+async def _render_inputs(store: Store, settings: Settings, paths: Paths) -> dict[str, int] | None:
+    """Render other machines' memory into ``extensions/sync/`` now, so search finds it at once.
+
+    Phase 2 renders the same files again (same layout, no change) before its diff; while a
+    consolidation holds its lease the folder is left alone and the next sync or pass renders it.
+    """
+    if store.phase2_running():
+        return None
+    paths.ensure_dir(paths.memories)
+    forgotten = set(store.tombstones())
+    forgotten |= {sid for sid, mode in store.memory_modes().items() if mode != "enabled"}
+    roots = store.output_roots()
+    state = sync_state(store)
+    # Same head, same local checkouts and forgets as the last render: nothing to redo (rendering
+    # redacts every session again, seconds at hundreds of sessions).
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                state.get("head"),
+                sorted(forgotten),
+                roots,
+                settings.max_raw_memories_for_consolidation,
+            ]
+        ).encode()
+    ).hexdigest()
+    rendered = paths.memories / EXTENSIONS_DIR / "sync"
+    if state.get("rendered_key") == key and (rendered.is_dir() or not state.get("machines")):
+        return None
+    job = functools.partial(
+        import_sync,
+        paths.memories,
+        paths.sync_git,
+        enabled=True,
+        own_id=machine_id(store),
+        forgotten=forgotten,
+        limit=settings.max_raw_memories_for_consolidation,
+        local_roots=roots,
+    )
+    try:
+        report = await _off_loop(job)
+    except (MemorydError, OSError) as exc:  # the memory folder, not the remote
+        log.warning("sync: could not render other machines' memory: %s", exc)
+        return None
+    _save(store, rendered_key=key)
+    return {
+        "machines": report.machines,
+        "sessions": report.sessions,
+        "notes": report.notes,
+        "written": report.written,
+        "removed": report.removed,
+    }
+
+
+async def _one_round(
+    store: Store, settings: Settings, paths: Paths, clock: Clock, remote: str
+) -> SyncOutcome:
     now = clock.now_ms()
     mid = machine_id(store)
-    pub = build_publication(store, paths.memories)
+    pub = build_publication(store, paths.memories, settings.max_unused_days)
     pending, outgoing = await _off_loop(pending_changes, paths.sync_git, pub)
     # Files already on the remote passed this scan when they were pushed; scan what would change.
     flagged = pub.scan(outgoing)
@@ -299,7 +377,7 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
         "skipped_machines": ex.skipped,
         "failures": 0,
         "retry_at": None,
-        "next_due": now + SYNC_INTERVAL_MS,
+        "next_due": now + settings.sync_interval_s * 1000,
     }
     if flagged:
         blocked = SyncBlocked(display_remote(remote), flagged)
@@ -310,9 +388,23 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
         )
     cleared: dict[str, Any] = {"added": 0, "changed": 0, "removed": 0, "paths": []}
     common["pending"] = cleared
-    _save(store, **common, last_fetch=now, last_success=now, last_error=None)
+    sent = pending if ex.pushed else cleared
+    _save(
+        store,
+        **common,
+        last_fetch=now,
+        last_success=now,
+        last_error=None,
+        sent={k: sent.get(k, 0) for k in ("added", "changed", "removed")},
+        rerooted_at=now if ex.rerooted else state.get("rerooted_at"),
+    )
     if ex.pushed:
-        log.info("sync: pushed %s (%d race(s))", _describe(pending), ex.races)
+        log.info(
+            "sync: pushed %s (%d race(s))%s",
+            _describe(pending),
+            ex.races,
+            "; history re-rooted" if ex.rerooted else "",
+        )
     return SyncOutcome(
         status,
         _describe(pending) if ex.pushed else "",
@@ -321,6 +413,7 @@ async def _one_round(store: Store, paths: Paths, clock: Clock, remote: str) -> S
         changed,
         ex.races,
         cleared,
+        ex.rerooted,
     )
 
 

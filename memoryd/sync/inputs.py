@@ -29,6 +29,7 @@ from memoryd.extensions.common import (
 )
 from memoryd.fsutil import real_dir
 from memoryd.redact import redact
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.sync.layout import (
     MACHINE_ID_RE,
     MAX_NOTE_BYTES,
@@ -44,6 +45,7 @@ from memoryd.sync.layout import (
     parse_tombstones,
     session_key,
 )
+from memoryd.sync.projects import Checkout, local_checkouts, match_project
 from memoryd.sync.transport import SyncRepo
 from memoryd.tuning import (
     SYNC_MAX_MACHINES,
@@ -189,10 +191,12 @@ def _one_line(value: str | None) -> str:
     return _CONTROL.sub(" ", value).strip() or "(none)"
 
 
-def render_session(machine: str, s: PublishedSession) -> str:
+def render_session(machine: str, s: PublishedSession, project: str | None = None) -> str:
     lines = [
         f"session_id: {_one_line(s.session_id)}",
         f"machine: {machine}",
+        f"project: {_one_line(project or s.project)}" + ("" if project else " (no local checkout)"),
+        f"repository: {_one_line(s.repo)}",
         f"updated_at: {iso_ms(s.updated_at)}",
         f"cwd: {_one_line(s.cwd)}",
         f"title: {_one_line(s.title)}",
@@ -219,8 +223,20 @@ class ImportReport:
     skipped_machines: list[str] = field(default_factory=list)
 
 
+def session_relpath(mid: str, session_id: str, project: str | None) -> str:
+    """Where a remote session is rendered under ``resources/``: inside ``projects/<key>/`` when
+    it matched a local checkout (so project scoping applies to it), else at the machine level."""
+    name = f"{session_key(session_id)}.md"
+    if project:
+        return f"{mid}/{PROJECTS_DIR}/{project}/{SESSIONS}/{name}"
+    return f"{mid}/{SESSIONS}/{name}"
+
+
 def _desired(
-    machines: dict[str, RemoteMachine], forgotten: set[str], limit: int
+    machines: dict[str, RemoteMachine],
+    forgotten: set[str],
+    limit: int,
+    checkouts: list[Checkout] | None = None,
 ) -> tuple[dict[str, bytes], int, int]:
     dead = set(forgotten)
     for m in machines.values():
@@ -235,7 +251,8 @@ def _desired(
     candidates.sort(key=lambda t: (t[0], t[1], t[2].session_id), reverse=True)
     files: dict[str, bytes] = {}
     for _, mid, s in candidates[:limit]:
-        files[f"{mid}/{SESSIONS}/{session_key(s.session_id)}.md"] = render_session(mid, s).encode(
+        project = match_project(s.repo, s.project, checkouts or [])
+        files[session_relpath(mid, s.session_id, project)] = render_session(mid, s, project).encode(
             "utf-8"
         )
     for mid, m in machines.items():
@@ -252,6 +269,7 @@ def import_sync(
     own_id: str | None,
     forgotten: set[str],
     limit: int,
+    local_roots: list[str] | None = None,
 ) -> ImportReport:
     """Bring ``extensions/sync/`` in line with the last fetched head (see the module docstring)."""
     ext_dir = memory_root / EXTENSIONS_DIR / EXTENSION
@@ -266,7 +284,8 @@ def import_sync(
         finally:
             repo.close()
     machines = read.machines
-    files, skipped, sessions = _desired(machines, forgotten, limit)
+    checkouts = local_checkouts(local_roots or []) if machines else []
+    files, skipped, sessions = _desired(machines, forgotten, limit, checkouts)
     # A machine that could not be read keeps what was rendered for it last time: a transient
     # or hostile fault must not read as "that machine forgot everything".
     held = set(read.skipped)
@@ -318,8 +337,14 @@ def remote_session_present(memory_root: Path, session_id: str) -> bool:
     if not real_dir(resources):
         return False
     name = f"{session_key(session_id)}.md"
-    return any(
-        (resources / mid / SESSIONS / name).is_file()
-        for mid in (p.name for p in resources.iterdir())
-        if MACHINE_ID_RE.fullmatch(mid)
-    )
+    for mid in (p.name for p in resources.iterdir()):
+        if not MACHINE_ID_RE.fullmatch(mid):
+            continue
+        if (resources / mid / SESSIONS / name).is_file():
+            return True
+        projects = resources / mid / PROJECTS_DIR
+        if real_dir(projects) and any(
+            (p / SESSIONS / name).is_file() for p in projects.iterdir() if real_dir(p)
+        ):
+            return True
+    return False

@@ -80,6 +80,8 @@ class PublishedSession:
     cwd: str | None = None
     title: str | None = None
     slug: str | None = None
+    repo: str | None = None  # normalised origin URL of the checkout (sync.projects)
+    project: str | None = None  # the checkout's folder name
 
     def to_bytes(self) -> bytes:
         data = {
@@ -89,6 +91,8 @@ class PublishedSession:
             "cwd": self.cwd,
             "title": self.title,
             "slug": self.slug,
+            "repo": self.repo,
+            "project": self.project,
             "raw_memory": self.raw_memory,
             "rollout_summary": self.rollout_summary,
         }
@@ -126,6 +130,8 @@ def parse_session(raw: bytes, key: str) -> PublishedSession:
         cwd=_text(data, "cwd", MAX_FIELD_CHARS, optional=True),
         title=_text(data, "title", MAX_FIELD_CHARS, optional=True),
         slug=_text(data, "slug", MAX_FIELD_CHARS, optional=True),
+        repo=_text(data, "repo", MAX_FIELD_CHARS, optional=True),
+        project=_text(data, "project", MAX_FIELD_CHARS, optional=True),
     )
 
 

@@ -1,7 +1,8 @@
 """What this machine publishes, and the secret scan that stands between it and the remote.
 
-Published: the stage-1 outputs the last validated consolidation used (so retention, memory modes
-and forgetting apply exactly as they do locally), the ad-hoc notes, and the tombstones of
+Published: every current stage-1 output phase 2 could use, as soon as it is extracted (memory
+modes, tombstones and the retention window applied at publish time, exactly as the consolidation
+selection applies them), the ad-hoc notes, and the tombstones of
 sessions forgotten here. Outputs are stored redacted already; the scan below runs anyway on every
 file a push would add or change, because a note can be dropped into the folder by hand and a
 detector can improve between extraction and publication. (Files the remote already holds passed
@@ -33,6 +34,8 @@ from memoryd.sync.layout import (
     session_path,
     tombstones_bytes,
 )
+from memoryd.sync.projects import folder_name, origin_url
+from memoryd.tuning import SYNC_MAX_SESSIONS_PER_MACHINE
 from memoryd.workspace import AD_HOC_NOTES
 
 log = logging.getLogger(__name__)
@@ -79,7 +82,10 @@ class Publication:
         return flagged
 
 
-def _session(out: Output) -> PublishedSession:
+def _session(out: Output, repos: dict[str, str | None]) -> PublishedSession:
+    root = out.scope_root
+    if root is not None and root not in repos:
+        repos[root] = origin_url(root)
     return PublishedSession(
         session_id=out.session_id,
         updated_at=out.source_updated_at,
@@ -88,6 +94,8 @@ def _session(out: Output) -> PublishedSession:
         cwd=out.cwd,
         title=out.title,
         slug=out.rollout_slug,
+        repo=repos.get(root) if root is not None else None,
+        project=folder_name(root),
     )
 
 
@@ -113,13 +121,17 @@ def _notes(memory_root: Path) -> dict[str, bytes]:
     return notes
 
 
-def build_publication(store: Store, memory_root: Path) -> Publication:
+def build_publication(store: Store, memory_root: Path, max_unused_days: int) -> Publication:
     """This machine's folder as it should be on the remote now (DB reads: call on the store's thread)."""
     mid = machine_id(store)
     files: dict[str, bytes] = {MACHINE_FILE: machine_bytes(mid, machine_name(store))}
-    outputs = [Output.from_row(r) for r in store.published_outputs()]
+    outputs = [
+        Output.from_row(r)
+        for r in store.published_outputs(max_unused_days, SYNC_MAX_SESSIONS_PER_MACHINE)
+    ]
+    repos: dict[str, str | None] = {}  # checkout root -> identity, read once per publication
     for out in outputs:
-        files[session_path(out.session_id)] = _session(out).to_bytes()
+        files[session_path(out.session_id)] = _session(out, repos).to_bytes()
     notes = _notes(memory_root)
     for name, data in notes.items():
         files[f"{NOTES}/{name}"] = data

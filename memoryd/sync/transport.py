@@ -45,6 +45,7 @@ from dulwich.repo import Repo
 
 from memoryd.errors import PushRaceLost, SyncError
 from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
+from memoryd.sync.pack import pack_beside
 from memoryd.sync.urls import mask_remote, mask_text
 from memoryd.tuning import SYNC_MAX_FETCH_BYTES, SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
 
@@ -515,10 +516,15 @@ class SyncRepo:
             spool.close()
         return result
 
-    def push(self, remote: str, base: ObjectID | None, new: ObjectID) -> None:
-        """Move the remote branch from ``base`` to ``new``; :class:`PushConflict` if it moved."""
+    def push(
+        self, remote: str, base: ObjectID | None, new: ObjectID, *, unrelated: bool = False
+    ) -> None:
+        """Move the branch from ``base`` to ``new`` (``unrelated``: a re-root); raises
+        :class:`PushRaceLost` if it moved."""
         client, path = _client(remote)
         expected = base or ZERO_SHA
+        store = self.repo.object_store
+        packer = pack_beside(self.repo, base) if unrelated and base else store.generate_pack_data
 
         def update(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
             if refs.get(BRANCH, ZERO_SHA) != expected:
@@ -529,7 +535,7 @@ class SyncRepo:
             result = client.send_pack(
                 path.encode() if isinstance(path, str) else path,
                 update,
-                generate_pack_data=self.repo.object_store.generate_pack_data,
+                generate_pack_data=packer,
             )
         except PushRaceLost:
             raise

@@ -69,7 +69,7 @@ from memoryd.tools.common import iso
 from memoryd.tools.files import decode
 from memoryd.tools.guard import open_path, read_file, split_path
 from memoryd.tools.index_refresh import IndexRefresh, RefreshStats
-from memoryd.tools.scope import ALL, Scope
+from memoryd.tools.scope import ALL, REMOTE_RESOURCES, Scope
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.tuning import INDEX_BUSY_TIMEOUT_S, RANKED_WINDOW
 from memoryd.workspace import SUMMARIES_DIR
@@ -288,6 +288,13 @@ class SearchIndex(IndexRefresh):
         args: list[object] = [len(PROJECTS_DIR) + 1, PROJECTS_DIR + "/"]
         if mine:
             args += [len(folder), folder, mine]
+        # Other machines' sessions matched to a local project (see Scope.key_of).
+        remote = "/".join(REMOTE_RESOURCES) + f"/%/{PROJECTS_DIR}/"
+        sql += " AND (d.source != 'file' OR d.key NOT LIKE ?" + (" OR d.key LIKE ?" if mine else "")
+        sql += ")"
+        args.append(remote + "%")
+        if mine:
+            args.append(f"{remote}{mine}/%")
         return sql, args
 
     def _scope(self, prefix: str | None) -> tuple[str, list[object]]:

@@ -21,6 +21,9 @@ from typing import Literal
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.scopes import PROJECTS_DIR, find_worktree, is_scope_key, scope_key
 
+# Where other machines' memory is rendered (memoryd.sync.inputs, under extensions/<source>/).
+REMOTE_RESOURCES = ("extensions", "sync", "resources")
+
 ScopeMode = Literal["project", "global", "all"]
 SCOPE_MODES: tuple[str, ...] = ("project", "global", "all")
 
@@ -38,9 +41,22 @@ class Scope:
         return Scope(check_mode(mode) if mode is not None else self.mode, self.project)
 
     def key_of(self, relpath: str) -> str | None:
-        """The project a path belongs to (``None`` for the global layer and ``projects/`` itself)."""
+        """The project a path belongs to (``None`` for the global layer and ``projects/`` itself).
+
+        Another machine's session matched to a local checkout is rendered at
+        ``extensions/sync/resources/<machine>/projects/<key>/...`` and belongs to ``<key>`` too.
+        """
         parts = [p for p in relpath.strip("/").split("/") if p]
-        return parts[1] if len(parts) > 1 and parts[0] == PROJECTS_DIR else None
+        if len(parts) > 1 and parts[0] == PROJECTS_DIR:
+            return parts[1]
+        n = len(REMOTE_RESOURCES)
+        if (
+            len(parts) > n + 2
+            and tuple(parts[:n]) == REMOTE_RESOURCES
+            and parts[n + 1] == PROJECTS_DIR
+        ):
+            return parts[n + 2]
+        return None
 
     def allows_key(self, key: str | None) -> bool:
         if key is None or self.mode == "all":

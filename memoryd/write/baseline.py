@@ -84,6 +84,10 @@ StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, st_mode
 RACY_NS = 1_000_000_000
 
 
+# Inputs that arrive between consolidations (memoryd.sync.inputs renders them after each pull).
+UNCONSOLIDATED = "extensions/sync/"
+
+
 class StatCache:
     """relpath -> (stat key, git mode, blob id), valid for one baseline commit only."""
 
@@ -141,11 +145,16 @@ class Baseline:
     # -- public API ---------------------------------------------------------------------------
 
     def ensure(self) -> bool:
-        """Keep a usable baseline, or rebuild one from the current worktree; True if rebuilt."""
+        """Keep a usable baseline, or rebuild one from the current worktree; True if rebuilt.
+
+        A rebuilt baseline leaves out other machines' memory (``extensions/sync/``): a sync
+        renders it as soon as it arrives, before any consolidation here, so it must show in the
+        next diff as new input rather than be taken for memory already consolidated.
+        """
         self._sweep_leftovers()
         if not os.path.lexists(self.git_dir):
             log.info("creating baseline %s from the memory folder", self.git_dir)
-            self.reset()
+            self._rebuild()
             return True
         try:
             with self._open() as repo:
@@ -163,8 +172,11 @@ class Baseline:
             log.warning("baseline %s is unusable (%s); re-initialising it", self.git_dir, exc)
         except Exception as exc:
             log.warning("baseline %s is unreadable (%s); re-initialising it", self.git_dir, exc)
-        self.reset()
+        self._rebuild()
         return True
+
+    def _rebuild(self) -> None:
+        self.reset({rel: None for rel, _, _ in self._walk() if rel.startswith(UNCONSOLIDATED)})
 
     @property
     def stat_cache(self) -> StatCache:

@@ -319,6 +319,7 @@ class Phase2(PhaseBase):
             "own_id": _machine_id(self.store) if enabled else None,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
+            "local_roots": self.store.output_roots() if enabled else [],
         }
 
     def _prepare(

@@ -249,7 +249,11 @@ def forgotten_in_stage(store: Store, paths: Paths, staged: Staged) -> list[str]:
     keys = {session_key(sid): sid for sid in dead}
     resources = tree / SYNC_RESOURCES
     if resources.is_dir() and not resources.is_symlink():
-        for md in resources.glob(f"*/{SESSIONS}/*.md"):
+        found = [
+            *resources.glob(f"*/{SESSIONS}/*.md"),
+            *resources.glob(f"*/projects/*/{SESSIONS}/*.md"),
+        ]
+        for md in found:
             sid = keys.get(md.name.removesuffix(".md"))
             if sid is not None and sid not in gone:
                 gone.append(sid)

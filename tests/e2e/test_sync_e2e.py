@@ -3,7 +3,9 @@
 The remote is a bare repository served by a real ``git daemon --enable=receive-pack`` on
 127.0.0.1 (and, in the second run, a plain path). A session remembered on A reaches B's
 consolidation input and B's block; forgetting it on A removes it on B; both machines pushing at
-once lose nothing; the remote going away and coming back loses nothing.
+once lose nothing; the remote going away and coming back loses nothing. Issue 23: a session only
+extracted on A is searchable on B after one sync each and reaches B's consolidation input, with
+no consolidation on A; a forget leaves no reachable commit holding the text.
 """
 
 from __future__ import annotations
@@ -198,6 +200,21 @@ def remote_text(bare: Path) -> str:
         repo.close()
 
 
+def history_text(bare: Path) -> str:
+    """Every file of every commit reachable from the remote's sync branch."""
+    repo = Repo(str(bare))
+    try:
+        store, seen, parts = repo.object_store, set(), []
+        for entry in repo.get_walker(include=[repo.refs[b"refs/heads/memoryd-sync"]]):
+            for e in store.iter_tree_contents(entry.commit.tree):
+                if e.sha not in seen:
+                    seen.add(e.sha)
+                    parts.append(store[e.sha].as_raw_string().decode())
+        return "\n".join(parts)
+    finally:
+        repo.close()
+
+
 def ok(out: subprocess.CompletedProcess[str]) -> str:
     print(f"{time.monotonic() - T0:7.1f}s memoryd {out.args[3:]}")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -256,6 +273,30 @@ def test_one_memory_across_two_machines(
     assert snap_a["last_success"] and snap_a["last_error"] is None
     assert snap_b["machines"] == [snap_a["machine"]]
 
+    # issue 23: a session A only *extracted* (its consolidation cooldown holds phase 2) is
+    # published at A's next sync and searchable on B right after B's, in B's matching project
+    # (both checkouts are folders named "project", neither has an origin URL)
+    fresh = f"The {tag} invoice exporter writes UTF-8 CSV with a BOM for Excel."
+    # B knows its own checkout from a session of its own there (its cooldown holds phase 2)
+    session(box_b, f"local {tag}", f"The {tag} checkout on B runs make test before commits.")
+    assert "phase 2: consolidated" not in ok(memoryd(env_b, "run", "--once"))
+    session(box_a, f"csv {tag}", fresh)
+    extracted = ok(memoryd(env_a, "run", "--once"))
+    assert "phase 2: consolidated" not in extracted, extracted
+    t_pub = time.monotonic()
+    assert "pushed" in ok(memoryd(env_a, "sync"))
+    ok(memoryd(env_b, "sync"))
+    found = ok(memoryd(env_b, "search", "--project", str(box_b.project_dir), "invoice exporter"))
+    print(f"extracted on A -> searchable on B: {time.monotonic() - t_pub:.2f} s (two syncs)")
+    assert fresh in found and f"{SYNC_DIR}/{snap_a['machine']}/projects/" in found, found
+    elsewhere = ok(memoryd(env_b, "search", "--project", "/", "invoice"))  # another project
+    assert f"{tag} invoice exporter" not in elsewhere, elsewhere
+    got = status(env_b)["sync"]["received"]
+    assert got["sessions"] >= 1 and got["machines"] == 1
+    cons.diffs.clear()
+    assert "phase 2: consolidated" in ok(memoryd(env_b, "run", "--once", force))
+    assert any(fresh in d for d in cons.diffs), cons.diffs  # B's consolidation input
+
     # both push at once: neither note is lost
     notes = {who: f"{tag} note written on machine {who}" for who in ("A", "B")}
     for env, who in ((env_a, "A"), (env_b, "B")):
@@ -309,3 +350,10 @@ def test_one_memory_across_two_machines(
     assert notes["A"] in diff and away in diff
     assert fact not in (Path(env_b["MEMORYD_HOME"]) / "memories" / "MEMORY.md").read_text()
     assert fact not in block(env_b)
+    # ...and from every commit reachable from the remote's branch (A re-rooted it), while
+    # everything else is still there
+    assert fact not in history_text(bare)
+    assert fresh in remote_text(bare) and notes["B"] in remote_text(bare)
+    assert status(env_a)["sync"]["rerooted_at"]
+    b_inputs = Path(env_b["MEMORYD_HOME"]) / "memories" / SYNC_DIR
+    assert not any(fact in p.read_text() for p in b_inputs.rglob("*.md"))

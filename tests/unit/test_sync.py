@@ -276,7 +276,7 @@ def test_a_remote_ref_locked_by_another_push_is_a_lost_race_not_a_failure(
     """A remote on this disk: another machine's push holds the ref's lock file for a moment."""
     a, _ = machines
     a.remember("ses_a", "fact from A")
-    pub = build_publication(a.store, a.paths.memories)
+    pub = build_publication(a.store, a.paths.memories, 30)
     lock = remote / "refs" / "heads" / "memoryd-sync.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_bytes(b"")
@@ -301,8 +301,8 @@ def test_both_pushing_at_once_loses_neither(
     a, b = machines
     a.remember("ses_a", "fact from A")
     b.remember("ses_b", "fact from B")
-    pub_a = build_publication(a.store, a.paths.memories)
-    pub_b = build_publication(b.store, b.paths.memories)
+    pub_a = build_publication(a.store, a.paths.memories, 30)
+    pub_b = build_publication(b.store, b.paths.memories, 30)
     real_fetch = transport.SyncRepo.fetch
     raced = []
 
@@ -392,7 +392,7 @@ def test_hostile_remote_files_are_checked_and_redacted(
         "UPDATE stage1_outputs SET raw_memory = ? WHERE session_id = 'ses_a'",
         (f"- token {SECRET} leaked",),
     )
-    pub = build_publication(a.store, a.paths.memories)
+    pub = build_publication(a.store, a.paths.memories, 30)
     files = dict(pub.files)
     files["sessions/0/" + "0" * 24 + ".json"] = b'{"format": 1, "session_id": "other"}'
     files["sessions/" + session_key("ses_x") + ".json"] = files[session_path("ses_a")]  # unsharded
@@ -617,7 +617,7 @@ def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
     a.sync()
     b.sync()
     assert f"resources/{a.id}/sessions/{session_key('ses_a')}.md" in b.inputs()
-    pub = build_publication(a.store, a.paths.memories)
+    pub = build_publication(a.store, a.paths.memories, 30)
     evil = tmp_path / "evil.git"
 
     def push_third(files: dict[str, bytes]) -> None:
