@@ -17,6 +17,7 @@ STAGE1_RETRY_DELAY_MS = 1 * HOUR
 PHASE2_LEASE_MS = 1 * HOUR
 PHASE2_RETRY_DELAY_MS = 1 * HOUR
 PHASE2_COOLDOWN_MS = 6 * HOUR  # after a run that called the model
+PHASE2_FRESH_SHARE = 0.25  # of the consolidation's places, kept for the newest sessions not cited
 PHASE2_HEARTBEAT_S = 90.0  # the consolidator's lease is renewed this often; a lost one aborts
 MAX_ERROR_CHARS = 4_000  # a job's last_error as stored
 BUSY_TIMEOUT_MS = 5_000  # memory.db waits this long for a writer before "database is locked"

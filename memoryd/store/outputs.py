@@ -10,6 +10,7 @@ from memoryd.clock import DAY, Clock
 from memoryd.scopes import scope_key, scope_root
 from memoryd.store.db import write_tx
 from memoryd.store.jobs import STAGE1, _enqueue_global
+from memoryd.tuning import PHASE2_FRESH_SHARE
 
 MemoryMode = Literal["enabled", "disabled", "polluted"]
 MODES: tuple[MemoryMode, ...] = ("enabled", "disabled", "polluted")
@@ -84,22 +85,44 @@ class OutputsMixin:
         """What phase 2 consolidates: enabled sessions with content, used or updated recently enough.
 
         Ranked by usage, then last use (or update), then update time, so citations decide what
-        stays in memory; the caller renders the result in a stable order of its own.
+        stays in memory; but a share of the places (``PHASE2_FRESH_SHARE``) goes to the newest
+        sessions not ranked in, so a heavily cited history never keeps a new session out. The
+        caller renders the result in a stable order of its own.
         """
         cutoff = self._clock.now_ms() - max_unused_days * DAY
-        rows = self._conn.execute(
-            """
-            SELECT o.* FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
+        eligible = """
+            FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
             WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'
               AND (TRIM(o.raw_memory) != '' OR TRIM(o.rollout_summary) != '')
               AND COALESCE(o.last_usage, o.source_updated_at) >= ?
-            ORDER BY o.usage_count DESC, COALESCE(o.last_usage, o.source_updated_at) DESC,
-                     o.source_updated_at DESC, o.session_id DESC
-            LIMIT ?
-            """,
+        """
+        fresh = int(limit * PHASE2_FRESH_SHARE)
+        ranked = [
+            Output.from_row(r)
+            for r in self._conn.execute(
+                f"""SELECT o.* {eligible}
+                ORDER BY o.usage_count DESC, COALESCE(o.last_usage, o.source_updated_at) DESC,
+                         o.source_updated_at DESC, o.session_id DESC
+                LIMIT ?""",
+                (cutoff, limit),
+            )
+        ]
+        if fresh == 0 or len(ranked) < limit:
+            return ranked  # everything eligible fits, or no place is kept for new sessions
+        kept = ranked[: limit - fresh]
+        taken = {o.session_id for o in kept}
+        newest = self._conn.execute(
+            f"""SELECT o.* {eligible}
+            ORDER BY o.source_updated_at DESC, o.session_id DESC LIMIT ?""",
             (cutoff, limit),
         )
-        return [Output.from_row(r) for r in rows]
+        for r in newest:
+            if len(kept) == limit:
+                break
+            if r["session_id"] not in taken:
+                kept.append(Output.from_row(r))
+                taken.add(r["session_id"])
+        return kept
 
     def consumed_count(self) -> int:
         count: int = self._conn.execute(

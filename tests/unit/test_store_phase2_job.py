@@ -215,3 +215,25 @@ def test_out_of_order_stage1_finish_leaves_no_pending_input(
     assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is False
     add_output(store, "ses_third", now - 3_000)  # new input after the run: pending again
     assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is True
+
+
+def test_a_cited_history_never_keeps_a_new_session_out(store: Store, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    for i in range(8):  # a year's worth of well-cited sessions, more than the selection holds
+        add_output(store, f"cited{i}", now - (10 + i) * DAY)
+        store.record_usage([f"cited{i}"])
+    add_output(store, "new", now - 1000)  # finished just now, never cited yet
+    picked = [o.session_id for o in store.phase2_selection(4, 30)]
+    assert "new" in picked and len(picked) == 4
+    assert picked[:3] == ["cited0", "cited1", "cited2"]  # the best-cited keep the other places
+
+
+def test_new_sessions_take_only_their_share(store: Store, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    for i in range(4):
+        add_output(store, f"cited{i}", now - (10 + i) * DAY)
+        store.record_usage([f"cited{i}"])
+    for i in range(4):
+        add_output(store, f"new{i}", now - i * 1000)
+    picked = [o.session_id for o in store.phase2_selection(4, 30)]
+    assert picked == ["cited0", "cited1", "cited2", "new0"]
