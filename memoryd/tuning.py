@@ -24,7 +24,9 @@ BUSY_TIMEOUT_MS = 5_000  # memory.db waits this long for a writer before "databa
 # -- phase 1 -----------------------------------------------------------------------------------
 EXTRACTION_CONCURRENCY = 8  # helper prompts in flight at once
 STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
-TRANSCRIPT_TOKEN_BUDGET = 64_000  # what the extractor reads, head and tail kept
+TRANSCRIPT_TOKEN_BUDGET = 64_000  # what the extractor reads (ranked selection past it)
+TEXT_ENTRY_CHARS = 24_000  # one user or assistant text (a pasted log), head and tail kept
+SELECTION_ENTRY_OVERHEAD_TOKENS = 24  # charged per selected entry: its header and a gap marker
 TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
 TOOL_OUTPUT_CHARS = 4_000
 ERROR_CHARS = 1_000
