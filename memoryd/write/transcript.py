@@ -20,10 +20,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryd import tokens
 from memoryd.host.models import Message, Part
 from memoryd.read.citations import parse_citations, strip_citations
 from memoryd.redact import redact
+from memoryd.tuning import (
+    ERROR_CHARS,
+    TEXT_ENTRY_CHARS,
+    TOOL_INPUT_CHARS,
+    TOOL_OUTPUT_CHARS,
+    TRANSCRIPT_TOKEN_BUDGET,
+)
 from memoryd.write.selection import (
     RANK_AGENT,
     RANK_FINAL,
@@ -32,13 +38,6 @@ from memoryd.write.selection import (
     RANK_USER,
     Entry,
     select,
-)
-from memoryd.tuning import (
-    ERROR_CHARS,
-    TEXT_ENTRY_CHARS,
-    TOOL_INPUT_CHARS,
-    TOOL_OUTPUT_CHARS,
-    TRANSCRIPT_TOKEN_BUDGET,
 )
 
 WEB_TOOLS = frozenset({"webfetch", "websearch", "codesearch"})
