@@ -40,6 +40,7 @@ BASELINE_CHILD_TIMEOUT_S = 600.0
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
+ROLLOUT_SUMMARY_MAX_BYTES = 9_000  # a stored rollout summary (after redaction), head and tail kept
 SLUG_MAX_CHARS = 60  # rollout summary and note file names
 RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
@@ -68,6 +69,7 @@ EDIT_SCAN_MAX_CHARS = 256 * 1024  # a tool-input string longer than this counts 
 EDIT_INPUT_EXCERPT_CHARS = 800  # of each matching tool input, kept (redacted) in the staged item
 
 # -- read path ---------------------------------------------------------------------------------
+SUMMARY_VALID_MAX_BYTES = 10_000  # a valid global summary is smaller (Codex v2 checks the same)
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
 SPOOL_SETTLE_S = 0.02  # a claimed citation spool waits this long for a late append
 
