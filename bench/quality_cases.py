@@ -823,9 +823,13 @@ SCENARIOS: tuple[Scenario, ...] = (
             *(Turn(f"Carry on with part {i}.", (Say(_long_report(i)),)) for i in range(7, 14)),
         ),
         (
-            Mentions("records the correction", pattern=r"retr"),
-            Marked("the correction is the user's", pattern=r"retr", need=("[user]",)),
-            Mentions("reaches the consolidated memory", scope="folder", pattern=r"retr"),
+            Mentions("records the correction", pattern=r"retried automatically"),
+            Marked(
+                "the correction is the user's", pattern=r"retried automatically", need=("[user]",)
+            ),
+            Mentions(
+                "reaches the consolidated memory", scope="folder", pattern=r"retried automatically"
+            ),
         ),
         Oracle(
             "port the invoice exporter to the job queue",

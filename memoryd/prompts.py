@@ -65,18 +65,17 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     "properties": {
         "raw_memory": {
             "type": "string",
-            "description": "Terse Markdown memory with front matter; empty when nothing is kept.",
+            "description": "Terse Markdown memory; empty when nothing is kept.",
         },
         "rollout_summary": {
             "type": "string",
             "description": (
-                "Markdown task history, under about "
-                f"{ROLLOUT_SUMMARY_WORDS:,} words; empty when nothing is kept."
+                f"Markdown task history, under about {ROLLOUT_SUMMARY_WORDS:,} words; may be empty."
             ),
         },
         "rollout_slug": {
             "type": ["string", "null"],
-            "description": "[a-z0-9_-], at most 60 characters; empty or null when nothing is kept.",
+            "description": "[a-z0-9_-], at most 60 characters, or null.",
         },
     },
     "required": ["raw_memory", "rollout_summary", "rollout_slug"],

@@ -314,11 +314,22 @@ def version_problems(root: Path, relpath: str) -> list[str]:
     return []
 
 
+def _heading(line: str) -> str | None:
+    """The known summary heading ``line`` names, in any case and in Codex's wording too."""
+    name = " ".join(line.removeprefix("## ").replace("’", "'").lower().split())
+    name = name.replace("what's", "what is").removeprefix("user ")
+    for heading in SUMMARY_HEADINGS:
+        if name == heading.removeprefix("## ").lower().removeprefix("user "):
+            return heading
+    return None
+
+
 def summary_shape_problems(root: Path, relpath: str) -> list[str]:
     """The global summary's size (under ``SUMMARY_VALID_MAX_BYTES``) and its ``##`` sections.
 
-    Its second-level headings, when it has any, must be the known ones (``SUMMARY_HEADINGS``),
-    each once and in order: an agent that invents sections or shuffles them has not followed the
+    Its second-level headings, when it has any, must be the known ones (``SUMMARY_HEADINGS``; case
+    and Codex's names for them, "What's in Memory", "User preferences", do not matter), each once
+    and in order: an agent that invents sections or shuffles them has not followed the
     format the read path and the next consolidation rely on.
     """
     try:
@@ -334,10 +345,11 @@ def summary_shape_problems(root: Path, relpath: str) -> list[str]:
         for line in data.decode("utf-8", "replace").splitlines()
         if line.startswith("## ")
     ]
-    unknown = [h for h in found if h not in SUMMARY_HEADINGS]
+    unknown = [h for h in found if _heading(h) is None]
     if unknown:
         return [f"{relpath} has a section memoryd does not know: {unknown[0]!r}"]
-    if found != sorted(set(found), key=SUMMARY_HEADINGS.index):
+    known = [_heading(h) for h in found]
+    if known != sorted(set(known), key=SUMMARY_HEADINGS.index):
         return [
             f"{relpath} must have its sections once each, in order: {', '.join(SUMMARY_HEADINGS)}"
         ]

@@ -713,6 +713,7 @@ def test_is_tracked_fast_path_agrees_with_the_part_by_part_rule() -> None:
     [
         ("v1\n## User profile\nx\n\n## What is in memory\n- a\n", None),
         ("v1\njust text\n", None),
+        ("v1\n## User Profile\n## User preferences\n## General Tips\n## What's in Memory\n", None),
         ("v1\n## User profile\n" + "word " * 2_000 + "\n", "must stay under 10000"),
         ("v1\n## User profile\n## Notes\n", "does not know: '## Notes'"),
         ("v1\n## General tips\n## User profile\n", "once each, in order"),
