@@ -938,7 +938,7 @@ async def real_phase1(
                             timeout=settings.host.request_timeout_s)  # fmt: skip
     finals: list[float] = []
     stores: list[Store] = []
-    tokens_mod.encoding()  # a daemon loads the tiktoken table once per lifetime, not per pass
+    tokens_mod.count("warm")  # start the tokenizer helper before the timed passes
     try:
         store = Store(paths.db)
         stores.append(store)

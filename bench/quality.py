@@ -163,7 +163,7 @@ class ScriptedHelpers:
             sc = self.by_title.get(title.group(1).strip()) if title else None
             if sc is None or cwd is None:
                 return Error(400, "quality bench: extraction for an unknown session")
-            return ToolCall("StructuredOutput", oracle_answer(sc, cwd.group(1).strip()))
+            return ToolCall("StructuredOutput", oracle_answer(sc, cwd.group(1).strip(), text))
         return self.replay(req)
 
 
@@ -286,7 +286,11 @@ class Item:
 
 
 def judge(
-    scenarios: list[Scenario], sids: dict[str, str], home: Path, dirs: dict[str, Path]
+    scenarios: list[Scenario],
+    sids: dict[str, str],
+    home: Path,
+    dirs: dict[str, Path],
+    stored_bytes: list[int] | None = None,
 ) -> list[Item]:
     paths = Paths.from_env({"MEMORYD_HOME": str(home)})
     folder = "\n".join(
@@ -299,6 +303,8 @@ def judge(
     try:
         for sc in scenarios:
             out = store.output(sids[sc.name])
+            if out is not None and stored_bytes is not None:
+                stored_bytes.append(len((out.raw_memory + out.rollout_summary).encode("utf-8")))
             j = Judged(
                 stored=out is not None,
                 raw_memory=out.raw_memory if out else "",
@@ -315,7 +321,9 @@ def judge(
     return items
 
 
-def report(items: list[Item], model: str) -> dict[str, Any]:
+def report(
+    items: list[Item], model: str, request_bytes: list[int], stored_bytes: list[int]
+) -> dict[str, Any]:
     rows = [(i.scenario, i.label, i.scope, "1" if i.ok else "0", i.detail[:60]) for i in items]
     print(f"\nrubric ({model}):")
     table(rows, ("session", "item", "scope", "score", "detail"))
@@ -330,9 +338,18 @@ def report(items: list[Item], model: str) -> dict[str, Any]:
     print()
     for scope, (ok, n) in by_scope.items():
         print(f"{scope} items: {ok}/{n}")
-    print(f"score: {total[0]}/{total[1]} ({100 * total[0] / max(total[1], 1):.0f} %)")
+    per_request = sum(request_bytes) / len(request_bytes) if request_bytes else None
+    per_stored = sum(stored_bytes) / len(stored_bytes) if stored_bytes else 0
+    sent = f"{per_request / 1000:.1f} KB sent" if per_request is not None else "sent: not seen"
+    print(
+        f"score: {total[0]}/{total[1]} ({100 * total[0] / max(total[1], 1):.0f} %)  |  "
+        f"per extracted session: {sent}, {per_stored / 1000:.2f} KB stored "
+        f"({len(stored_bytes)} sessions stored)"
+    )
     return {
         "model": model,
+        "bytes_per_extraction_request": per_request,
+        "stored_bytes_per_session": per_stored,
         "items": [i.__dict__ for i in items],
         "score": {"passed": total[0], "total": total[1]},
         "by_scope": {k: {"passed": v[0], "total": v[1]} for k, v in by_scope.items()},
@@ -396,9 +413,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         passed = memoryd(env, "run", "--once", "--force-consolidation", timeout=args.timeout)
         t_memoryd = time.perf_counter() - t1
         print(passed.stdout.strip())
-        items = judge(scenarios, sids, box.memoryd_home, dirs)
+        stored: list[int] = []
+        items = judge(scenarios, sids, box.memoryd_home, dirs, stored)
         model = args.model or "scripted test model (harness mechanics)"
-        result = report(items, model)
+        # Request bytes are weighed where the model is reached: at the mock in scripted mode (a
+        # real provider's requests never pass through the bench).
+        sent = [len(json.dumps(r.body).encode("utf-8")) for r in mock.extraction_requests]
+        result = report(items, model, sent, stored)
         n_ext = len(mock.extraction_requests)
         print(
             f"\n{len(scenarios)} sessions replayed in {fmt_s(t_sessions)}; memoryd pass "

@@ -57,6 +57,10 @@ class Oracle:
     outcome: str
     keywords: str
     lines: tuple[tuple[str, str], ...]
+    # Lines the scripted extractor writes only when ``heard`` reached it in the extraction request:
+    # a model cannot record what the transcript it was given left out.
+    heard: str = ""
+    if_heard: tuple[tuple[str, str], ...] = ()
 
 
 # --- the rubric ------------------------------------------------------------------------------------
@@ -155,6 +159,30 @@ class OnlyWith(Check):
 
 
 @dataclass(frozen=True)
+class NotAPreference(Check):
+    """No line under a Preferences section (``Preferences:`` in the stored memory, ``## Preferences``
+    in the folder) matches ``pattern``: a one-off request stays with its task."""
+
+    pattern: str = ""
+
+    def judge(self, j: Judged) -> tuple[bool, str]:
+        text = j.folder if self.scope == "folder" else j.memory
+        if self.scope == "memory" and not j.stored:
+            return False, "no memory stored"
+        inside, bad = False, []
+        for ln in text.splitlines():
+            label = re.fullmatch(r"(?:#+ )?([A-Z][A-Za-z ]+):?\s*", ln)
+            if label or ln.startswith("#"):
+                inside = bool(label) and label.group(1).strip() == "Preferences"
+                continue
+            if inside and _rx(self.pattern).search(ln):
+                bad.append(ln)
+        if bad:
+            return False, f"a preference: {bad[0].strip()[:60]!r}"
+        return True, "kept out of the preferences"
+
+
+@dataclass(frozen=True)
 class YieldsNothing(Check):
     def judge(self, j: Judged) -> tuple[bool, str]:
         return (False, "a memory was stored") if j.stored else (True, "empty answer")
@@ -183,6 +211,22 @@ class Scenario:
     checks: tuple[Check, ...]
     oracle: Oracle | None  # None: the scripted model returns the empty answer
     files: dict[str, str] = field(default_factory=dict)  # created in the project beforehand
+
+
+def _long_report(part: int) -> str:
+    """One long progress report (~22 K characters, ~5 K tokens) of the exporter port."""
+    lines = [
+        f"Part {part}, region {r:02d}: moved the invoice export handler for region {r:02d} onto the "
+        f"job queue worker, compared {100 + r * 7} invoice totals against the cron run, all equal."
+        for r in range(150)
+    ]
+    return "\n".join(lines)
+
+
+MID_CORRECTION = (
+    "Wait, a correction before you go on: failed charges must never be retried automatically. "
+    "Put them in the manual review queue for a human instead. That matters more than the port."
+)
 
 
 STALE_CONTEXT = r"1\.9|was|replac|upgrad|old|previous|no longer|before|moved"
@@ -764,6 +808,94 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
+        # A session far over the extraction budget (~75 K tokens) whose decisive correction sits
+        # in its middle, where a middle cut of the transcript would lose it.
+        "mid_correction",
+        "port the invoice exporter to the job queue",
+        "billing",
+        (
+            Turn(
+                "Port the invoice exporter from cron to the job queue, region by region.",
+                (Say(_long_report(0)),),
+            ),
+            *(Turn(f"Carry on with part {i}.", (Say(_long_report(i)),)) for i in range(1, 7)),
+            Turn(MID_CORRECTION, (Say("Understood: failed charges go to manual review."),)),
+            *(Turn(f"Carry on with part {i}.", (Say(_long_report(i)),)) for i in range(7, 14)),
+        ),
+        (
+            Mentions("records the correction", pattern=r"retried automatically"),
+            Marked(
+                "the correction is the user's", pattern=r"retried automatically", need=("[user]",)
+            ),
+            Mentions(
+                "reaches the consolidated memory", scope="folder", pattern=r"retried automatically"
+            ),
+        ),
+        Oracle(
+            "port the invoice exporter to the job queue",
+            "partial",
+            "invoice exporter, job queue, cron, failed charges, manual review",
+            (("Knowledge", "The invoice exporter runs on the job queue, not cron [adopted]"),),
+            heard="must never be retried automatically",
+            if_heard=(
+                (
+                    "Decisions",
+                    "Failed charges are never retried automatically; they go to the manual review "
+                    "queue (the user's correction mid-task) [user]",
+                ),
+            ),
+        ),
+    ),
+    Scenario(
+        # A request made once for one task: it belongs to that task's history, not to the profile.
+        "one_off",
+        "flaky test report as a table",
+        "shop",
+        (
+            Turn(
+                "Summarise this week's flaky-test report for me, as a markdown table this time.",
+                (
+                    Run(
+                        "make flaky-report",
+                        "test_checkout_timeout 4/50\ntest_refund_race 2/50",
+                    ),
+                    Say(
+                        "| test | failures |\n|---|---|\n| test_checkout_timeout | 4/50 |\n"
+                        "| test_refund_race | 2/50 |"
+                    ),
+                ),
+            ),
+            Turn(
+                "Thanks. Add those two names to docs/flaky.md.",
+                (
+                    Write(
+                        "docs/flaky.md",
+                        "# Flaky tests\n- test_checkout_timeout\n- test_refund_race\n",
+                    ),
+                    Say("Listed both in docs/flaky.md."),
+                ),
+            ),
+        ),
+        (
+            Mentions("keeps the task", pattern=r"flaky"),
+            NotAPreference("the one-off table is not a preference", pattern=r"table"),
+            NotAPreference("nor in the consolidated memory", scope="folder", pattern=r"table"),
+        ),
+        Oracle(
+            "summarise flaky tests",
+            "success",
+            "make flaky-report, docs/flaky.md, test_checkout_timeout, test_refund_race",
+            (
+                ("Asked", "This week's flaky-test report as a Markdown table, this once [user]"),
+                (
+                    "Knowledge",
+                    "`make flaky-report` lists flaky tests; docs/flaky.md names them "
+                    "(test_checkout_timeout, test_refund_race) [verified]",
+                ),
+            ),
+        ),
+    ),
+    Scenario(
         "abandoned",
         "auth refactor",
         "shop",
@@ -780,15 +912,20 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-def oracle_answer(scenario: Scenario, cwd: str) -> dict[str, str]:
-    """The scripted model's extraction answer for ``scenario`` (the formats of stage_one_system.md)."""
+def oracle_answer(scenario: Scenario, cwd: str, request: str = "") -> dict[str, str]:
+    """The scripted model's extraction answer for ``scenario`` (the formats of stage_one_system.md).
+
+    ``request`` is the extraction request as the model received it: lines that rest on evidence
+    (``Oracle.heard``) are written only when that evidence is in it.
+    """
     o = scenario.oracle
     if o is None:
         return {"raw_memory": "", "rollout_summary": "", "rollout_slug": ""}
     sections: dict[str, list[str]] = {}
-    for section, line in o.lines:
+    lines = o.lines + (o.if_heard if o.heard and o.heard in request else ())
+    for section, line in lines:
         sections.setdefault(section, []).append(f"- {line}")
-    order = ("Preferences", "Decisions", "Failures and fixes", "Knowledge")
+    order = ("Asked", "Preferences", "Decisions", "Failures and fixes", "Knowledge")
     body = [f"{s}:\n" + "\n".join(sections[s]) for s in order if s in sections]
     front = (
         f"---\ndescription: {o.task} ({scenario.project})\ntask: {o.task}\n"

@@ -28,6 +28,13 @@ EXTENSIONS_DIR = "extensions"
 AD_HOC_INSTRUCTIONS = "extensions/ad_hoc/instructions.md"
 AD_HOC_NOTES = "extensions/ad_hoc/notes"
 SUMMARY_VERSION = b"v1"
+# The global summary's sections, in this order (templates/consolidation.md names the same ones).
+SUMMARY_HEADINGS: tuple[str, ...] = (
+    "## User profile",
+    "## Preferences",
+    "## General tips",
+    "## What is in memory",
+)
 PROJECT_FILE = "project.md"
 PROJECT_NOTES = "notes"
 

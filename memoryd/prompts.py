@@ -53,11 +53,10 @@ SKELETON_MARKERS: tuple[str, ...] = (
 )
 
 # The rollout summary is the most detailed record memoryd keeps of a session and is read only when
-# an agent wants the evidence behind a memory, so it may be long. The cap keeps the whole answer
-# (about 3 K tokens of summary, under 1 K of raw memory, JSON escaping) inside one 8 K-token model
-# output, a common floor for output limits. stage_one_system.md states the same figure; the schema
-# itself sets no length limit (a long answer is kept, never failed).
-ROLLOUT_SUMMARY_WORDS = 2_000
+# an agent wants the evidence behind a memory. 1,200 words is about 7.5 KB of Markdown, inside the
+# 9,000 bytes memoryd stores (tuning.ROLLOUT_SUMMARY_MAX_BYTES; a longer one is cut, head and tail
+# kept, never failed). stage_one_system.md states the same figure.
+ROLLOUT_SUMMARY_WORDS = 1_200
 
 # Sent as the prompt's structured-output format. No "$schema" key: opencode passes the schema to
 # the model as tool parameters. opencode does not validate the answer, so the daemon must.
@@ -66,18 +65,17 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     "properties": {
         "raw_memory": {
             "type": "string",
-            "description": "Dense Markdown memory with front matter; empty string when nothing is worth keeping.",
+            "description": "Terse Markdown memory; empty when nothing is kept.",
         },
         "rollout_summary": {
             "type": "string",
             "description": (
-                "Markdown summary of the session by task, under about "
-                f"{ROLLOUT_SUMMARY_WORDS:,} words; empty string when nothing is worth keeping."
+                f"Markdown task history, under about {ROLLOUT_SUMMARY_WORDS:,} words; may be empty."
             ),
         },
         "rollout_slug": {
             "type": ["string", "null"],
-            "description": "Short lowercase label ([a-z0-9_-], at most 60 characters); empty or null for the empty answer.",
+            "description": "[a-z0-9_-], at most 60 characters, or null.",
         },
     },
     "required": ["raw_memory", "rollout_summary", "rollout_slug"],

@@ -99,6 +99,12 @@ class ExtensionsSettings(BaseModel):
     codex_home: str | None = Field(
         default=None, description="Codex's home (default: $CODEX_HOME, else ~/.codex)."
     )
+    codex_version: Literal["v1", "v2"] | None = Field(
+        default=None,
+        description="Which Codex memory folder the exchange uses: v1 memories/, v2 memories_v2/ "
+        "(unset: as Codex decides, memories/ when it exists, else memories_v2/). "
+        "A pasted [memories] version sets it.",
+    )
 
     @field_validator("claude_home", "codex_home")
     @classmethod
@@ -192,6 +198,7 @@ class Settings(BaseModel):
     host: HostSettings = Field(default_factory=HostSettings)
     extensions: ExtensionsSettings = Field(default_factory=ExtensionsSettings)
     _sources: dict[str, Source] = PrivateAttr(default_factory=dict)
+    _codex_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("extract_model", "consolidation_model")
     @classmethod
@@ -229,6 +236,11 @@ class Settings(BaseModel):
         """Where each effective value came from, keyed ``option`` or ``host.option``."""
         return dict(self._sources)
 
+    @property
+    def codex_only(self) -> dict[str, Any]:
+        """Keys of a pasted Codex ``[memories]`` table accepted without an effect here."""
+        return dict(self._codex_only)
+
 
 def _suggest(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1)
@@ -237,6 +249,49 @@ def _suggest(key: str, known: list[str]) -> str:
 
 # Nested tables: name -> model. Each gets ``[name]`` in TOML and ``MEMORYD_<NAME>_<OPTION>`` in the env.
 _TABLES: dict[str, type[BaseModel]] = {"host": HostSettings, "extensions": ExtensionsSettings}
+
+
+# Keys a current Codex ``[memories]`` table may carry that have no meaning for memoryd, with why.
+# They are accepted (so the table can be pasted as is) and listed by ``memoryd inspect``; so is any
+# other key of that table memoryd does not know.
+CODEX_ONLY_KEYS: dict[str, str] = {
+    "dual_write": "Codex writes both its memory folders; memoryd exchanges with the one "
+    "extensions.codex_version names",
+    "consolidation_service_tier": "an OpenAI API service tier; memoryd's models go through opencode",
+    "dedicated_tools": "memoryd's memory tools are always offered through opencode",
+    "min_rate_limit_remaining_percent": "opencode does not report rate-limit headroom; memoryd "
+    "uses daily_token_budget, max_model_calls_per_hour and its rate-limit circuit instead",
+}
+UNKNOWN_CODEX_KEY = "not a memoryd option"
+# Codex keys that map onto a memoryd option of another name: Codex key -> memoryd dotted key.
+CODEX_ALIASES: dict[str, str] = {
+    "version": "extensions.codex_version",
+    "no_memories_if_mcp_or_web_search": "disable_on_external_context",
+}
+
+
+def _split_codex_table(
+    file_data: dict[str, Any], table: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fold a pasted ``[memories]`` table into memoryd's keys; returns (data, Codex-only keys).
+
+    memoryd's own keys in the file (top level or ``[extensions]``) win over the table's.
+    """
+    own = {k: v for k, v in file_data.items() if k != "memories"}
+    mapped: dict[str, Any] = {}
+    codex_only: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in CODEX_ALIASES:
+            head, _, tail = CODEX_ALIASES[key].rpartition(".")
+            if head:
+                mapped.setdefault(head, {})[tail] = value
+            else:
+                mapped[tail] = value
+        elif key in Settings.model_fields and key not in _TABLES:
+            mapped[key] = value
+        else:
+            codex_only[key] = value
+    return _merge(mapped, own), codex_only
 
 
 def _check_keys(data: dict[str, Any], source: str) -> None:
@@ -308,6 +363,7 @@ def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> S
     """Read defaults, then ``config_file`` (if present), then the environment."""
     env = os.environ if environ is None else environ
     file_data: dict[str, Any] = {}
+    codex_only: dict[str, Any] = {}
     if config_file.exists():
         try:
             with config_file.open("rb") as fh:
@@ -319,10 +375,8 @@ def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> S
                 f"cannot read ({exc.strerror or exc})", source=str(config_file)
             ) from exc
         if "memories" in file_data and isinstance(file_data["memories"], dict):
-            # Accept Codex's own table name too, so a [memories] block can be pasted as is.
-            file_data = _merge(
-                {k: v for k, v in file_data.items() if k != "memories"}, file_data["memories"]
-            )
+            # Accept Codex's own table as is: its keys map onto ours, the rest are kept for inspect.
+            file_data, codex_only = _split_codex_table(file_data, file_data["memories"])
         _check_keys(file_data, str(config_file))
     env_data = _env_layer(env)
     merged = _merge(file_data, env_data)
@@ -339,4 +393,5 @@ def load_settings(config_file: Path, environ: dict[str, str] | None = None) -> S
     for key in all_keys:
         sources[key] = "env" if key in env_keys else "file" if key in file_keys else "default"
     settings._sources = sources
+    settings._codex_only = codex_only
     return settings

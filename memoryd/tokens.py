@@ -52,6 +52,13 @@ def count(text: str) -> int:
     return int(_helper.call(["count", text]))
 
 
+def count_many(texts: list[str]) -> list[int]:
+    """Tokens in each of ``texts`` (cl100k), in one request to the helper."""
+    if not any(texts):
+        return [0] * len(texts)
+    return [int(n) for n in _helper.call(["count_many", texts])]
+
+
 def truncate_middle(text: str, max_tokens: int) -> str:
     """Keep the head and the tail of ``text`` within ``max_tokens``, with a marker in between."""
     if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
@@ -158,6 +165,8 @@ def _answer(enc: tiktoken.Encoding, request: list[Any]) -> Any:
     op = request[0]
     if op == "count":
         return len(enc.encode(request[1], disallowed_special=()))
+    if op == "count_many":
+        return [len(enc.encode(t, disallowed_special=())) for t in request[1]]
     if op == "truncate":
         return _truncate(enc, request[1], int(request[2]))
     raise ValueError(f"unknown request {op!r}")

@@ -25,7 +25,9 @@ BUSY_TIMEOUT_MS = 5_000  # memory.db waits this long for a writer before "databa
 # -- phase 1 -----------------------------------------------------------------------------------
 EXTRACTION_CONCURRENCY = 8  # helper prompts in flight at once
 STALE_HELPER_MS = 90 * MINUTE  # longer than any helper prompt may run
-TRANSCRIPT_TOKEN_BUDGET = 64_000  # what the extractor reads, head and tail kept
+TRANSCRIPT_TOKEN_BUDGET = 64_000  # what the extractor reads (ranked selection past it)
+TEXT_ENTRY_CHARS = 24_000  # one user or assistant text (a pasted log), head and tail kept
+SELECTION_ENTRY_OVERHEAD_TOKENS = 24  # charged per selected entry: its header and a gap marker
 TOOL_INPUT_CHARS = 2_000  # per tool call, head and tail kept
 TOOL_OUTPUT_CHARS = 4_000
 ERROR_CHARS = 1_000
@@ -39,6 +41,7 @@ BASELINE_CHILD_TIMEOUT_S = 600.0
 
 # -- memory folder -----------------------------------------------------------------------------
 RAW_MEMORY_MAX_CHARS = 10_000  # one session's raw memory as rendered for the consolidator
+ROLLOUT_SUMMARY_MAX_BYTES = 9_000  # a stored rollout summary (after redaction), head and tail kept
 SLUG_MAX_CHARS = 60  # rollout summary and note file names
 RESOURCE_RETENTION_DAYS = 7  # imported extension resources no longer present at the source
 DIFF_CAP_BYTES = 4 * 1024 * 1024  # the workspace diff handed to the consolidator
@@ -67,6 +70,7 @@ EDIT_SCAN_MAX_CHARS = 256 * 1024  # a tool-input string longer than this counts 
 EDIT_INPUT_EXCERPT_CHARS = 800  # of each matching tool input, kept (redacted) in the staged item
 
 # -- read path ---------------------------------------------------------------------------------
+SUMMARY_VALID_MAX_BYTES = 10_000  # a valid global summary is smaller (Codex v2 checks the same)
 BLOCK_TOKEN_BUDGET = 2_500  # instructions + summary, by tiktoken, in every turn
 SPOOL_SETTLE_S = 0.02  # a claimed citation spool waits this long for a late append
 

@@ -28,13 +28,19 @@ from memoryd.layout import (
     MEMORY_FILE,
     SKILLS_DIR,
     SUMMARY_FILE,
+    SUMMARY_HEADINGS,
     SUMMARY_VERSION,
     is_tracked,
     path_parts,
 )
 from memoryd.memory_folder import MemoryFolder
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
-from memoryd.tuning import MEMORY_MAX_BYTES, SKILL_MAX_BYTES, SUMMARY_MAX_BYTES
+from memoryd.tuning import (
+    MEMORY_MAX_BYTES,
+    SKILL_MAX_BYTES,
+    SUMMARY_MAX_BYTES,
+    SUMMARY_VALID_MAX_BYTES,
+)
 
 __all__ = [
     "AGENT_OWNED",
@@ -283,7 +289,9 @@ def validate_root_files(folder: MemoryFolder) -> list[str]:
         if problem:
             problems.append(problem)
         elif name == SUMMARY_FILE:
-            problems += version_problems(folder.root, name)
+            problems += version_problems(folder.root, name) or summary_shape_problems(
+                folder.root, name
+            )
     st = lstat_or_none(folder.root / SKILLS_DIR)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         problems.append(f"{SKILLS_DIR}/ is not a directory")
@@ -303,4 +311,46 @@ def version_problems(root: Path, relpath: str) -> list[str]:
         return [str(exc)]
     if data is not None and data.split(b"\n", 1)[0].removesuffix(b"\r") != SUMMARY_VERSION:
         return [f"the first line of {relpath} must be exactly {SUMMARY_VERSION.decode()!r}"]
+    return []
+
+
+def _heading(line: str) -> str | None:
+    """The known summary heading ``line`` names, in any case and in Codex's wording too."""
+    name = " ".join(line.removeprefix("## ").replace("’", "'").lower().split())
+    name = name.replace("what's", "what is").removeprefix("user ")
+    for heading in SUMMARY_HEADINGS:
+        if name == heading.removeprefix("## ").lower().removeprefix("user "):
+            return heading
+    return None
+
+
+def summary_shape_problems(root: Path, relpath: str) -> list[str]:
+    """The global summary's size (under ``SUMMARY_VALID_MAX_BYTES``) and its ``##`` sections.
+
+    Its second-level headings, when it has any, must be the known ones (``SUMMARY_HEADINGS``; case
+    and Codex's names for them, "What's in Memory", "User preferences", do not matter), each once
+    and in order: an agent that invents sections or shuffles them has not followed the
+    format the read path and the next consolidation rely on.
+    """
+    try:
+        data = read_memory_file(root, relpath)
+    except PathError as exc:
+        return [str(exc)]
+    if data is None:
+        return []
+    if len(data) >= SUMMARY_VALID_MAX_BYTES:
+        return [f"{relpath} is {len(data)} bytes; it must stay under {SUMMARY_VALID_MAX_BYTES}"]
+    found = [
+        line.rstrip()
+        for line in data.decode("utf-8", "replace").splitlines()
+        if line.startswith("## ")
+    ]
+    unknown = [h for h in found if _heading(h) is None]
+    if unknown:
+        return [f"{relpath} has a section memoryd does not know: {unknown[0]!r}"]
+    known = [_heading(h) for h in found]
+    if known != sorted(set(known), key=SUMMARY_HEADINGS.index):
+        return [
+            f"{relpath} must have its sections once each, in order: {', '.join(SUMMARY_HEADINGS)}"
+        ]
     return []

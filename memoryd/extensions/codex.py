@@ -1,7 +1,8 @@
 """Two-way exchange with Codex CLI's own memory folder (``[extensions] codex_import/codex_export``).
 
-Codex consolidates its sessions into ``<codex home>/memories/{MEMORY.md, memory_summary.md}``,
-the same two artifacts memoryd produces. The exchange passes those files across, and each side's
+Codex consolidates its sessions into ``<codex home>/memories/{MEMORY.md, memory_summary.md}``
+(v1), or ``memories_v2/memory_summary.md`` alone (v2; see :func:`codex_memory_root` for which),
+the artifacts memoryd produces. The exchange passes those files across, and each side's
 consolidator folds the other's into its own memory:
 
 * **Import** (:func:`import_codex`, inside a claimed phase-2 run, before the diff): Codex's two
@@ -57,6 +58,8 @@ EXPORT_EXTENSION = "opencode_import"  # the folder name inside Codex's extension
 EXPORT_TEMPLATE = "codex_export"  # our template for it
 EXPORT_FOLDER = "opencode"
 MEMORY_FILE = "MEMORY.md"
+CODEX_V1_FOLDER = "memories"
+CODEX_V2_FOLDER = "memories_v2"  # Codex's memories v2 (no MEMORY.md there, only the summary)
 SUMMARY_FILE = "memory_summary.md"
 ARTIFACTS: tuple[str, ...] = (MEMORY_FILE, SUMMARY_FILE)
 FROM_CODEX = "[from codex]"
@@ -77,7 +80,17 @@ def codex_home_dir(settings: Settings, environ: dict[str, str] | None = None) ->
 
 
 def codex_memory_root(settings: Settings, environ: dict[str, str] | None = None) -> Path:
-    return codex_home_dir(settings, environ) / "memories"
+    """The Codex memory folder the exchange uses, chosen the way Codex chooses it.
+
+    ``codex_version = "v1"`` is ``memories/``, ``"v2"`` is ``memories_v2/``; unset, a home that
+    already has ``memories/`` is a legacy (v1) home and any other is v2. Nothing here creates
+    either folder: an empty ``memories/`` would switch a fresh Codex home to legacy.
+    """
+    home = codex_home_dir(settings, environ)
+    version = settings.extensions.codex_version
+    if version is None:
+        version = "v1" if lstat_or_none(home / CODEX_V1_FOLDER) is not None else "v2"
+    return home / (CODEX_V1_FOLDER if version == "v1" else CODEX_V2_FOLDER)
 
 
 def _resolve(path: Path) -> Path:

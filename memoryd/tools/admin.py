@@ -19,7 +19,7 @@ from memoryd import tokens
 from memoryd.control import reset_memory
 from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
 from memoryd.paths import Paths
-from memoryd.settings import Settings
+from memoryd.settings import CODEX_ONLY_KEYS, UNKNOWN_CODEX_KEY, Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
@@ -63,6 +63,7 @@ class InspectReport(Result):
     modes: dict[str, int] = field(default_factory=dict)
     selection: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    codex_only: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_text(self) -> str:
         s1, p2 = self.status["stage1"], self.status["phase2"]
@@ -110,6 +111,10 @@ class InspectReport(Result):
         out.append("effective settings (value, source):")
         for key, v in self.settings.items():
             out.append(f"  {key} = {v['value']!r}  ({v['source']})")
+        if self.codex_only:
+            out.append("accepted from Codex's [memories] table, no effect here:")
+            for key, v in self.codex_only.items():
+                out.append(f"  {key} = {v['value']!r}  ({v['why']})")
         if not self.folder_exists:
             out.append(f"memory folder {self.memory_root}: does not exist yet")
         else:
@@ -182,9 +187,14 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
         elif key == "sync_remote" and isinstance(obj, str):
             obj = mask_remote(obj)  # an https URL may carry a token as its user name
         effective[key] = {"value": obj, "source": sources.get(key, "default")}
+    codex_only = {
+        key: {"value": value, "why": CODEX_ONLY_KEYS.get(key, UNKNOWN_CODEX_KEY)}
+        for key, value in settings.codex_only.items()
+    }
     return InspectReport(
         selection=selection,
         settings=effective,
+        codex_only=codex_only,
         status=snapshot(store, settings, paths),
         memory_root=str(root),
         folder_exists=exists,

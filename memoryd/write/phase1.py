@@ -44,7 +44,12 @@ from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
 from memoryd.store.jobs import SavePoint
-from memoryd.tuning import EXTRACTION_CONCURRENCY, SLUG_MAX_CHARS, STALE_HELPER_MS
+from memoryd.tuning import (
+    EXTRACTION_CONCURRENCY,
+    ROLLOUT_SUMMARY_MAX_BYTES,
+    SLUG_MAX_CHARS,
+    STALE_HELPER_MS,
+)
 from memoryd.write.helpers import (
     UNGOVERNED_TOOLS,
     PhaseBase,
@@ -135,6 +140,22 @@ def validate_extraction(result: PromptResult) -> Extracted | None:
     return Extracted(
         out.raw_memory.strip(), out.rollout_summary.strip(), normalize_slug(out.rollout_slug)
     )
+
+
+def cap_rollout_summary(text: str, limit: int = ROLLOUT_SUMMARY_MAX_BYTES) -> str:
+    """``text`` within ``limit`` UTF-8 bytes: its head and its tail, a marker between them.
+
+    Apply after redaction (a cut must never split a secret). The tail is kept too because a
+    summary joined across compactions has its newest tasks at the end.
+    """
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    marker = f"\n\n[… {len(data) - limit} bytes of this summary omitted …]\n\n"
+    keep = max(limit - len(marker.encode("utf-8")) - 16, 0)  # room for the count's own digits
+    head = data[: keep * 2 // 3].decode("utf-8", "ignore")
+    tail = data[len(data) - (keep - keep * 2 // 3) :].decode("utf-8", "ignore")
+    return head.rstrip() + marker + tail.lstrip()
 
 
 def _json_from_text(text: str) -> Any:
@@ -422,7 +443,7 @@ class Phase1(PhaseBase):
                 sid,
                 claim.token,
                 raw_memory=redact(base.raw_memory),
-                rollout_summary=redact(base.rollout_summary),
+                rollout_summary=cap_rollout_summary(redact(base.rollout_summary)),
                 rollout_slug=normalize_slug(redact(slug)) if slug else None,
                 cwd=session.directory,
                 title=redact(session.title),

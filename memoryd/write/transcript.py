@@ -6,8 +6,10 @@ input and its output or error (bounded, keeping head and tail because errors sit
 Everything else is noise or cost: reasoning, step markers, snapshots and patches, text the host
 marks synthetic or ignored, injected instruction/skill fragments, and our own citation blocks.
 
-Every entry is redacted before it is joined, and the result is capped by tiktoken tokens with
-the middle dropped, so the model sees how a session started and how it ended.
+Every entry is redacted before it is joined. A transcript over the token budget is not cut in
+the middle: ``write/selection.py`` keeps the user's words first, then the agent's final answers,
+then the rest, newest first, and marks the gaps, so a correction in the middle of a long session
+still reaches the extractor.
 """
 
 from __future__ import annotations
@@ -18,16 +20,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryd import tokens
 from memoryd.host.models import Message, Part
 from memoryd.read.citations import parse_citations, strip_citations
 from memoryd.redact import redact
 from memoryd.tuning import (
-    CHARS_PER_TOKEN_CEILING,
     ERROR_CHARS,
+    TEXT_ENTRY_CHARS,
     TOOL_INPUT_CHARS,
     TOOL_OUTPUT_CHARS,
     TRANSCRIPT_TOKEN_BUDGET,
+)
+from memoryd.write.selection import (
+    RANK_AGENT,
+    RANK_FINAL,
+    RANK_TASK,
+    RANK_TOOL,
+    RANK_USER,
+    Entry,
+    select,
 )
 
 WEB_TOOLS = frozenset({"webfetch", "websearch", "codesearch"})
@@ -50,6 +60,7 @@ class Transcript:
         default_factory=list
     )  # (part id, cited session ids)
     truncated: bool = False
+    omitted: int = 0  # entries the ranked selection left out (see ``write/selection.py``)
 
     @property
     def empty(self) -> bool:
@@ -123,47 +134,75 @@ def _part_entry(role: str, part: Part, cited: list[tuple[str, list[str]]]) -> st
     return None
 
 
+def _rank(role: str, part: Part) -> int:
+    if role == "user":
+        return RANK_USER
+    return RANK_TOOL if part.type == "tool" else RANK_AGENT
+
+
+def _mark_final_answers(entries: list[Entry], text_at: dict[int, int]) -> list[Entry]:
+    """Promote the last text of the last assistant message before each user turn to a final answer."""
+    finals: set[int] = set()
+    texts = set(text_at.values())
+    last: int | None = None  # the entry of the newest assistant text in the current turn
+    for i, entry in enumerate(entries):
+        if entry.role == "user":
+            if last is not None:
+                finals.add(last)
+            last = None
+        elif i in texts:
+            last = i
+    if last is not None:
+        finals.add(last)
+    return [
+        Entry(e.message, e.role, RANK_FINAL, e.text) if i in finals else e
+        for i, e in enumerate(entries)
+    ]
+
+
 def build_transcript(
     messages: Iterable[Message], *, max_tokens: int = TRANSCRIPT_TOKEN_BUDGET
 ) -> Transcript:
-    blocks: list[str] = []
+    entries: list[Entry] = []
+    text_at: dict[int, int] = {}  # message index -> its last assistant text entry
     tool_names: list[str] = []
     cited: list[tuple[str, list[str]]] = []
-    for message in messages:
+    blocks = 0
+    for index, message in enumerate(messages):
         role = message.info.role
         if role not in ("user", "assistant"):
             continue
-        kept: list[str] = []
+        before = len(entries)
         for part in message.parts:
             if part.type == "tool" and part.tool:
                 tool_names.append(part.tool)
             entry = _part_entry(role, part, cited)
             if entry:
-                kept.append(entry)  # every entry is redacted where it is built
+                # every entry is redacted where it is built; a huge pasted text is bounded too
+                if part.type == "text":
+                    entry = _bounded(entry, TEXT_ENTRY_CHARS)
+                    if role == "assistant":
+                        text_at[index] = len(entries)
+                entries.append(Entry(index, role, _rank(role, part), entry))
         error = message.info.error
         if role == "assistant" and error:
             raw = error.get("data")
             data: dict[str, Any] = raw if isinstance(raw, dict) else {}
             detail = _bounded(_as_text(data.get("message") or ""), ERROR_CHARS)
-            kept.append(
-                f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}".rstrip()
-            )
-        if kept:
-            blocks.append(f"[{role}]\n" + "\n\n".join(kept))
-    text = "\n\n".join(blocks)
-    truncated = False
-    if len(text) > max_tokens * CHARS_PER_TOKEN_CEILING:
-        keep = max_tokens * CHARS_PER_TOKEN_CEILING // 2
-        text = text[:keep] + "\n\n[…]\n\n" + text[-keep:]
-        truncated = True
-    capped = tokens.truncate_middle(text, max_tokens)
-    truncated = truncated or capped != text
+            text = f"[assistant error: {redact(str(error.get('name', 'Error')))}] {detail}"
+            entries.append(Entry(index, role, RANK_AGENT, text.rstrip()))
+        blocks += len(entries) > before
+    entries = _mark_final_answers(entries, text_at)
+    if entries and entries[0].role == "user":
+        entries[0] = Entry(entries[0].message, "user", RANK_TASK, entries[0].text)
+    text, omitted = select(entries, max_tokens)
     return Transcript(
-        text=capped,
-        entries=len(blocks),
+        text=text,
+        entries=blocks,
         tool_names=list(dict.fromkeys(tool_names)),
         citations=cited,
-        truncated=truncated,
+        truncated=omitted > 0 or "omitted from the middle" in text,
+        omitted=omitted,
     )
 
 

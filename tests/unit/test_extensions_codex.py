@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,38 @@ def test_codex_home_precedence(tmp_path: Path) -> None:
     )
     assert codex_home_dir(Settings(), {"CODEX_HOME": "  ", "HOME": "/h"}) == Path("/h/.codex")
     assert codex_home_dir(Settings(), {"HOME": "/h"}) == Path("/h/.codex")
-    assert codex_memory_root(Settings(), {"HOME": "/h"}) == Path("/h/.codex/memories")
+    # No such home: a fresh Codex home is a v2 one.
+    assert codex_memory_root(Settings(), {"HOME": "/h"}) == Path("/h/.codex/memories_v2")
+
+
+def test_the_codex_folder_follows_codex_version(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    fresh = settings_with(codex_home=str(home))
+    assert codex_memory_root(fresh) == home / "memories_v2"
+    (home / "memories").mkdir()  # a legacy home
+    assert codex_memory_root(fresh) == home / "memories"
+    pinned = settings_with(codex_home=str(home), codex_version="v2")
+    assert codex_memory_root(pinned) == home / "memories_v2"
+    shutil.rmtree(home / "memories")
+    v1 = settings_with(codex_home=str(home), codex_version="v1")
+    assert codex_memory_root(v1) == home / "memories"
+    assert sorted(os.listdir(home)) == []  # choosing a folder creates none
+
+
+def test_a_v2_home_is_imported_from_and_exported_to_memories_v2(
+    tmp_path: Path, memory_root: Path
+) -> None:
+    home = tmp_path / "v2-home"
+    write(home / "memories_v2" / "memory_summary.md", "v1\ncodex v2 summary\n")
+    assert import_codex(imp(home), memory_root)
+    copied = memory_root / "extensions" / "codex_import" / "resources" / "codex"
+    assert sorted(os.listdir(copied)) == ["memory_summary.md"]  # v2 has no MEMORY.md
+    write(memory_root / "MEMORY.md", "# ours\n")
+    write(memory_root / "memory_summary.md", "v1\nours\n")
+    assert export_codex(exp(home), memory_root)
+    assert (home / "memories_v2" / EXPORTED / "memory_summary.md").read_text() == "v1\nours\n"
+    assert not (home / "memories").exists()  # never switches the home to legacy
 
 
 def test_roots_overlap(tmp_path: Path) -> None:

@@ -505,3 +505,18 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     host.prompts.clear()
     report = await make(store, host, paths, clock, **settings).run_pass()
     assert report.claimed == 0 and host.prompts == []
+
+
+def test_stored_rollout_summaries_are_capped_keeping_head_and_tail() -> None:
+    from memoryd.tuning import ROLLOUT_SUMMARY_MAX_BYTES
+    from memoryd.write.phase1 import cap_rollout_summary
+
+    short = "# t\n\n## Task 1: x\n"
+    assert cap_rollout_summary(short) == short
+    long = "# Title of the session\n" + "é detail line\n" * 2_000 + "## Task 9: the newest task\n"
+    capped = cap_rollout_summary(long)
+    assert len(capped.encode("utf-8")) <= ROLLOUT_SUMMARY_MAX_BYTES < len(long.encode("utf-8"))
+    assert capped.startswith("# Title of the session")
+    assert capped.endswith("## Task 9: the newest task\n")
+    assert "bytes of this summary omitted" in capped
+    capped.encode("utf-8")  # no split character

@@ -11,13 +11,17 @@ import pytest
 
 from bench.quality import STUB, STUB_TOOLS, Replay, stub_key
 from bench.quality_cases import (
+    MID_CORRECTION,
     SCENARIOS,
     InProjectDir,
     Judged,
     Marked,
+    NotAPreference,
     Omits,
     OnlyWith,
     Run,
+    Say,
+    Scenario,
     YieldsNothing,
     oracle_answer,
 )
@@ -27,9 +31,17 @@ from memoryd.write.phase1 import validate_extraction
 CWD = "/home/ana/work"
 
 
+def _heard(sc: Scenario) -> str:
+    """All a session's words, as an extraction request that kept everything would carry them."""
+    return "\n".join(
+        [t.user for t in sc.turns]
+        + [s.text for t in sc.turns for s in t.steps if isinstance(s, Say)]
+    )
+
+
 def _judged(name: str, **changes: object) -> Judged:
     sc = next(s for s in SCENARIOS if s.name == name)
-    answer = oracle_answer(sc, CWD)
+    answer = oracle_answer(sc, CWD, _heard(sc))
     base = Judged(
         stored=bool(answer["raw_memory"]),
         raw_memory=answer["raw_memory"],
@@ -63,7 +75,7 @@ def test_the_fixed_set_covers_what_the_issue_asks_for():
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc):
-    answer = oracle_answer(sc, CWD)
+    answer = oracle_answer(sc, CWD, _heard(sc))
     result = PromptResult.model_validate(
         {
             "info": {
@@ -159,3 +171,27 @@ def test_real_model_mode_adds_the_provider_and_keeps_sessions_on_the_mock(tmp_pa
         tmp_path / "s", "opencode", "http://x/v1", start=False, real_model=False
     )
     assert set(REAL_MODEL_UNSET) <= set(scripted.base_env)
+
+
+def test_the_scripted_extractor_cannot_record_a_correction_it_was_not_sent():
+    sc = next(s for s in SCENARIOS if s.name == "mid_correction")
+    assert MID_CORRECTION in _heard(sc)
+    cut = oracle_answer(sc, CWD, _heard(sc).replace(MID_CORRECTION, "[… omitted …]"))
+    j = Judged(stored=True, raw_memory=cut["raw_memory"], rollout_summary=cut["rollout_summary"])
+    verdicts = [c.judge(j)[0] for c in sc.checks if c.scope == "memory"]
+    assert verdicts and not any(verdicts)
+
+
+def test_a_one_off_request_written_as_a_preference_fails():
+    sc = next(s for s in SCENARIOS if s.name == "one_off")
+    check = next(c for c in sc.checks if isinstance(c, NotAPreference) and c.scope == "memory")
+    good = _judged("one_off")
+    assert check.judge(good)[0]
+    bad = replace(
+        good,
+        raw_memory=good.raw_memory + "\nPreferences:\n- Wants reports as Markdown tables [user]\n",
+    )
+    assert not check.judge(bad)[0]
+    folder = NotAPreference("x", scope="folder", pattern="table")
+    assert not folder.judge(replace(good, folder="# shop\n## Preferences\n- tables always\n"))[0]
+    assert folder.judge(replace(good, folder="# shop\n## Knowledge\n- a table once\n"))[0]

@@ -135,3 +135,51 @@ def test_ensure_dir_refuses_symlink_and_unwritable(tmp_path: Path) -> None:
         ro.mkdir(mode=0o500)
         with pytest.raises(PathError, match="not writable"):
             p.ensure_dir(ro)
+
+
+CODEX_V2_TABLE = """\
+[memories]
+version = "v2"
+dual_write = true
+consolidation_service_tier = "flex"
+dedicated_tools = true
+min_rate_limit_remaining_percent = 25
+no_memories_if_mcp_or_web_search = true
+max_unused_days = 12
+extract_model = "openai/gpt-5-mini"
+future_knob = { depth = 2 }
+"""
+
+
+def test_a_current_codex_memories_table_is_accepted_and_mapped(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path / "c.toml", CODEX_V2_TABLE), environ={})
+    assert s.extensions.codex_version == "v2"
+    assert s.disable_on_external_context is True  # Codex's legacy name for the same option
+    assert s.max_unused_days == 12
+    assert s.extract_model == "openai/gpt-5-mini"
+    assert s.sources["extensions.codex_version"] == "file"
+    assert s.codex_only == {
+        "dual_write": True,
+        "consolidation_service_tier": "flex",
+        "dedicated_tools": True,
+        "min_rate_limit_remaining_percent": 25,
+        "future_knob": {"depth": 2},
+    }
+
+
+def test_memoryd_keys_win_over_the_pasted_codex_table(tmp_path: Path) -> None:
+    text = 'max_unused_days = 4\n[extensions]\ncodex_version = "v1"\n' + CODEX_V2_TABLE
+    s = load_settings(write(tmp_path / "c.toml", text), environ={})
+    assert (s.max_unused_days, s.extensions.codex_version) == (4, "v1")
+
+
+def test_unknown_keys_stay_errors_outside_the_codex_table(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings(write(tmp_path / "c.toml", "dual_write = true\n"), environ={})
+    assert exc.value.key == "dual_write"
+
+
+def test_a_bad_codex_version_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings(write(tmp_path / "c.toml", '[memories]\nversion = "v3"\n'), environ={})
+    assert exc.value.key == "extensions.codex_version"

@@ -187,3 +187,21 @@ def test_admin_results_are_json_serialisable(store: Store, paths: Paths, folder:
 
     assert json.dumps(memory_inspect(store, Settings(), paths).to_dict())
     assert json.dumps(memory_mode(store, "enabled", "ses_x").to_dict())
+
+
+def test_inspect_reports_what_a_pasted_codex_table_left_without_effect(
+    store: Store, paths: Paths, tmp_path: Path
+) -> None:
+    import json
+
+    from memoryd.settings import load_settings
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[memories]\nversion = "v2"\ndedicated_tools = true\nsomething_new = 3\n')
+    r = memory_inspect(store, load_settings(cfg, environ={}), paths)
+    assert set(r.codex_only) == {"dedicated_tools", "something_new"}
+    text = r.to_text()
+    assert "dedicated_tools = True" in text
+    assert "something_new = 3  (not a memoryd option)" in text
+    assert "extensions.codex_version = 'v2'  (file)" in text
+    assert json.dumps(r.to_dict())

@@ -145,13 +145,98 @@ def test_tool_output_bounded_keeping_head_and_tail() -> None:
     assert "HEAD" in t.text and "TAIL" in t.text and len(t.text) < 6_000
 
 
-def test_token_cap_keeps_head_and_tail() -> None:
+def test_token_cap_keeps_the_task_and_the_newest_turns_with_a_gap_marker() -> None:
     messages = [
         msg("user", [{"type": "text", "text": f"turn {i} " + "word " * 200}]) for i in range(200)
     ]
     t = build_transcript(messages, max_tokens=2_000)
-    assert tokens.count(t.text) <= 2_000 and t.truncated
-    assert "turn 0 " in t.text and "turn 199 " in t.text and "omitted from the middle" in t.text
+    assert tokens.count(t.text) <= 2_000 and t.truncated and t.omitted > 150
+    assert t.text.startswith("[user]\nturn 0 ")  # the task as first stated
+    assert "turn 199 " in t.text and "turn 198 " in t.text and "turn 100 " not in t.text
+    assert "entries omitted here" in t.text and "omitted from the middle" not in t.text
+
+
+def tool(name: str, output: str) -> dict:
+    return {
+        "type": "tool",
+        "tool": name,
+        "state": {"status": "completed", "input": {"cmd": name}, "output": output},
+    }
+
+
+def long_session(correction: str, turns: int = 40) -> list[Message]:
+    """A long session: each turn a request, a pile of tool output, commentary and an answer."""
+    out = [msg("user", [{"type": "text", "text": "Port the billing exporter to the new queue."}])]
+    for i in range(turns):
+        if i == turns // 2:
+            out.append(msg("user", [{"type": "text", "text": correction}]))
+        else:
+            out.append(msg("user", [{"type": "text", "text": f"next step {i}"}]))
+        out.append(
+            msg(
+                "assistant",
+                [
+                    {"type": "text", "text": f"Looking at step {i} now."},
+                    tool("bash", f"log line {i} " * 900),
+                    tool("read", f"file body {i} " * 900),
+                    {"type": "text", "text": f"Step {i} done: exporter stage {i} moved."},
+                ],
+            )
+        )
+    return out
+
+
+def test_a_mid_session_correction_survives_a_long_session() -> None:
+    correction = "No, stop: never retry failed charges automatically, flag them for a human."
+    messages = long_session(correction)
+    whole = build_transcript(messages, max_tokens=10_000_000)
+    assert tokens.count(whole.text) > 40_000 and not whole.truncated
+    t = build_transcript(messages, max_tokens=8_000)
+    assert tokens.count(t.text) <= 8_000 and t.truncated
+    assert correction in t.text  # the middle cut dropped exactly this
+    assert t.text.startswith("[user]\nPort the billing exporter")
+    # every user turn is in, then final answers, newest first; tool output goes first
+    assert all(
+        f"next step {i}\n" in t.text or f"next step {i}" in t.text
+        for i in range(0, 40, 7)
+        if i != 20
+    )
+    assert "Step 39 done" in t.text and "log line 0 " not in t.text
+    # source order kept, with the gaps shown
+    assert t.text.index(correction) < t.text.index("Step 39 done")
+    assert t.text.index("next step 19") < t.text.index(correction) < t.text.index("next step 21")
+    assert "entries omitted here" in t.text
+
+
+def test_final_answers_outrank_commentary_and_tools() -> None:
+    messages = long_session("a correction", turns=6)
+    # room for the user turns and the answers, not for the tool output
+    t = build_transcript(messages, max_tokens=420)
+    for i in range(6):
+        assert f"Step {i} done" in t.text, i
+    assert "Looking at step" not in t.text and "log line" not in t.text
+    # a little more room goes to the newest commentary first
+    t = build_transcript(messages, max_tokens=480)
+    assert "Looking at step 5 now" in t.text and "Looking at step 0 now" not in t.text
+    assert "log line" not in t.text
+
+
+def test_gap_markers_count_the_left_out_entries() -> None:
+    messages = long_session("a correction", turns=3)
+    t = build_transcript(messages, max_tokens=400)
+    shown = sum(int(n) for n in __import__("re").findall(r"\[… (\d+) entr", t.text))
+    assert shown == t.omitted > 0
+
+
+def test_a_huge_pasted_message_is_bounded_and_still_leaves_room() -> None:
+    messages = [
+        msg("user", [{"type": "text", "text": "Fix the flaky test."}]),
+        msg("user", [{"type": "text", "text": "PASTE " + "stack frame\n" * 20_000}]),
+        msg("user", [{"type": "text", "text": "Use the fake clock, not sleeps."}]),
+    ]
+    t = build_transcript(messages, max_tokens=20_000)
+    assert "Use the fake clock" in t.text and "Fix the flaky test" in t.text
+    assert "characters omitted" in t.text and len(t.text) < 30_000
 
 
 def test_assistant_error_is_kept() -> None:

@@ -706,3 +706,28 @@ def test_is_tracked_fast_path_agrees_with_the_part_by_part_rule() -> None:
     samples |= {"".join(rng.choice("a./_") for _ in range(rng.randint(0, 8))) for _ in range(3000)}
     for path in sorted(samples):
         assert is_tracked(path) == _tracked_by_parts(path), path
+
+
+@pytest.mark.parametrize(
+    ("summary", "problem"),
+    [
+        ("v1\n## User profile\nx\n\n## What is in memory\n- a\n", None),
+        ("v1\njust text\n", None),
+        ("v1\n## User Profile\n## User preferences\n## General Tips\n## What's in Memory\n", None),
+        ("v1\n## User profile\n" + "word " * 2_000 + "\n", "must stay under 10000"),
+        ("v1\n## User profile\n## Notes\n", "does not know: '## Notes'"),
+        ("v1\n## General tips\n## User profile\n", "once each, in order"),
+        ("v1\n## Preferences\n## Preferences\n", "once each, in order"),
+    ],
+)
+def test_the_global_summary_is_checked_for_size_and_sections(
+    tmp_path: Path, summary: str, problem: str | None
+) -> None:
+    from memoryd.workspace_audit import summary_shape_problems
+
+    (tmp_path / "memory_summary.md").write_text(summary)
+    found = summary_shape_problems(tmp_path, "memory_summary.md")
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0]
