@@ -16,9 +16,11 @@ and exit within the graceful timeout.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -117,7 +119,7 @@ class Daemon:
         sched = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         sched.add_job(
-            self._pass_job,
+            self._stoppable(self._pass_job),
             "interval",
             seconds=self.interval_s,
             id="pass",
@@ -127,7 +129,7 @@ class Daemon:
             misfire_grace_time=None,
         )
         sched.add_job(
-            self._tick_job,
+            self._stoppable(self._tick_job),
             "interval",
             seconds=TICK_S,
             id="tick",
@@ -137,7 +139,7 @@ class Daemon:
         )
         if self.app.settings.sync_remote:
             sched.add_job(
-                self._sync_job,
+                self._stoppable(self._sync_job),
                 "interval",
                 seconds=SYNC_CHECK_S,
                 id="sync",
@@ -222,6 +224,21 @@ class Daemon:
             await self._exit.wait()
 
     # -- pumps --------------------------------------------------------------------------------
+
+    def _stoppable(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """A scheduled job whose cancellation by :meth:`shutdown` is the stop it asked for, not
+        an error: the scheduler would log it with a ``CancelledError`` traceback."""
+
+        @functools.wraps(job)
+        async def run() -> None:
+            try:
+                await job()
+            except asyncio.CancelledError:
+                if not self.should_exit:
+                    raise
+                log.debug("%s stopped by the shutdown", job.__name__)
+
+        return run
 
     async def _tracked(self, coro: Any) -> Any:
         task = asyncio.current_task()
