@@ -51,6 +51,24 @@ log = logging.getLogger(__name__)
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _stoppable(
+    stopping: Callable[[], bool], job: Callable[[], Awaitable[None]]
+) -> Callable[[], Awaitable[None]]:
+    """A scheduled job whose cancellation by the shutdown (``stopping()``) is the stop it asked
+    for, not an error: the scheduler would log it with a ``CancelledError`` traceback."""
+
+    @functools.wraps(job)
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            if not stopping():
+                raise
+            log.debug("%s stopped by the shutdown", job.__name__)
+
+    return run
+
+
 class Daemon:
     def __init__(
         self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0
@@ -119,7 +137,7 @@ class Daemon:
         sched = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         sched.add_job(
-            self._stoppable(self._pass_job),
+            _stoppable(lambda: self.should_exit, self._pass_job),
             "interval",
             seconds=self.interval_s,
             id="pass",
@@ -129,7 +147,7 @@ class Daemon:
             misfire_grace_time=None,
         )
         sched.add_job(
-            self._stoppable(self._tick_job),
+            _stoppable(lambda: self.should_exit, self._tick_job),
             "interval",
             seconds=TICK_S,
             id="tick",
@@ -139,7 +157,7 @@ class Daemon:
         )
         if self.app.settings.sync_remote:
             sched.add_job(
-                self._stoppable(self._sync_job),
+                _stoppable(lambda: self.should_exit, self._sync_job),
                 "interval",
                 seconds=SYNC_CHECK_S,
                 id="sync",
@@ -224,21 +242,6 @@ class Daemon:
             await self._exit.wait()
 
     # -- pumps --------------------------------------------------------------------------------
-
-    def _stoppable(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-        """A scheduled job whose cancellation by :meth:`shutdown` is the stop it asked for, not
-        an error: the scheduler would log it with a ``CancelledError`` traceback."""
-
-        @functools.wraps(job)
-        async def run() -> None:
-            try:
-                await job()
-            except asyncio.CancelledError:
-                if not self.should_exit:
-                    raise
-                log.debug("%s stopped by the shutdown", job.__name__)
-
-        return run
 
     async def _tracked(self, coro: Any) -> Any:
         task = asyncio.current_task()
