@@ -38,6 +38,7 @@ from typing import IO
 
 from memoryd.errors import HostNotStarted, PortTaken
 from memoryd.owner import Owner, current_owner, note_server, owner_gone, process_start
+from memoryd.tuning import ORPHAN_SERVER_DEATH_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -436,10 +437,25 @@ def reap_orphaned_servers(record_dir: Path) -> int:
             tree = _descendants(pid)
             _signal_group(pid, signal.SIGKILL)  # the server leads its own group
             _signal_tree(tree, signal.SIGKILL)
+            _wait_dead(pid, ORPHAN_SERVER_DEATH_WAIT_S)  # until then it still holds its claims
             killed += 1
             log.info("stopped opencode serve pid=%d left by a memoryd that was killed", pid)
         path.unlink(missing_ok=True)
     return killed
+
+
+def _wait_dead(pid: int, timeout: float) -> None:
+    """Wait until ``pid`` has stopped running (gone, or a zombie nobody reaped yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read().decode("ascii", errors="replace")
+        except OSError:
+            return
+        if raw[raw.rindex(")") + 2 :].startswith("Z"):
+            return
+        time.sleep(0.01)
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
