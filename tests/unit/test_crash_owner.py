@@ -17,6 +17,7 @@ from memoryd.owner import Owner, boot_id, current_owner, owner_gone, pid_space, 
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.write.helpers import remove_orphaned_helpers
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
 
@@ -259,3 +260,25 @@ async def test_a_pass_stops_a_dead_memoryds_server_before_it_releases_its_claims
     finally:
         server.kill()
         server.wait()
+
+
+async def test_an_orphaned_helper_is_aborted_before_it_is_deleted(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    """Issue 29: deleting a killed memoryd's helper did not stop a turn opencode was about to
+    send (the storm saw extraction calls of helpers already deleted): abort it first."""
+    host = FakeOpencode()
+    host.add_session(
+        "ses_orphan0001",
+        updated=clock.now_ms() - 2 * 60_000,
+        title="memoryd-extract-ses_user000001",
+        metadata={"memoryd": "extract"},
+    )
+    store.record_helper("ses_orphan0001", "extract", owner=dead_owner())
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    assert await remove_orphaned_helpers(client, store) == 1
+    mine = [c for c in host.calls if "ses_orphan0001" in c and not c.startswith("GET")]
+    assert mine[:2] == [
+        "POST /session/ses_orphan0001/abort",
+        "DELETE /session/ses_orphan0001",
+    ], host.calls
