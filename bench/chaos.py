@@ -122,8 +122,47 @@ def storm(
     finally:
         for x in warm:
             x.close()
-    _judge_extractions(fig, w.extractions[first:])
+    fig.calls = w.extractions[first:]
+    _judge_extractions(fig, fig.calls)
     return fig
+
+
+def sweep(seeds: list[int], kills: int, n_sessions: int) -> int:
+    """The storm alone over ``seeds``, each in a fresh world: one line per seed, then totals."""
+    rows, totals, failed = [], Counter[str](), []
+    for seed in seeds:
+        t0 = time.monotonic()
+        rng = random.Random(seed)
+        with tempfile.TemporaryDirectory(prefix="memoryd-chaos-") as tmp:
+            w = World(Path(tmp), rng)
+            try:
+                w.add_sessions(n_sessions, "chaos")
+                fig = storm(w, rng, kills)
+            finally:
+                w.close()
+                for pid in memoryd_servers(w.home):
+                    if alive(pid):
+                        os.kill(pid, 9)
+        calls = len(fig.calls)
+        row = (seed, fig.runs, fig.injected, calls, fig.lost, fig.duplicated, fig.corrupt)
+        totals.update(
+            dict(zip(("runs", "kills", "calls", "lost", "dup", "corrupt"), row[1:], strict=True))
+        )
+        verdict = "ok" if not fig.failures else f"{len(fig.failures)} FAILED"
+        rows.append((*map(str, row), f"{time.monotonic() - t0:.0f} s", verdict))
+        print(f"seed {seed}: {' '.join(rows[-1][1:])}", flush=True)
+        for x in fig.failures:
+            print(f"  FAILED: {x}", flush=True)
+        if fig.failures:
+            failed.append(seed)
+    print(f"\nmemoryd chaos storm sweep ({len(seeds)} seeds) — {machine()}")
+    header = ("seed", "runs", "kills", "extractions", "lost", "dup", "corrupt", "time", "checks")
+    ok = f"{len(seeds) - len(failed)} of {len(seeds)} ok"
+    total = ("total", *(str(totals[k]) for k in ("runs", "kills", "calls", "lost", "dup")))
+    table([*rows, (*total, str(totals["corrupt"]), "", ok)], header)
+    if failed:
+        print(f"failed seeds: {', '.join(map(str, failed))}")
+    return 1 if failed else 0
 
 
 def _storm(
@@ -571,13 +610,21 @@ def _judge_extractions(fig: Figures, calls: list[Extraction]) -> None:
             f"{len(dup)} extraction calls repeated a stored or concurrently claimed version: "
             + "; ".join(
                 f"{x.session} v{x.watermark} (caller pid {x.caller}"
-                f"{'' if x.caller_alive else ', dead'}, claim pid {x.claim_pid}, "
+                f"{'' if x.caller_alive else ', dead'} by {x.via}, claim pid {x.claim_pid}, "
                 f"{'stored before' if x.done_before else 'another claim live'})"
                 for x in dup[:3]
             )
         )
+    unknown = [x for x in calls if x.caller is None]
+    if unknown:  # every call must be tied to the memoryd that made it
+        fig.fail(
+            f"{len(unknown)} extraction calls tied to no memoryd: "
+            + "; ".join(f"{x.session} v{x.watermark} ({x.via})" for x in unknown[:3])
+        )
+    by_server = sum(1 for x in calls if x.via.startswith("private opencode"))
     fig.notes.append(
-        f"{len(calls)} extraction calls: {retried} retried by opencode, {again} after a claim "
+        f"{len(calls)} extraction calls ({by_server} tied to their memoryd by its private "
+        f"opencode, the helper's record gone): {retried} retried by opencode, {again} after a claim "
         f"that stored nothing, {moved} of a new version with an unchanged transcript"
     )
 
@@ -849,6 +896,11 @@ def backlog_child(n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument(
+        "--seeds",
+        default=None,
+        help="sweep: the storm alone over N seeds from --seed on, or over a comma list",
+    )
     ap.add_argument("--quick", action="store_true", help="the small slice the test suite runs")
     ap.add_argument("--scenarios", default="1,2,3,4,5,6")
     ap.add_argument("--kills", type=int, default=None)
@@ -863,6 +915,13 @@ def main() -> int:
     kills = args.kills if args.kills is not None else (12 if q else 200)
     hang_s = args.hang_s if args.hang_s is not None else (6.0 if q else 60.0)
     n_sessions = args.sessions if args.sessions is not None else (3 if q else 8)
+    if args.seeds:
+        seeds = (
+            [int(x) for x in args.seeds.split(",") if x]
+            if "," in args.seeds
+            else list(range(args.seed, args.seed + int(args.seeds)))
+        )
+        return sweep(seeds, kills, n_sessions)
     wanted = {int(s) for s in args.scenarios.split(",") if s}
     rng = random.Random(args.seed)
     started = time.monotonic()

@@ -58,6 +58,7 @@ class Figures:
     recovery_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    calls: list[Extraction] = field(default_factory=list)  # the storm's extraction calls
 
     def pct(self, q: float) -> str:
         if not self.recovery_s:
@@ -86,6 +87,7 @@ class Extraction:
     caller: int | None = None  # pid of the memoryd that recorded the calling helper session
     caller_alive: bool = True  # False: a killed run's helper, still driven by opencode
     claim_pid: int | None = None  # pid of the memoryd holding the job's claim at that moment
+    via: str = "record"  # how ``caller`` was found: its helper's record, or the calling server
 
 
 class World:
@@ -112,12 +114,15 @@ class World:
                 return default(req)
             helper = getattr(self.mock.local, "headers", {}).get("x-session-id")
             owner = self._helper_owner(helper)
+            via = "record"
+            if owner is None:  # no record (yet, or any more): ask which server made the call
+                owner, via = self._owner_by_peer(getattr(self.mock.local, "peer", None))
             with self._lock:
                 self.inflight[kind] += 1
                 self.inflight_by[kind, owner] += 1
                 self.started[kind] += 1
                 self.calls.append((kind, owner))
-            seen = self._note_extraction(req, owner) if kind == "extract" else None
+            seen = self._note_extraction(req, owner, via) if kind == "extract" else None
             try:
                 if self.slow[1] > 0:
                     time.sleep(random.uniform(*self.slow))
@@ -143,6 +148,7 @@ class World:
         self.extractions: list[Extraction] = []  # every extraction call the model saw
         self._live: list[Extraction] = []  # those being answered now
         self._lock = threading.Lock()
+        self._server_owners: dict[int, int] = {}  # private opencode pid -> the memoryd's pid
         self.sessions: list[str] = []
         out = self.cli("install", "opencode")
         if out.returncode != 0:
@@ -164,7 +170,26 @@ class World:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def _note_extraction(self, req: dict[str, Any], caller: int | None) -> Extraction:
+    def _owner_by_peer(self, peer: tuple[str, int] | None) -> tuple[int | None, str]:
+        """The memoryd behind a model call whose helper has no record: the opencode process
+        holding the calling socket, and for a server memoryd started, the memoryd its record
+        names (kept from the first sight: a reaped server's record is gone)."""
+        if peer is None:
+            return None, "no peer"
+        server = _socket_owner(peer[1], [self.box.pid, *memoryd_servers(self.home)])
+        if server is None:
+            return None, f"unknown process on port {peer[1]}"
+        if server == self.box.pid:
+            return None, "the shared opencode, helper unrecorded"
+        if server not in self._server_owners:
+            try:
+                rec = json.loads((self.paths.private_servers / f"{server}.json").read_text())
+                self._server_owners[server] = int(json.loads(rec["owner"])["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return None, f"private opencode pid {server}, record gone"
+        return self._server_owners[server], f"private opencode pid {server}"
+
+    def _note_extraction(self, req: dict[str, Any], caller: int | None, via: str) -> Extraction:
         """Which claim sent this extraction call, and whether it repeats work already done."""
         text = last_user_text(req)
         sid = next((s for s in self.sessions if s in text), "?")
@@ -194,6 +219,7 @@ class World:
                 ),
                 caller=caller,
                 caller_alive=caller is None or alive(caller),
+                via=via,
                 claim_pid=claim_pid,
             )
             self.extractions.append(x)
@@ -551,6 +577,24 @@ def memoryd_servers(home: Path) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def _socket_owner(port: int, candidates: list[int]) -> int | None:
+    """Which of ``candidates`` holds the local TCP socket on ``port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                f = line.split()
+                if int(f[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{f[9]}]")
+    for pid in candidates:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                        return pid
+    return None
 
 
 def kill9(proc: subprocess.Popen[str] | Run) -> str:

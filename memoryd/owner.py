@@ -7,6 +7,12 @@ is enough to prove death: another boot, no such pid, or a pid reused by a proces
 at another time. Anything short of proof counts as alive and the lease stays the fallback: another
 host sharing the home, a container with the host's name but its own pid namespace (it cannot see
 our pids), a clone with the same host name, an unreadable start time.
+
+A memoryd that started its own ``opencode serve`` is not gone while that server runs: the server
+goes on driving the helper prompts it was given after memoryd is SIGKILLed (a fresh server's
+first model call can come seconds later). Such an owner names its server (``server``, pid and
+start time), and its claims and helpers are released only once both are gone; the next memoryd
+stops a dead owner's server before it releases anything (:func:`memoryd.host.server.reap_orphaned_servers`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from memoryd.fsutil import pid_alive
 
@@ -29,6 +35,7 @@ class Owner:
     pid: int
     start: str
     space: str | None = None  # machine id + pid namespace; None for records that lack it
+    server: str | None = None  # "pid:start" of the opencode serve this process started
 
     def encode(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
@@ -39,13 +46,14 @@ class Owner:
             return None
         try:
             d = json.loads(raw)
-            space = d.get("space")
+            space, server = d.get("space"), d.get("server")
             return cls(
                 str(d["host"]),
                 str(d["boot"]),
                 int(d["pid"]),
                 str(d["start"]),
                 space if isinstance(space, str) else None,
+                server if isinstance(server, str) else None,
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -116,14 +124,49 @@ def _me(pid: int) -> Owner:
     return Owner(socket.gethostname(), boot_id(), pid, process_start(pid), pid_space())
 
 
+_servers: dict[int, str] = {}  # our pid -> "pid:start" of the opencode serve we run now
+
+
 def current_owner() -> Owner:
-    return _me(os.getpid())  # keyed by pid: a forked child is another owner
+    me = _me(os.getpid())  # keyed by pid: a forked child is another owner
+    server = _servers.get(me.pid)
+    return me if server is None else replace(me, server=server)
+
+
+def note_server(pid: int | None) -> None:
+    """Name (or with ``None`` forget) the ``opencode serve`` this process started: records made
+    while it runs say the owner is not gone until that server is gone too."""
+    if pid is None:
+        _servers.pop(os.getpid(), None)
+    else:
+        _servers[os.getpid()] = f"{pid}:{process_start(pid)}"
+
+
+def _server_running(server: str) -> bool:
+    """Whether the named server process still runs (a zombie or a recycled pid does not)."""
+    pid_s, _, start = server.partition(":")
+    try:
+        with open(f"/proc/{int(pid_s)}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except (OSError, ValueError):
+        if sys.platform.startswith("linux") or not pid_s.isdigit():
+            return False
+        return pid_alive(int(pid_s))  # no /proc: the pid alone
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return rest[0] != "Z" and (not start or rest[19] == start)
 
 
 def owner_gone(owner: Owner | None) -> bool:
-    """True only when the owner is provably dead (same machine); unknown owners count as alive."""
+    """True only when the owner is provably dead (same machine), and so is the opencode serve it
+    started; unknown owners count as alive."""
     if owner is None or owner.host != socket.gethostname() or owner.space != pid_space():
         return False
+    if owner.server is not None and _server_running(owner.server):
+        return False
+    return _process_gone(owner)
+
+
+def _process_gone(owner: Owner) -> bool:
     if not pid_alive(owner.pid):
         return True
     here = boot_id()

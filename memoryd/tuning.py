@@ -118,6 +118,8 @@ HOST_DELETE_TIMEOUT_S = 10.0
 HOST_CONFIRM_TIMEOUT_S = 5.0
 HOST_HEALTH_TIMEOUT_S = 5.0
 PRIVATE_SERVER_STOP_TIMEOUT_S = 3.0
+# a killed memoryd's server is waited for this long after its SIGKILL (it holds that memoryd's claims)
+ORPHAN_SERVER_DEATH_WAIT_S = 2.0
 
 # -- memory tools ------------------------------------------------------------------------------
 SEARCH_MAX_RESULTS = 200

@@ -297,6 +297,8 @@ class OpencodeClient(HostTransport):
         """``POST /session/{id}/abort``; best effort, never raises."""
         try:
             await self._request("POST", f"/session/{_sid(session_id)}/abort", timeout=timeout)
+        except HostNotFound:
+            pass  # no such session: nothing runs in it
         except HostError as exc:
             log.warning("abort of session %s failed: %s", session_id, exc)
 

@@ -32,12 +32,13 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from memoryd.errors import HostNotStarted, PortTaken
-from memoryd.owner import Owner, current_owner, owner_gone, process_start
+from memoryd.owner import Owner, current_owner, note_server, owner_gone, process_start
+from memoryd.tuning import ORPHAN_SERVER_DEATH_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +284,7 @@ class PrivateServer:
                 raise HostNotStarted(binary, str(exc.strerror or exc)) from exc
             self._proc = proc
             self._record = _record_server(self.record_dir, proc.pid)
+            note_server(proc.pid)  # our claims and helpers outlive us until this server is gone
             self._output = output = _Output(proc, self.log_file)
             atexit.register(self.stop)
         self.spawned.set()
@@ -366,6 +368,7 @@ class PrivateServer:
             if self._record is not None:
                 self._record.unlink(missing_ok=True)
                 self._record = None
+            note_server(None)
             log.debug("stopped opencode serve pid=%d (exit %s)", proc.pid, proc.returncode)
 
     @property
@@ -393,7 +396,8 @@ def _record_server(record_dir: Path | None, pid: int) -> Path | None:
     """Note the server we just started and who started it (a SIGKILLed memoryd cannot stop it)."""
     if record_dir is None:
         return None
-    data = {"pid": pid, "start": process_start(pid), "owner": current_owner().encode()}
+    owner = replace(current_owner(), server=None)
+    data = {"pid": pid, "start": process_start(pid), "owner": owner.encode()}
     path = record_dir / f"{pid}.json"
     try:
         record_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -425,16 +429,33 @@ def reap_orphaned_servers(record_dir: Path) -> int:
         except (OSError, ValueError, KeyError, TypeError):
             path.unlink(missing_ok=True)
             continue
+        if owner is not None:  # the memoryd alone: this very server is what keeps its records
+            owner = replace(owner, server=None)
         if not owner_gone(owner):
             continue  # a live memoryd's server
         if start and process_start(pid) == start:
             tree = _descendants(pid)
             _signal_group(pid, signal.SIGKILL)  # the server leads its own group
             _signal_tree(tree, signal.SIGKILL)
+            _wait_dead(pid, ORPHAN_SERVER_DEATH_WAIT_S)  # until then it still holds its claims
             killed += 1
             log.info("stopped opencode serve pid=%d left by a memoryd that was killed", pid)
         path.unlink(missing_ok=True)
     return killed
+
+
+def _wait_dead(pid: int, timeout: float) -> None:
+    """Wait until ``pid`` has stopped running (gone, or a zombie nobody reaped yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read().decode("ascii", errors="replace")
+        except OSError:
+            return
+        if raw[raw.rindex(")") + 2 :].startswith("Z"):
+            return
+        time.sleep(0.01)
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:

@@ -16,9 +16,11 @@ and exit within the graceful timeout.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -52,6 +54,24 @@ HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def _publishes(result: PassResult) -> bool:
     """Whether a pass changed what this machine publishes: new outputs, or a consolidation."""
     return result.phase1.succeeded > 0 or result.phase2.status == Phase2Status.SUCCEEDED
+
+
+def _stoppable(
+    stopping: Callable[[], bool], job: Callable[[], Awaitable[None]]
+) -> Callable[[], Awaitable[None]]:
+    """A scheduled job whose cancellation by the shutdown (``stopping()``) is the stop it asked
+    for, not an error: the scheduler would log it with a ``CancelledError`` traceback."""
+
+    @functools.wraps(job)
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            if not stopping():
+                raise
+            log.debug("%s stopped by the shutdown", job.__name__)
+
+    return run
 
 
 class Daemon:
@@ -122,7 +142,7 @@ class Daemon:
         sched = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         sched.add_job(
-            self._pass_job,
+            _stoppable(lambda: self.should_exit, self._pass_job),
             "interval",
             seconds=self.interval_s,
             id="pass",
@@ -132,7 +152,7 @@ class Daemon:
             misfire_grace_time=None,
         )
         sched.add_job(
-            self._tick_job,
+            _stoppable(lambda: self.should_exit, self._tick_job),
             "interval",
             seconds=TICK_S,
             id="tick",
@@ -142,7 +162,7 @@ class Daemon:
         )
         if self.app.settings.sync_remote:
             sched.add_job(
-                self._sync_job,
+                _stoppable(lambda: self.should_exit, self._sync_job),
                 "interval",
                 seconds=SYNC_CHECK_S,
                 id="sync",

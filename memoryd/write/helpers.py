@@ -138,13 +138,19 @@ async def remove_orphaned_helpers(
     and those whose create answer never arrived (found in ``listed`` by their nonce)."""
     removed = 0
     for sid in store.orphaned_helpers():
+        # Abort first: a delete alone does not stop a turn opencode is about to send to the
+        # model (the storm saw such calls land after the helper was gone: paid for nothing).
+        await client.abort(sid)
         if await _delete(client, sid, store):
             removed += 1
             log.info("removed helper session %s left by a memoryd that was killed", sid)
     lost = store.lost_helper_nonces()
     for s in listed:
         nonce = (s.metadata or {}).get(NONCE_KEY)
-        if isinstance(nonce, str) and nonce in lost and await _delete(client, s.id, store):
+        if not isinstance(nonce, str) or nonce not in lost:
+            continue
+        await client.abort(s.id)
+        if await _delete(client, s.id, store):
             store.forget_helper(PENDING_PREFIX + nonce)
             removed += 1
             log.info("removed helper session %s whose creation memoryd never heard back", s.id)
@@ -163,6 +169,7 @@ async def remove_stale_helpers(
     removed = 0
     for s in listed:
         if is_own_helper(s) and s.time.updated < cutoff_ms:
+            await client.abort(s.id)
             try:
                 if await client.delete_session(s.id):
                     removed += 1

@@ -38,6 +38,7 @@ from memoryd.errors import (
 from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
+from memoryd.host.server import reap_orphaned_servers
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root
@@ -259,6 +260,9 @@ class Phase1(PhaseBase):
 
     async def run_pass(self) -> Phase1Report:
         report = Phase1Report()
+        # A killed memoryd's own opencode serve still drives the helpers it was given: stop it
+        # first, or its claims and helpers stay held (memoryd.owner) until the next start does.
+        await asyncio.to_thread(reap_orphaned_servers, self.paths.private_servers)
         report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.

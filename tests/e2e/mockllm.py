@@ -663,6 +663,7 @@ def _handler_for(mock: MockLLM) -> type[BaseHTTPRequestHandler]:
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
             mock.local.headers = headers
+            mock.local.peer = self.client_address  # who called: (host, port)
             try:
                 reply: Reply = mock.responder(req)
             except Exception as exc:  # a broken test responder must show up, not hang opencode

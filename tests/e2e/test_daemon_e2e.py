@@ -193,6 +193,10 @@ def test_sigterm_during_extraction_releases_and_cleans_up(make_sandbox, mock_llm
         stop(daemon)
     assert daemon.returncode == 0, daemon.output()
     assert elapsed < 10
+    said = daemon.output()
+    # a clean stop reads as one (issue 29): no scheduler error with a CancelledError traceback
+    assert "raised an exception" not in said and "Traceback" not in said, said
+    assert said.count("memoryd daemon stopped") == 1, said
     j = job(box.memoryd_home, sid)
     assert j is not None and j["status"] == "pending" and j["retry_remaining"] == 3, j
     assert processes_under(box.root) == []

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,7 @@ from memoryd.owner import Owner, boot_id, current_owner, owner_gone, pid_space, 
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.write.helpers import remove_orphaned_helpers
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
 
@@ -182,3 +184,101 @@ async def test_a_helper_whose_create_answer_was_lost_is_found_and_deleted(
     assert lost[0] not in host.sessions and second.stale_helpers == 1
     assert second.succeeded == 1 and host.helper_sessions == []
     assert store.helper_count() == 0
+
+
+def _running_server() -> subprocess.Popen[bytes]:
+    """Stands in for the ``opencode serve`` a memoryd started (its own session, as memoryd's)."""
+    return subprocess.Popen(["sleep", "60"], start_new_session=True)
+
+
+def test_a_dead_memoryd_whose_server_still_runs_is_not_gone(store: Store) -> None:
+    """Issue 29: a SIGKILLed memoryd's own opencode serve goes on driving the helper prompt it was
+    given (a fresh server's first model call came seconds later); releasing that claim let the
+    next run extract the version again while the orphan's call was still to come."""
+    server = _running_server()
+    try:
+        owner = replace(dead_owner(), server=f"{server.pid}:{process_start(server.pid)}")
+        assert Owner.decode(owner.encode()) == owner
+        assert not owner_gone(owner)
+        store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=owner)
+        store.record_helper("ses_helper0001", "extract", owner=owner)
+        assert store.release_orphaned_claims() == []
+        assert store.orphaned_helpers() == []
+        assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
+            "skipped_running"
+        )
+        server.kill()
+        server.wait()
+        assert owner_gone(owner)
+        assert store.release_orphaned_claims() == [("memory_stage1", "ses_a")]
+        assert store.orphaned_helpers() == ["ses_helper0001"]
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_records_name_the_server_memoryd_started(tmp_path) -> None:
+    from memoryd.owner import note_server
+
+    server = _running_server()
+    try:
+        note_server(server.pid)
+        assert current_owner().server == f"{server.pid}:{process_start(server.pid)}"
+        assert not owner_gone(current_owner())
+    finally:
+        note_server(None)
+        server.kill()
+        server.wait()
+    assert current_owner().server is None
+
+
+async def test_a_pass_stops_a_dead_memoryds_server_before_it_releases_its_claims(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    import json
+
+    server = _running_server()
+    try:
+        gone = dead_owner()
+        paths.private_servers.mkdir(parents=True, exist_ok=True)
+        (paths.private_servers / f"{server.pid}.json").write_text(
+            json.dumps(
+                {"pid": server.pid, "start": process_start(server.pid), "owner": gone.encode()}
+            )
+        )
+        held_by = replace(gone, server=f"{server.pid}:{process_start(server.pid)}")
+        store.claim_stage1("ses_user000001", 100, max_running=4, worker_id="w1", owner=held_by)
+        host = FakeOpencode()
+        host.add_session("ses_user000001", updated=clock.now_ms() - 7 * HOUR)
+        client = OpencodeClient("http://opencode.test", transport=host.transport())
+        p1 = Phase1(
+            store=store, client=client, settings=Settings(), paths=paths, clock=clock, worker_id="t"
+        )
+        report = await p1.run_pass()
+        assert server.wait(5) == -9  # the orphan's server is stopped by the pass itself
+        assert report.orphans_released == 1 and report.succeeded == 1
+    finally:
+        server.kill()
+        server.wait()
+
+
+async def test_an_orphaned_helper_is_aborted_before_it_is_deleted(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
+    """Issue 29: deleting a killed memoryd's helper did not stop a turn opencode was about to
+    send (the storm saw extraction calls of helpers already deleted): abort it first."""
+    host = FakeOpencode()
+    host.add_session(
+        "ses_orphan0001",
+        updated=clock.now_ms() - 2 * 60_000,
+        title="memoryd-extract-ses_user000001",
+        metadata={"memoryd": "extract"},
+    )
+    store.record_helper("ses_orphan0001", "extract", owner=dead_owner())
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    assert await remove_orphaned_helpers(client, store) == 1
+    mine = [c for c in host.calls if "ses_orphan0001" in c and not c.startswith("GET")]
+    assert mine[:2] == [
+        "POST /session/ses_orphan0001/abort",
+        "DELETE /session/ses_orphan0001",
+    ], host.calls
