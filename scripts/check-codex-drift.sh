@@ -328,15 +328,16 @@ check_paths_exist() {
     missing="$(
         {
             for ((u = 0; u < ${#uniq_paths[@]}; u++)); do
-                [ "${uniq_sec[u]}" = "$sec" ] && printf '%s:%s\n' "$ref" "${uniq_paths[u]%/}"
+                if [ "${uniq_sec[u]}" = "$sec" ]; then printf '%s:%s\n' "$ref" "${uniq_paths[u]%/}"; fi
             done
             for w in "$@"; do printf '%s:%s\n' "$ref" "${w%/}"; done
         } | g cat-file --batch-check | awk '!found && / missing$/ { sub(/ missing$/, ""); sub(/^[0-9a-f]+:/, ""); print; found = 1 }'
     )" || die "git cat-file failed in $repo"
     [ -n "$missing" ] || return 0
     for ((u = 0; u < ${#uniq_paths[@]}; u++)); do
-        [ "${uniq_sec[u]}" = "$sec" ] && [ "${uniq_paths[u]%/}" = "$missing" ] &&
+        if [ "${uniq_sec[u]}" = "$sec" ] && [ "${uniq_paths[u]%/}" = "$missing" ]; then
             die "$map_name:${uniq_line[u]}: theirs path $missing does not exist at $label ${ref:0:12}"
+        fi
     done
     die "$map_name: watch path $missing does not exist at $label ${ref:0:12}"
 }
@@ -418,7 +419,9 @@ report_section() {
     local sec="$1" ref="$2" label="$3" title u p present last what c new total
     shift 3
     local idxs=() gone=() changed=()
-    for ((u = 0; u < ${#uniq_paths[@]}; u++)); do [ "${uniq_sec[u]}" = "$sec" ] && idxs+=("$u"); done
+    for ((u = 0; u < ${#uniq_paths[@]}; u++)); do
+        if [ "${uniq_sec[u]}" = "$sec" ]; then idxs+=("$u"); fi
+    done
     if [ ${#idxs[@]} -gt 0 ]; then
         local at_head
         at_head="$(
