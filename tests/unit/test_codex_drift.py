@@ -83,10 +83,13 @@ class Map:
     date: str = "2026-08-22"
     mappings: list[tuple[str, list[str]]] = field(default_factory=list)
     watch: list[str] = field(default_factory=list)
+    v2_ref: str | None = None
+    v2_mappings: list[tuple[str, list[str]]] = field(default_factory=list)
+    v2_watch: list[str] = field(default_factory=list)
 
     def write(self, text: str | None = None) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
-        for ours, _ in self.mappings:
+        for ours, _ in self.mappings + self.v2_mappings:
             (self.dir / ours).parent.mkdir(parents=True, exist_ok=True)
             (self.dir / ours).touch()
         if text is None:
@@ -102,6 +105,14 @@ class Map:
                 lines += [f"  - ours: {ours}", "    theirs:"]
                 lines += [f"      - {t}" for t in theirs]
                 lines += ["    note: >-", "      Divergences go here,", "      folded over lines."]
+            if self.v2_ref is not None:
+                lines += [f"v2_ref: {self.v2_ref}", "v2_repo: someone/codex", "v2_watch_paths:"]
+                lines += [f"  - {w}" for w in self.v2_watch]
+                lines.append("v2_mappings:")
+                for ours, theirs in self.v2_mappings:
+                    lines += [f"  - ours: {ours}", "    theirs:"]
+                    lines += [f"      - {t}" for t in theirs]
+                    lines += ["    note: Read one by one."]
             text = "\n".join(lines) + "\n"
         path = self.dir / "codex-map.yaml"
         path.write_text(text)
@@ -487,12 +498,176 @@ def test_check_map_with_a_repository_checks_upstream_paths(
     assert run(home, "--check-map", upstream.path, map_path=path).returncode == 0  # no drift check
 
 
+# ---- the v2 section: a second pin for files newer than codex_ref ------------------------------
+
+ROLLOUT_INPUT = "codex-rs/memories/write/src/rollout_input.rs"
+STAGE_ONE_V2 = "codex-rs/memories/write/templates/memories/stage_one_system_v2.md"
+VERSIONS = "codex-rs/state/src/runtime/memory_versions.rs"
+READINESS = "codex-rs/state/src/runtime/memory_readiness.rs"
+MIGRATIONS_DIR = "codex-rs/state/memory_migrations/"
+MIGRATION_0002 = "codex-rs/state/memory_migrations/0002_consolidation_progress.sql"
+
+
+@pytest.fixture
+def v2(tmp_path: Path, upstream: Upstream) -> Map:
+    """Upstream moves the way Codex moved: v2 files appear after codex_ref; v2_ref pins them.
+
+    The v1 section stays pinned at the first commit (where none of the v2 files exist) and
+    watches only TYPES, so the v2 commit itself is not v1 drift.
+    """
+    ref = upstream.git("rev-parse", "HEAD")
+    upstream.write(ROLLOUT_INPUT, "fn rank_items() {}\n")
+    upstream.write(STAGE_ONE_V2, "Record task history.\n")
+    upstream.write(VERSIONS, "fn folder_for(version: u8) {}\n")
+    upstream.write(READINESS, "fn v2_ready(min: u32) -> bool { true }\n")
+    upstream.write(MIGRATION_0002, "CREATE TABLE consolidation_progress (id INTEGER);\n")
+    v2_ref = upstream.commit("Memories v2 (#20)")
+    return Map(
+        dir=tmp_path / "memoryd",
+        ref=ref,
+        mappings=[("memoryd/write/phase1.py", [PHASE1])],
+        watch=[TYPES],
+        v2_ref=v2_ref,
+        v2_mappings=[
+            ("memoryd/write/selection.py", [ROLLOUT_INPUT]),
+            ("templates/stage_one_system.md", [STAGE_ONE_V2]),
+        ],
+        v2_watch=[VERSIONS, READINESS, MIGRATIONS_DIR],
+    )
+
+
+def test_v2_files_appearing_after_codex_ref_are_drift_of_a_v1_only_map(
+    home: Path, upstream: Upstream, pinned: Map, v2: Map
+) -> None:
+    # The map without a v2 section, watching codex-rs/memories/ from codex_ref, sees v2 arrive.
+    res = run(home, upstream.path, map_path=pinned.write())
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "rollout_input.rs" in res.stdout and "stage_one_system_v2.md" in res.stdout
+
+
+def test_v2_section_aligned_at_v2_ref(home: Path, upstream: Upstream, v2: Map) -> None:
+    res = run(home, upstream.path, map_path=v2.write())
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "v2_ref      " + v2.v2_ref[:12] in res.stdout  # type: ignore[index]
+    assert "ALIGNED: nothing changed under the 3 mapped upstream files or the 4 watch paths" in (
+        res.stdout
+    )
+    assert "NOT checked" not in res.stdout
+    # Its paths are checked at v2_ref, not at codex_ref (where none of them exist).
+    res = run(home, "--check-map", upstream.path, map_path=v2.write())
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "every upstream path exists there and at v2_ref" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        (VERSIONS, "fn folder_for(version: u8, legacy: bool) {}\n"),
+        (READINESS, "fn v2_ready(min: u32) -> bool { min > 0 }\n"),
+        ("codex-rs/state/memory_migrations/0003_more.sql", "ALTER TABLE x ADD y;\n"),
+    ],
+    ids=["version", "readiness", "new-migration"],
+)
+def test_v2_watched_version_readiness_or_state_change_is_drift(
+    home: Path, upstream: Upstream, v2: Map, path: str, text: str
+) -> None:
+    map_path = v2.write()
+    upstream.write(path, text)
+    upstream.commit("Memories v2 follow-up (#21)")
+    res = run(home, upstream.path, map_path=map_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Watched paths (any change under them) [v2 section, since v2_ref]" in res.stdout
+    assert path.rsplit("/", 1)[1] in res.stdout
+    assert "watched paths changed (since v2_ref)." in res.stdout
+    assert f"  v2_ref: {upstream.git('rev-parse', 'HEAD')}" in res.stdout
+
+
+def test_v2_mapped_file_change_names_the_memoryd_file(
+    home: Path, upstream: Upstream, v2: Map
+) -> None:
+    map_path = v2.write()
+    upstream.write(ROLLOUT_INPUT, "fn rank_items() { tiers(); }\n")
+    upstream.commit("Rank harness context below commentary (#22)")
+    res = run(home, upstream.path, map_path=map_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Changed upstream (mapped files) [v2 section, since v2_ref]" in res.stdout
+    assert "(ported by memoryd/write/selection.py)" in res.stdout
+    assert "Rank harness context below commentary (#22)" in res.stdout
+    assert "DRIFT: 0 mapped upstream files moved or vanished, 1 changed" in res.stdout
+
+
+def test_unreachable_v2_ref_is_an_error_not_alignment(
+    home: Path, upstream: Upstream, v2: Map
+) -> None:
+    v2.v2_ref = "0123456789abcdef0123456789abcdef01234567"
+    map_path = v2.write()
+    assert_setup_error(
+        run(home, upstream.path, map_path=map_path),
+        "v2_ref 0123456789ab",
+        "read one by one from someone/codex",
+        "--skip-v2",
+    )
+    assert_setup_error(run(home, "--check-map", upstream.path, map_path=map_path), "--skip-v2")
+    res = run(home, "--skip-v2", upstream.path, map_path=map_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "NOT CHECKED" in res.stdout
+    assert res.stdout.rstrip().endswith(
+        "v2 section NOT checked: v2_ref 0123456789ab is not in this repository)."
+    )
+    # --skip-v2 still reports drift of the codex_ref section.
+    upstream.write(TYPES, "pub struct MemoriesToml { pub version: u8 }\n")
+    upstream.commit("Add version (#23)")
+    res = run(home, upstream.path, map_path=map_path, CODEX_SKIP_V2="1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "v2 section NOT checked" in res.stdout
+
+
+def test_v2_theirs_path_absent_at_v2_ref(home: Path, upstream: Upstream, v2: Map) -> None:
+    v2.v2_mappings.append(("memoryd/write/phase1.py", ["codex-rs/memories/write/src/nope.rs"]))
+    assert_setup_error(
+        run(home, upstream.path, map_path=v2.write()),
+        "theirs path codex-rs/memories/write/src/nope.rs does not exist at v2_ref",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nmappings:\n"
+            "  - ours: a.py\n    theirs: x.rs\n    note: n\n"
+            "v2_mappings:\n  - ours: a.py\n    theirs: y.rs\n    note: n\n",
+            "without a v2_ref",
+        ),
+        (
+            "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nmappings:\n"
+            "  - ours: a.py\n    theirs: x.rs\n    note: n\n"
+            "v2_ref: 67e69213\nv2_mappings:\n  - ours: a.py\n    theirs: y.rs\n    note: n\n",
+            "v2_ref must be a full 40-character commit SHA",
+        ),
+        (
+            "codex_ref: {ref}\ncodex_ref_date: 2026-08-22\nmappings:\n"
+            "  - ours: a.py\n    theirs: x.rs\n    note: n\n"
+            "v2_ref: {ref}\n",
+            "v2_ref given without v2_mappings",
+        ),
+    ],
+    ids=["no-ref", "short-ref", "no-mappings"],
+)
+def test_malformed_v2_section(home: Path, tmp_path: Path, text: str, needle: str) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "a.py").touch()
+    (d / "codex-map.yaml").write_text(text.format(ref="a" * 40))
+    assert_setup_error(run(home, "--check-map", map_path=d / "codex-map.yaml"), needle)
+
+
 # ---- the real map --------------------------------------------------------------------------------
 
 
 def parse_real_map(text: str) -> dict[str, object]:
     """A tiny, independent reader of the YAML subset documented at the top of codex-map.yaml."""
-    data: dict[str, object] = {"watch_paths": [], "mappings": []}
+    data: dict[str, object] = {"watch_paths": [], "mappings": [], "v2_watch_paths": []}
     mappings: list[dict[str, object]] = data["mappings"]  # type: ignore[assignment]
     section = key = None
     in_note = False
@@ -510,13 +685,13 @@ def parse_real_map(text: str) -> dict[str, object]:
             if value.strip():
                 data[name] = value.strip()
             continue
-        if section == "watch_paths":
-            data["watch_paths"].append(raw.strip().removeprefix("- "))  # type: ignore[union-attr]
+        if section in ("watch_paths", "v2_watch_paths"):
+            data[section].append(raw.strip().removeprefix("- "))  # type: ignore[union-attr]
             continue
         m = re.match(r"^(  - |    )(\w+):\s*(.*)$", raw)
         if m:
             if m.group(1) == "  - ":
-                mappings.append({"theirs": [], "note": ""})
+                mappings.append({"theirs": [], "note": "", "section": section})
             key, value = m.group(2), m.group(3)
             if key == "note":
                 in_note = value in (">", ">-", "|", "|-")
@@ -549,7 +724,12 @@ def test_real_map_reads_the_same_in_python_and_in_the_script(
     listed = run(tmp_path, "--list-map", map_path=REAL_MAP).stdout.splitlines()
     expected = [f"watch\t{w}" for w in real_map["watch_paths"]]  # type: ignore[union-attr]
     for m in real_map["mappings"]:  # type: ignore[union-attr]
-        expected += [f"map\t{m['ours']}\t{t}" for t in m["theirs"]]
+        if m["section"] == "mappings":
+            expected += [f"map\t{m['ours']}\t{t}" for t in m["theirs"]]
+    expected += [f"v2watch\t{w}" for w in real_map["v2_watch_paths"]]  # type: ignore[union-attr]
+    for m in real_map["mappings"]:  # type: ignore[union-attr]
+        if m["section"] == "v2_mappings":
+            expected += [f"v2map\t{m['ours']}\t{t}" for t in m["theirs"]]
     assert listed == expected
 
 
@@ -559,8 +739,10 @@ def test_real_map_header_and_entries(real_map: dict[str, object]) -> None:
     assert real_map["watch_paths"]
     mappings = real_map["mappings"]
     assert isinstance(mappings, list) and len(mappings) >= 20
-    ours = [m["ours"] for m in mappings]
-    assert len(ours) == len(set(ours)), "one mapping per memoryd file"
+    for section in ("mappings", "v2_mappings"):
+        ours = [m["ours"] for m in mappings if m["section"] == section]
+        assert ours, f"no {section}"
+        assert len(ours) == len(set(ours)), f"one mapping per memoryd file in {section}"
     for m in mappings:
         ours_path = ROOT / m["ours"]
         assert ours_path.is_dir() if m["ours"].endswith("/") else ours_path.is_file(), (
@@ -593,3 +775,18 @@ def test_every_module_and_template_is_mapped_or_listed_as_platform_only(
     )
     for p in platform:
         assert (ROOT / p).exists(), f"platform-only entry {p} does not exist"
+
+
+def test_real_map_v2_section_covers_the_v2_files(real_map: dict[str, object]) -> None:
+    assert real_map["v2_ref"] == "67e69213733ceba7c9871ac891156ee0c3109e22"
+    v2 = {m["ours"]: m["theirs"] for m in real_map["mappings"] if m["section"] == "v2_mappings"}  # type: ignore[union-attr]
+    assert ROLLOUT_INPUT in v2["memoryd/write/selection.py"]
+    assert VERSIONS in v2["memoryd/extensions/codex.py"]
+    assert STAGE_ONE_V2 in v2["templates/stage_one_system.md"]
+    assert any(t.endswith("consolidation_v2.md") for t in v2["templates/consolidation.md"])
+    assert any(t.endswith("read_path_v2.md") for t in v2["templates/read_path.md"])
+    assert MIGRATION_0002 in v2["memoryd/store/migrations.py"]
+    watched = real_map["v2_watch_paths"]
+    for path in (VERSIONS, READINESS, MIGRATIONS_DIR, "codex-rs/protocol/src/memory_version.rs"):
+        assert path in watched  # type: ignore[operator]
+    assert "codex-rs/state/src/migrations.rs" in real_map["watch_paths"]  # type: ignore[operator]
