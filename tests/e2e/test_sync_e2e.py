@@ -97,7 +97,7 @@ class SyncConsolidator:
             ToolCall("write", {"filePath": "MEMORY.md", "content": f"# Memory\n\n{body}\n"}),
             ToolCall(
                 "write",
-                {"filePath": "memory_summary.md", "content": f"v1\n## In memory\n{body}\n"},
+                {"filePath": "memory_summary.md", "content": f"v1\n## What is in memory\n{body}\n"},
             ),
         ]
 
