@@ -71,12 +71,12 @@ def main() -> int:
     for i, body in enumerate(extraction):
         system, tools, whole = _split(body)
         print(
-            f"extraction {i + 1}: fixed {(system + tools) / 1000:.1f} KB "
+            f"extraction {i + 1}: fixed {(system + tools) / 1000:.1f} KB ({system + tools:,} B) "
             f"(system {system / 1000:.1f} + tools {tools / 1000:.1f}), whole {whole / 1000:.1f} KB"
         )
     system, tools, whole = _split(consolidation[0])
     print(
-        f"first consolidation request: whole {whole / 1000:.1f} KB "
+        f"first consolidation request: whole {whole / 1000:.1f} KB ({whole:,} B) "
         f"(system {system / 1000:.1f} KB, tools {tools / 1000:.1f} KB); "
         f"{len(consolidation)} model turns, {sum(map(_size, consolidation)) / 1000:.1f} KB in all"
     )
