@@ -36,6 +36,14 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.agents import EXTRACT_AGENT
+from memoryd.host.client_sources import (
+    OPENCODE,
+    FileSource,
+    OpencodeSource,
+    SessionSource,
+    host_of,
+    outside_tools,
+)
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
@@ -46,6 +54,7 @@ from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
 from memoryd.store.jobs import SavePoint
 from memoryd.tuning import (
+    CLIENT_LINE_PROBLEMS_KEPT,
     EXTRACTION_CONCURRENCY,
     ROLLOUT_SUMMARY_MAX_BYTES,
     SLUG_MAX_CHARS,
@@ -101,6 +110,7 @@ class Phase1Report:
     pruned: int = 0
     backfilled: int = 0
     save_points: int = 0
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # per host: seen, problems
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -243,6 +253,7 @@ class Phase1(PhaseBase):
         paths: Paths,
         clock: Clock,
         worker_id: str | None = None,
+        file_sources: list[FileSource] | None = None,
     ) -> None:
         super().__init__(
             store=store,
@@ -255,6 +266,10 @@ class Phase1(PhaseBase):
         self._agent_checked = False
         self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
+        # opencode is always a source; Claude Code's and Codex's files when the caller passes them
+        self._opencode = OpencodeSource(client)
+        self._files = {src.host: src for src in file_sources or []}
+        self._unavailable: set[str] = set()  # client homes that could not be listed this pass
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -276,7 +291,10 @@ class Phase1(PhaseBase):
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
         ]
         report.helpers_seen = len(sessions) - len(roots)
-        report.forgotten = await self._forget_deleted({s.id for s in sessions})
+        report.hosts[OPENCODE] = {"seen": len(roots)}
+        files = self._list_files(report)
+        roots += [s for s in files if s.is_root and not s.is_archived]
+        report.forgotten = await self._forget_deleted({s.id for s in [*sessions, *files]})
         report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
         report.stale_helpers += await remove_stale_helpers(
             self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
@@ -349,10 +367,50 @@ class Phase1(PhaseBase):
                 eligible.append(s)
         return eligible
 
+    def _list_files(self, report: Phase1Report) -> list[Session]:
+        """Every client's session files (files past the age window are listed, not read)."""
+        read_since = self.clock.now_ms() - self.settings.max_rollout_age_days * DAY
+        found: list[Session] = []
+        self._unavailable = set()
+        for host, src in self._files.items():
+            listing = src.list_sessions(read_since_ms=read_since)
+            if not listing.available:
+                self._unavailable.add(host)
+            found += listing.sessions
+            report.hosts[host] = {
+                "seen": sum(1 for s in listing.sessions if s.is_root),
+                "home": str(src.home),
+                "error": listing.error,
+                "problems": [str(p) for p in listing.problems[-CLIENT_LINE_PROBLEMS_KEPT:]],
+            }
+        return found
+
+    def _source(self, session_id: str) -> SessionSource:
+        host = host_of(session_id)
+        if host == OPENCODE:
+            return self._opencode
+        src = self._files.get(host)
+        if src is None:
+            raise HostNotFound(f"{host} session {session_id}", 404, "NotFound", "source is off")
+        return src
+
     async def _forget_deleted(self, listed: set[str]) -> int:
-        """Sessions we hold memory for that the host no longer has are forgotten."""
+        """Sessions we hold memory for that the host no longer has are forgotten.
+
+        A client session is gone when its file is; a client whose home could not be listed, or
+        whose source is switched off, forgets nothing.
+        """
         forgotten = 0
         for sid in sorted(self.store.known_session_ids() - listed):
+            host = host_of(sid)
+            if host != OPENCODE:
+                if host in self._files and host not in self._unavailable:
+                    self.store.delete_session_memory(sid)
+                    forgotten += 1
+                    log.info(
+                        "the %s session file of %s is gone; its memory is forgotten", host, sid
+                    )
+                continue
             try:
                 await self.client.get_session(sid)
             except HostNotFound:
@@ -392,10 +450,15 @@ class Phase1(PhaseBase):
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
                 log.debug("phase 1: reading %s", sid)
-                fresh = await self.client.get_session(sid)
+                source = self._source(sid)
+                if isinstance(source, FileSource):
+                    fresh, messages = await source.read(sid)  # one read of the file
+                else:
+                    fresh = await source.get_session(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
-                messages = await self.client.messages(sid)
+                if not isinstance(source, FileSource):
+                    messages = await source.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
                 self.store.delete_session_memory(sid)
@@ -408,8 +471,12 @@ class Phase1(PhaseBase):
                     [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
-                outside = external_tools(
-                    transcript.tool_names, (await self.client.mcp_status()).keys()
+                outside = (
+                    outside_tools(transcript.tool_names)
+                    if host_of(sid) != OPENCODE
+                    else external_tools(
+                        transcript.tool_names, (await self.client.mcp_status()).keys()
+                    )
                 )
                 if outside:
                     self.store.set_mode(
