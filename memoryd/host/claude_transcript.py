@@ -36,6 +36,7 @@ _SKIPPED_KINDS = frozenset(
         "atis-latch",
         "file-history-snapshot",
         "progress",
+        "mode",
     }
 )
 

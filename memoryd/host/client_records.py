@@ -42,8 +42,8 @@ CLAUDE_SKIPPED: dict[str, str] = {
     "last-prompt": "a copy of the newest prompt",
     "api-request / api-request-shape / api-request-blob": "copies of the request payloads "
     "(system prompt, tool schemas, the same messages again)",
-    "cost-state / tools-used / atis-latch / file-history-snapshot / progress": "bookkeeping: "
-    "cost, tool names, latches, file backups, progress ticks",
+    "cost-state / tools-used / atis-latch / file-history-snapshot / progress / mode": "bookkeeping: "
+    "cost, tool names, latches, file backups, progress ticks, the permission mode",
     "user records with isMeta or isCompactSummary": "harness text, and a compaction summary "
     "that restates records still in the same file",
 }
