@@ -18,9 +18,10 @@ from memoryd.host.client_records import (
     epoch_ms,
     parse_lines,
 )
+from memoryd.hosts import CLAUDE_CODE
 from memoryd.tuning import CLIENT_TITLE_CHARS
 
-HOST = "claude-code"
+HOST = CLAUDE_CODE
 _TITLE_KINDS = ("custom-title", "ai-title", "summary")
 _SKIPPED_KINDS = frozenset(
     {

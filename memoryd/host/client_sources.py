@@ -26,34 +26,29 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from memoryd.errors import FileTooLarge, HostNotFound, PathError
 from memoryd.fsutil import lstat_or_none, read_regular, real_dir
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host.client_records import LineProblem, ParsedSession
 from memoryd.host.models import Message, ProjectRef, Session, SessionTime
+from memoryd.hosts import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.paths import claude_config_dir, codex_home
 from memoryd.scopes import find_worktree
 from memoryd.settings import Settings
-from memoryd.tuning import CLIENT_TRANSCRIPT_MAX_BYTES, CLIENT_TRANSCRIPT_MAX_FILES
+from memoryd.tuning import (
+    CLIENT_LINE_PROBLEMS_KEPT,
+    CLIENT_TRANSCRIPT_MAX_BYTES,
+    CLIENT_TRANSCRIPT_MAX_FILES,
+)
 
 log = logging.getLogger(__name__)
 
-OPENCODE = "opencode"
-CLAUDE_CODE = claude_transcript.HOST
-CODEX = codex_rollout.HOST
-HOSTS = (OPENCODE, CLAUDE_CODE, CODEX)
 OWN_MCP_SERVER = "memoryd"
 _CLIENT_WEB_TOOLS = frozenset({"webfetch", "websearch", "web_search", "web_fetch"})
 
 Parser = Callable[..., ParsedSession]
-
-
-def host_of(session_id: str) -> str:
-    """The host a session id belongs to: a client's namespace prefix, else opencode."""
-    prefix = session_id.split(":", 1)[0]
-    return prefix if prefix in (CLAUDE_CODE, CODEX) and ":" in session_id else OPENCODE
 
 
 class SessionSource(Protocol):
@@ -256,6 +251,61 @@ class FileSource:
 
     async def messages(self, session_id: str) -> list[Message]:
         return (await self.read(session_id))[1]
+
+
+class Sources:
+    """Every source phase 1 reads: opencode's, and the enabled clients' files."""
+
+    def __init__(self, client: _OpencodeClient, files: list[FileSource]) -> None:
+        self.opencode = OpencodeSource(client)
+        self.files = {src.host: src for src in files}
+        self._unavailable: set[str] = set()  # client homes that could not be listed this pass
+
+    def list_files(self, *, read_since_ms: int) -> tuple[list[Session], dict[str, dict[str, Any]]]:
+        """Every client's sessions, and per client what status shows (seen, home, problems)."""
+        found: list[Session] = []
+        report: dict[str, dict[str, Any]] = {}
+        self._unavailable = set()
+        for host, src in self.files.items():
+            listing = src.list_sessions(read_since_ms=read_since_ms)
+            if not listing.available:
+                self._unavailable.add(host)
+            found += listing.sessions
+            report[host] = {
+                "seen": sum(1 for s in listing.sessions if s.is_root),
+                "home": str(src.home),
+                "error": listing.error,
+                "problems": [str(p) for p in listing.problems[-CLIENT_LINE_PROBLEMS_KEPT:]],
+            }
+        return found, report
+
+    def source(self, session_id: str) -> SessionSource:
+        host = host_of(session_id)
+        if host == OPENCODE:
+            return self.opencode
+        src = self.files.get(host)
+        if src is None:
+            raise HostNotFound(f"{host} session {session_id}", 404, "NotFound", "source is off")
+        return src
+
+    def gone(self, session_id: str) -> bool | None:
+        """Whether a session missing from the listing is gone: ``None`` means ask opencode.
+
+        A client session is gone when its file is; a client whose home could not be listed, or
+        whose source is switched off, cannot tell (so nothing of it is forgotten).
+        """
+        host = host_of(session_id)
+        if host == OPENCODE:
+            return None
+        return host in self.files and host not in self._unavailable
+
+    async def read(self, session_id: str) -> tuple[Session, list[Message]]:
+        """The session as its host says now, then its messages (they hold at least that version)."""
+        src = self.source(session_id)
+        if isinstance(src, FileSource):
+            return await src.read(session_id)  # one read of the file
+        session = await src.get_session(session_id)
+        return session, await src.messages(session_id)
 
 
 # -- the clients' file layouts ------------------------------------------------------------------

@@ -21,9 +21,10 @@ from memoryd.host.client_records import (
     epoch_ms,
     parse_lines,
 )
+from memoryd.hosts import CODEX
 from memoryd.tuning import CLIENT_TITLE_CHARS
 
-HOST = "codex"
+HOST = CODEX
 _ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\Z", re.I)
 _SKIPPED_KINDS = frozenset(
     {"turn_context", "world_state", "token_usage_record", "compacted", "compaction"}

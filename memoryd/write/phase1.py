@@ -36,17 +36,11 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.agents import EXTRACT_AGENT
-from memoryd.host.client_sources import (
-    OPENCODE,
-    FileSource,
-    OpencodeSource,
-    SessionSource,
-    host_of,
-    outside_tools,
-)
+from memoryd.host.client_sources import FileSource, Sources, outside_tools
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
+from memoryd.hosts import OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root
@@ -54,7 +48,6 @@ from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
 from memoryd.store.jobs import SavePoint
 from memoryd.tuning import (
-    CLIENT_LINE_PROBLEMS_KEPT,
     EXTRACTION_CONCURRENCY,
     ROLLOUT_SUMMARY_MAX_BYTES,
     SLUG_MAX_CHARS,
@@ -239,6 +232,13 @@ def _joined(earlier: SavePoint | None, extracted: Extracted | None) -> Extracted
     return Extracted("\n\n".join(raws), "\n\n".join(sums), None)
 
 
+async def _outside(client: OpencodeClient, session_id: str, tool_names: list[str]) -> list[str]:
+    """The tools of a session that brought outside content in (web, MCP servers not memoryd's)."""
+    if host_of(session_id) != OPENCODE:
+        return outside_tools(tool_names)
+    return external_tools(tool_names, (await client.mcp_status()).keys())
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -267,9 +267,7 @@ class Phase1(PhaseBase):
         self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
         # opencode is always a source; Claude Code's and Codex's files when the caller passes them
-        self._opencode = OpencodeSource(client)
-        self._files = {src.host: src for src in file_sources or []}
-        self._unavailable: set[str] = set()  # client homes that could not be listed this pass
+        self._sources = Sources(client, file_sources or [])
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -292,7 +290,10 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.hosts[OPENCODE] = {"seen": len(roots)}
-        files = self._list_files(report)
+        files, per_host = self._sources.list_files(
+            read_since_ms=self.clock.now_ms() - self.settings.max_rollout_age_days * DAY
+        )
+        report.hosts.update(per_host)
         roots += [s for s in files if s.is_root and not s.is_archived]
         report.forgotten = await self._forget_deleted({s.id for s in [*sessions, *files]})
         report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
@@ -367,49 +368,16 @@ class Phase1(PhaseBase):
                 eligible.append(s)
         return eligible
 
-    def _list_files(self, report: Phase1Report) -> list[Session]:
-        """Every client's session files (files past the age window are listed, not read)."""
-        read_since = self.clock.now_ms() - self.settings.max_rollout_age_days * DAY
-        found: list[Session] = []
-        self._unavailable = set()
-        for host, src in self._files.items():
-            listing = src.list_sessions(read_since_ms=read_since)
-            if not listing.available:
-                self._unavailable.add(host)
-            found += listing.sessions
-            report.hosts[host] = {
-                "seen": sum(1 for s in listing.sessions if s.is_root),
-                "home": str(src.home),
-                "error": listing.error,
-                "problems": [str(p) for p in listing.problems[-CLIENT_LINE_PROBLEMS_KEPT:]],
-            }
-        return found
-
-    def _source(self, session_id: str) -> SessionSource:
-        host = host_of(session_id)
-        if host == OPENCODE:
-            return self._opencode
-        src = self._files.get(host)
-        if src is None:
-            raise HostNotFound(f"{host} session {session_id}", 404, "NotFound", "source is off")
-        return src
-
     async def _forget_deleted(self, listed: set[str]) -> int:
-        """Sessions we hold memory for that the host no longer has are forgotten.
-
-        A client session is gone when its file is; a client whose home could not be listed, or
-        whose source is switched off, forgets nothing.
-        """
+        """Sessions we hold memory for that their host no longer has are forgotten."""
         forgotten = 0
         for sid in sorted(self.store.known_session_ids() - listed):
-            host = host_of(sid)
-            if host != OPENCODE:
-                if host in self._files and host not in self._unavailable:
+            gone = self._sources.gone(sid)
+            if gone is not None:  # a client session: its file is gone, or we cannot tell
+                if gone:
                     self.store.delete_session_memory(sid)
                     forgotten += 1
-                    log.info(
-                        "the %s session file of %s is gone; its memory is forgotten", host, sid
-                    )
+                    log.info("the session file of %s is gone; its memory is forgotten", sid)
                 continue
             try:
                 await self.client.get_session(sid)
@@ -450,15 +418,9 @@ class Phase1(PhaseBase):
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
                 log.debug("phase 1: reading %s", sid)
-                source = self._source(sid)
-                if isinstance(source, FileSource):
-                    fresh, messages = await source.read(sid)  # one read of the file
-                else:
-                    fresh = await source.get_session(sid)
+                fresh, messages = await self._sources.read(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
-                if not isinstance(source, FileSource):
-                    messages = await source.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
                 self.store.delete_session_memory(sid)
@@ -471,13 +433,7 @@ class Phase1(PhaseBase):
                     [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
-                outside = (
-                    outside_tools(transcript.tool_names)
-                    if host_of(sid) != OPENCODE
-                    else external_tools(
-                        transcript.tool_names, (await self.client.mcp_status()).keys()
-                    )
-                )
+                outside = await _outside(self.client, sid, transcript.tool_names)
                 if outside:
                     self.store.set_mode(
                         sid, "polluted", f"external context: {', '.join(outside[:5])}"

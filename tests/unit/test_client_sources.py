@@ -18,15 +18,9 @@ import pytest
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host.client_records import CLAUDE_SKIPPED, CODEX_SKIPPED, epoch_ms
-from memoryd.host.client_sources import (
-    CLAUDE_CODE,
-    CODEX,
-    OPENCODE,
-    client_sources,
-    host_of,
-    outside_tools,
-)
+from memoryd.host.client_sources import client_sources, outside_tools
 from memoryd.host.opencode import OpencodeClient
+from memoryd.hosts import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.scopes import scope_key
 from memoryd.settings import ExtensionsSettings, Settings
@@ -332,5 +326,7 @@ async def test_a_session_with_external_context_is_polluted_not_extracted(
     path = claude_file(world)
     path.write_text(path.read_text().replace('"name": "Read"', '"name": "mcp__github__get_issue"'))
     host = FakeOpencode()
-    report = await phase1(store, host, paths, clock, settings_for(world, disable_on_external_context=True)).run_pass()
+    report = await phase1(
+        store, host, paths, clock, settings_for(world, disable_on_external_context=True)
+    ).run_pass()
     assert report.polluted == 1 and store.memory_mode(f"claude-code:{CLAUDE_ID}") == "polluted"

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.client_models import ClientModels, ClientRequest, ClientReply, Text
+from tests.e2e.client_models import ClientModels, ClientReply, ClientRequest, Text
 from tests.e2e.clients import ClientSandbox
 from tests.e2e.mockllm import ToolCall
 
