@@ -330,3 +330,47 @@ async def test_a_session_with_external_context_is_polluted_not_extracted(
         store, host, paths, clock, settings_for(world, disable_on_external_context=True)
     ).run_pass()
     assert report.polluted == 1 and store.memory_mode(f"claude-code:{CLAUDE_ID}") == "polluted"
+
+
+# -- status and the UI ---------------------------------------------------------------------------
+
+
+async def test_status_and_the_dashboard_show_each_host(
+    store: Store, paths: Paths, clock: ManualClock, world: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from memoryd.app import App
+    from memoryd.cli.status import host_rows
+    from memoryd.status import LAST_PASS, snapshot
+    from memoryd.web.app import create_app
+    from memoryd.web.security import Secrets
+
+    with claude_file(world).open("a") as fh:
+        fh.write("{not json\n")
+    host = FakeOpencode()
+    report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
+    store.put_state(LAST_PASS, {"at": clock.now_ms(), "phase1": report.as_dict()})
+    hosts = snapshot(store, Settings(), paths)["hosts"]
+    assert list(hosts) == [OPENCODE, CLAUDE_CODE, CODEX]
+    assert (hosts[CLAUDE_CODE]["seen"], hosts[CLAUDE_CODE]["extracted"]) == (1, 1)
+    assert (hosts[CODEX]["seen"], hosts[CODEX]["extracted"]) == (1, 1)
+    assert hosts[OPENCODE]["extracted"] == 0 and hosts[CODEX]["last_error"] is None
+    line = len(claude_file(world).read_text().splitlines())
+    assert hosts[CLAUDE_CODE]["last_error"].startswith(
+        f"{claude_file(world)}:{line}: not valid JSON"
+    )
+    rows = dict(host_rows(hosts))
+    assert rows[CODEX].startswith("1 sessions seen, 1 extracted")
+    assert "not valid JSON" in rows[CLAUDE_CODE]
+
+    app = App(paths=paths, clock=clock)
+    try:
+        keys = Secrets(port=8765)
+        web = TestClient(create_app(app, keys), base_url="http://127.0.0.1:8765")
+        page = web.get(f"/?token={keys.token}").text
+    finally:
+        app.close()
+    for name in (OPENCODE, CLAUDE_CODE, CODEX):
+        assert f'data-host="{name}"' in page
+    assert "not valid JSON" in page
