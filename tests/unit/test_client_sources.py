@@ -374,3 +374,46 @@ async def test_status_and_the_dashboard_show_each_host(
     for name in (OPENCODE, CLAUDE_CODE, CODEX):
         assert f'data-host="{name}"' in page
     assert "not valid JSON" in page
+
+
+# -- ids elsewhere: helper titles and citations ----------------------------------------------------
+
+
+def test_the_helper_extracting_a_client_session_is_recognised_as_memoryd_s() -> None:
+    from memoryd.host.models import Session, SessionTime
+    from memoryd.write.helpers import is_own_helper
+
+    for sid in (f"claude-code:{CLAUDE_ID}", f"codex:{CODEX_ID}"):
+        helper = Session(
+            id="ses_helper1",
+            title=f"memoryd-extract-{sid}",
+            directory="/x",
+            time=SessionTime(created=1, updated=1),
+            metadata={"memoryd": "extract"},
+        )
+        assert is_own_helper(helper)
+
+
+def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> None:
+    from memoryd.read.citations import parse_citations
+    from memoryd.read.usage import ingest_spool
+
+    sid = f"codex:{CODEX_ID}"
+    claim = store.claim_stage1(sid, 1, max_running=10, worker_id="w")
+    store.mark_stage1_succeeded(
+        sid,
+        claim.token,
+        raw_memory="r",
+        rollout_summary="s",
+        rollout_slug=None,
+        cwd=None,
+        title=None,
+    )
+    reply = f"Done.\n<memory-citation>\n<session_ids>\n{sid}\n</session_ids>\n</memory-citation>"
+    assert parse_citations(reply).session_ids == [sid]
+    spool = tmp_path / "spool" / "citations.jsonl"
+    spool.parent.mkdir()
+    record = {"v": 1, "session_id": "ses_user1", "part_id": "prt_1", "cited": [sid], "ts": 1}
+    spool.write_text(json.dumps(record) + "\n")
+    ingest_spool(store, spool)
+    assert store.output(sid).usage_count == 1
