@@ -417,3 +417,26 @@ def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> 
     spool.write_text(json.dumps(record) + "\n")
     ingest_spool(store, spool)
     assert store.output(sid).usage_count == 1
+
+
+def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: Path) -> None:
+    path = claude_file(world)
+    extra = [
+        {
+            "type": "attachment",
+            "timestamp": "2026-12-02T14:41:00.000Z",
+            "attachment": {"type": "queued_command", "prompt": "also bump the version to 2.1"},
+        },
+        {
+            "type": "user",
+            "isSidechain": True,
+            "timestamp": "2026-12-02T14:41:01.000Z",
+            "message": {"role": "user", "content": "SUBAGENT-PROMPT search the repo"},
+        },
+    ]
+    with path.open("a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in extra)
+    text = build_transcript(
+        claude_transcript.parse(path, path.read_bytes(), fallback_ms=0).messages
+    ).text
+    assert "also bump the version to 2.1" in text and "SUBAGENT-PROMPT" not in text
