@@ -440,3 +440,20 @@ def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: P
         claude_transcript.parse(path, path.read_bytes(), fallback_ms=0).messages
     ).text
     assert "also bump the version to 2.1" in text and "SUBAGENT-PROMPT" not in text
+
+
+async def test_a_transcript_too_large_to_read_fails_its_job_naming_the_file(
+    store: Store, paths: Paths, clock: ManualClock, world: Path, monkeypatch
+) -> None:
+    from memoryd.host import client_sources as cs
+
+    big = claude_file(world)
+    monkeypatch.setattr(cs, "CLIENT_TRANSCRIPT_MAX_BYTES", big.stat().st_size - 1)
+    host = FakeOpencode()
+    report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
+    # the listing names it, and no session of the other client suffers
+    assert any(str(big) in p and "too large" in p for p in report.hosts[CLAUDE_CODE]["problems"])
+    assert store.output(f"codex:{CODEX_ID}") is not None
+    assert store.output(f"claude-code:{CLAUDE_ID}") is None and report.failed == 1
+    job = store.stage1_job(f"claude-code:{CLAUDE_ID}")
+    assert job["status"] != "running" and str(big) in job["last_error"]
