@@ -53,6 +53,7 @@ def test_client_sessions_reach_the_next_opencode_turn_of_their_project_only(
     assert memoryd(env, "install", "opencode").returncode == 0
     out = memoryd(env, "run", "--once")
     assert "phase 2: consolidated" in out.stdout, out.stdout + out.stderr
+    assert "sessions seen + 1 claude-code + 1 codex" in out.stdout, out.stdout
 
     # each session extracted once, under its host's id, scoped to its repository's root
     rows = outputs(box.memoryd_home)
