@@ -816,7 +816,7 @@ def backlog_child(n: int) -> None:
     from memoryd.paths import Paths
     from memoryd.settings import Settings
     from memoryd.store import Store
-    from memoryd.tokens import trim_heap
+    from memoryd.tokenizer import trim_heap
     from memoryd.write.phase1 import Phase1
     from memoryd.write.phase2 import Phase2
     from tests.fakehost import FakeOpencode, write_memory

@@ -54,7 +54,7 @@ if str(REPO) not in sys.path:
 import httpx
 
 import memoryd.prompts as prompts_mod
-import memoryd.tokens as tokens_mod
+import memoryd.tokenizer as tokens_mod
 import memoryd.write.phase1 as phase1_mod
 import memoryd.write.transcript as transcript_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table

@@ -65,17 +65,18 @@ import httpx
 from bench._common import PROJECTS, TASKS, WORDS, machine, table
 from bench.phase1 import make_session
 from bench.phase2 import _raw_memory, _summary
-from memoryd.app import App
 from memoryd.clock import DAY, HOUR, ManualClock
+from memoryd.folder import baseline_proc
+from memoryd.folder.workspace import Workspace
 from memoryd.host.connect import HostConnection
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import render_block, sync_block
 from memoryd.scopes import scope_key
 from memoryd.settings import Settings
+from memoryd.store.home import App
 from memoryd.tools import SearchIndex, default_index_path, memory_search
-from memoryd.workspace import Workspace
-from memoryd.write import baseline_proc, passes
+from memoryd.write import passes
 from tests.fakehost import FakeOpencode
 
 # The store's clock is a ManualClock two days behind the wall clock: the consolidation's check

@@ -47,12 +47,7 @@ if str(REPO) not in sys.path:
 
 from bench._common import PROJECTS, table
 from memoryd.clock import DAY, HOUR, ManualClock
-from memoryd.paths import bump_change_mark
-from memoryd.store import Output, Store
-from memoryd.tools import SearchIndex, default_index_path, memory_search
-from memoryd.tools.common import stamp_text
-from memoryd.tools.search import SearchResult
-from memoryd.workspace import (
+from memoryd.folder.workspace import (
     AD_HOC_NOTES,
     MEMORY_FILE,
     RAW_MEMORIES_FILE,
@@ -64,6 +59,11 @@ from memoryd.workspace import (
     render_rollout_summary,
     sanitize_slug,
 )
+from memoryd.paths import bump_change_mark
+from memoryd.store import Output, Store
+from memoryd.tools import SearchIndex, default_index_path, memory_search
+from memoryd.tools.common import stamp_text
+from memoryd.tools.search import SearchResult
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests and bench/phase1.py)
 MB = 1_000_000

@@ -59,8 +59,8 @@ from memoryd.paths import Paths
 from memoryd.redact import find_secrets
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.sync.branch import MACHINES, session_path
 from memoryd.sync.engine import run_sync
-from memoryd.sync.layout import MACHINES, session_path
 from memoryd.sync.publish import build_publication
 from memoryd.tools.notes import memory_forget
 from memoryd.tools.search import memory_search

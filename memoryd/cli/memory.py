@@ -11,8 +11,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.store.home import App
 
 if TYPE_CHECKING:  # memoryd.tools loads only for these commands, never in the daemon
     from memoryd.tools.scope import Scope

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import sys
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.store.home import App
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
 from memoryd.write.phase2 import Phase2Result, Phase2Status

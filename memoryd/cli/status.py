@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.clock import iso_ms
-from memoryd.status import snapshot
+from memoryd.exitcodes import EXIT_OK
+from memoryd.store.home import App
+from memoryd.tools.snapshot import snapshot
 from memoryd.write import agent_edits, edit_review, review
 
 

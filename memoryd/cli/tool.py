@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from memoryd.app import App
+from memoryd.store.home import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_tool(app: App, args: argparse.Namespace) -> int:
-    from memoryd.tools import host
+    from memoryd.tools import shim as host
 
     print(
         host.call(

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from memoryd.clock import HOUR, Clock
 from memoryd.errors import MemorydError, PathError, SourceUnreadable
-from memoryd.extensions.common import (
+from memoryd.extensions.shared import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     RESOURCES,

@@ -34,7 +34,7 @@ import os
 from pathlib import Path
 
 from memoryd.errors import MemorydError, PathError
-from memoryd.extensions.common import (
+from memoryd.extensions.shared import (
     EXTENSIONS_DIR,
     INSTRUCTIONS,
     RESOURCES,

@@ -79,7 +79,7 @@ SHIM = "plugin/memoryd.js"
 
 def planned_files(paths: Paths) -> list[PlannedFile]:
     """The shim, with memoryd's paths and the command that answers its tools filled in."""
-    from memoryd.tools.host import SPECS  # the tools package is not for every command to load
+    from memoryd.tools.shim import SPECS  # the tools package is not for every command to load
 
     files = []
     shim = prompts.render(

@@ -27,14 +27,15 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import HostError, MemorydError, StartupFailure
-from memoryd.live_host import recorded_server
+from memoryd.folder import baseline_proc
+from memoryd.host.live import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.runtime.lock import HomeLock
-from memoryd.status import DAEMON
+from memoryd.store.home import App
+from memoryd.tools.snapshot import DAEMON
 from memoryd.tuning import (
     BACKLOG_RETRY_S,
     COALESCED_DELAY_S,
@@ -42,7 +43,6 @@ from memoryd.tuning import (
     SYNC_CHECK_S,
     TICK_S,
 )
-from memoryd.write import baseline_proc
 from memoryd.write.passes import PassResult, daemon_tick, run_pass
 from memoryd.write.phase2 import Phase2Status
 
@@ -194,7 +194,7 @@ class Daemon:
         """With ``ui = true``, serve the web UI on the daemon's loop (same store, same process)."""
         if not self.app.settings.ui:
             return
-        from memoryd.web.server import make_server, write_url_file
+        from memoryd.web.listen import make_server, write_url_file
 
         try:
             self._ui = make_server(self.app, self.app.settings.ui_port)

@@ -3,7 +3,7 @@
 :class:`Store` is the only object the pipeline talks to; its methods are grouped by concern in
 mixins: :mod:`memoryd.store.stage1` and :mod:`memoryd.store.global_job` (the two job state
 machines, sharing :mod:`memoryd.store.jobs`), :mod:`memoryd.store.outputs`,
-:mod:`memoryd.store.ledger`, :mod:`memoryd.store.owners` and :mod:`memoryd.store.sync`. Every
+:mod:`memoryd.store.ledger`, :mod:`memoryd.store.owners` and :mod:`memoryd.store.tombstones`. Every
 write is one ``BEGIN IMMEDIATE`` transaction. The store migrates itself on open and refuses files
 written by a newer memoryd.
 """
@@ -21,7 +21,7 @@ from memoryd.store.ledger import CallUsage, LedgerMixin
 from memoryd.store.outputs import MemoryMode, Output, OutputsMixin
 from memoryd.store.owners import OwnersMixin
 from memoryd.store.stage1 import Stage1Mixin
-from memoryd.store.sync import SyncMixin
+from memoryd.store.tombstones import SyncMixin
 
 __all__ = ["GLOBAL", "STAGE1", "CallUsage", "Claim", "MemoryMode", "Output", "Store"]
 

@@ -35,15 +35,15 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
-from memoryd.extensions.common import EXTENSIONS_DIR
+from memoryd.extensions.shared import EXTENSIONS_DIR
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.sync.branch import MACHINES, TOMBSTONES
+from memoryd.sync.git import Flat, SyncRepo, blob_id, display_remote
 from memoryd.sync.inputs import import_sync, remote_tombstones
-from memoryd.sync.layout import MACHINES, TOMBSTONES
 from memoryd.sync.publish import Publication, build_publication, machine_id
-from memoryd.sync.transport import Flat, SyncRepo, blob_id, display_remote
 from memoryd.tuning import (
     SYNC_BACKOFF_MAX_MS,
     SYNC_BACKOFF_MIN_MS,

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import PathError
-from memoryd.extensions.common import read_source
+from memoryd.extensions.shared import read_source
+from memoryd.folder.workspace import AD_HOC_NOTES
 from memoryd.redact import find_secrets
 from memoryd.store import Output, Store
-from memoryd.sync.layout import (
+from memoryd.sync.branch import (
     MACHINE_FILE,
     MAX_NOTE_BYTES,
     NOTE_NAME_RE,
@@ -34,9 +35,8 @@ from memoryd.sync.layout import (
     session_path,
     tombstones_bytes,
 )
-from memoryd.sync.projects import folder_name, origin_url
+from memoryd.sync.checkouts import folder_name, origin_url
 from memoryd.tuning import SYNC_MAX_SESSIONS_PER_MACHINE
-from memoryd.workspace import AD_HOC_NOTES
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ messages meant to be shown as they are.
 ``memory_reset``        forget everything, with confirmation (:mod:`memoryd.tools.admin`)
 ======================  =========================================================
 
-Path safety for all of them lives in :mod:`memoryd.tools.guard`.
+Path safety for all of them lives in :mod:`memoryd.folder.guard`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``memory_inspect``, ``memory_mode`` and ``memory_reset``: looking at and steering the pipeline.
 
-Inspect is read-only and reuses :func:`memoryd.status.snapshot` (the same numbers ``memoryd
+Inspect is read-only and reuses :func:`memoryd.tools.snapshot.snapshot` (the same numbers ``memoryd
 status`` prints), adding what a tool user wants next: the folder's files, how big the injected
 summary is, and how many sessions sit in each memory mode. Reset is the one destructive tool, so
 it demands ``confirm=True`` (exactly ``True``, not a truthy string) and refuses while a
@@ -15,21 +15,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from memoryd import tokens
-from memoryd.control import reset_memory
+from memoryd import tokenizer as tokens
 from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
+from memoryd.folder.guard import open_root, read_file, walk_all
+from memoryd.folder.workspace import SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import CODEX_ONLY_KEYS, UNKNOWN_CODEX_KEY, Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
 from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_root, read_file, walk_all
 from memoryd.tools.scope import ALL, Scope
+from memoryd.tools.snapshot import snapshot
 from memoryd.tuning import INSPECT_MAX_ENTRIES
-from memoryd.workspace import SUMMARY_FILE
+from memoryd.write.reset import reset_memory
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
@@ -257,7 +257,7 @@ def memory_reset(
     index: SearchIndex | None = None,
     scope: Scope = ALL,
 ) -> ResetResult:
-    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``.
+    """Forget everything (see :func:`memoryd.write.reset.reset_memory`); needs ``confirm is True``.
 
     A caller bound to one project (an MCP tool call) is refused while other projects have memory:
     wiping them is not its to decide.

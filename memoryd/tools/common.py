@@ -1,7 +1,7 @@
 """Small pieces every tool shares: argument checks, time bounds, result serialisation.
 
 Timestamps in file names follow the memory folder's convention (``%Y-%m-%dT%H-%M-%S``, UTC,
-see :mod:`memoryd.workspace`); a time filter is expressed in epoch milliseconds like everything
+see :mod:`memoryd.folder.workspace`); a time filter is expressed in epoch milliseconds like everything
 else in memoryd (:mod:`memoryd.clock`).
 """
 

@@ -62,17 +62,17 @@ from pathlib import Path
 from typing import Self
 
 from memoryd.errors import InvalidArgument, Refused
+from memoryd.folder.guard import open_path, read_file, split_path
+from memoryd.folder.workspace import SUMMARIES_DIR
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import iso
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_path, read_file, split_path
 from memoryd.tools.index_refresh import IndexRefresh, RefreshStats
 from memoryd.tools.scope import ALL, REMOTE_RESOURCES, Scope
 from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.tuning import INDEX_BUSY_TIMEOUT_S, RANKED_WINDOW
-from memoryd.workspace import SUMMARIES_DIR
 
 __all__ = [
     "INDEX_FILE",

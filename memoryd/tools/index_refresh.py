@@ -22,15 +22,15 @@ from functools import partial
 from pathlib import Path
 
 from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.folder.guard import open_root, read_file, walk_files
+from memoryd.folder.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 from memoryd.paths import change_mark_file
 from memoryd.scopes import PROJECTS_DIR, scope_key, scope_root
 from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import stamp_ms
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_root, read_file, walk_files
 from memoryd.tuning import INDEX_OPTIMIZE_ADDED
-from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
 
 FULL_CHECK_S = 300
 RACY_NS = 1_000_000_000

@@ -28,13 +28,13 @@ from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.folder.guard import ensure_dirs, entries, open_path, remove_file, split_path
+from memoryd.folder.workspace import AD_HOC_NOTES, PROJECT_NOTES
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
-from memoryd.tools.guard import ensure_dirs, entries, open_path, remove_file, split_path
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
-from memoryd.workspace import AD_HOC_NOTES, PROJECT_NOTES
 
 SESSION_ID_MAX_CHARS = 200
 USER = "user"  # the author of a note typed at the CLI or in the web UI

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd.errors import InvalidArgument, ToolError
+from memoryd.folder.guard import read_file, split_path, walk_files
 from memoryd.tools.common import (
     Result,
     check_int,
@@ -33,7 +34,6 @@ from memoryd.tools.common import (
     time_window,
 )
 from memoryd.tools.files import decode, split_lines
-from memoryd.tools.guard import read_file, split_path, walk_files
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import (
     SEARCH_MAX_CONTEXT_LINES,

@@ -24,9 +24,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memoryd import tools
-from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
+from memoryd.store.home import App
 from memoryd.store.outputs import MODES
 from memoryd.tools import proposed
 from memoryd.tuning import UI_SEARCH_RESULTS
@@ -45,7 +45,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 class UI:
-    """Routes and rendering for one :class:`memoryd.app.App` and one set of per-start secrets."""
+    """Routes and rendering for one :class:`memoryd.store.home.App` and one set of per-start secrets."""
 
     def __init__(self, app: App, keys: Secrets) -> None:
         self.app = app

@@ -1,8 +1,8 @@
 """What the pages show, gathered from the store, the status snapshot and the memory folder.
 
 Nothing here computes pipeline state of its own: the numbers come from
-:func:`memoryd.status.snapshot` (the same ones ``memoryd status`` prints), files are read through
-:mod:`memoryd.tools.guard` (no link is followed), and sessions are what the store holds.
+:func:`memoryd.tools.snapshot.snapshot` (the same ones ``memoryd status`` prints), files are read through
+:mod:`memoryd.folder.guard` (no link is followed), and sessions are what the store holds.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 
 from memoryd.clock import DAY, iso_ms
 from memoryd.errors import ToolError
+from memoryd.folder.guard import read_file, walk_files
+from memoryd.folder.workspace import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.tools.files import decode
-from memoryd.tools.guard import read_file, walk_files
+from memoryd.tools.snapshot import snapshot
 from memoryd.tuning import UI_CHART_DAYS as CHART_DAYS
 from memoryd.tuning import UI_MAX_LISTED as MAX_LISTED
-from memoryd.workspace import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 
 CHART_W, CHART_H, CHART_PAD = 600, 160, 20
 PROJECTS_DIR = "projects"

@@ -1,7 +1,7 @@
 """Agent edits are not silent: a change of the agent-owned files is judged with opencode's help.
 
 Outside a consolidation memoryd notices, by stat data, that ``MEMORY.md``, a summary, ``skills/``
-or a project layer changed (:func:`memoryd.write.rollback.seen_change`). Adopting every such
+or a project layer changed (:func:`memoryd.folder.rollback.seen_change`). Adopting every such
 change as the user's hand edit let the user's own opencode agent, told by a web page, write what
 every later turn is shown (``bash``, ``write``, ``edit``, ``patch`` all reach the folder). So,
 only when a change was seen, memoryd reads the host sessions updated since shortly before it
@@ -33,12 +33,13 @@ from typing import Any
 
 from memoryd.clock import Clock
 from memoryd.errors import ConfinementError, HostError, HostNotFound
+from memoryd.folder import rollback
 from memoryd.host.models import Message, Part, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.redact import redact
-from memoryd.status import AGENT_EDIT_HELD
 from memoryd.store import Store
+from memoryd.tools.snapshot import AGENT_EDIT_HELD
 from memoryd.tuning import (
     EDIT_INPUT_EXCERPT_CHARS,
     EDIT_LOOKBACK_MAX_MS,
@@ -46,7 +47,7 @@ from memoryd.tuning import (
     EDIT_MESSAGES_PAGE,
     EDIT_SCAN_MAX_CHARS,
 )
-from memoryd.write import edit_review, rollback
+from memoryd.write import edit_review
 from memoryd.write.edit_trace import Folder, names_folder, patch_names_folder
 from memoryd.write.helpers import is_own_helper
 

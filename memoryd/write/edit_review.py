@@ -28,16 +28,17 @@ from typing import Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
+from memoryd.folder import rollback
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.validated import ValidatedMemory
+from memoryd.folder.workspace import is_agent_owned
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace import is_agent_owned
-from memoryd.write import review, rollback
-from memoryd.write.baseline_proc import open_baseline
+from memoryd.write import review
 
 log = logging.getLogger(__name__)
 

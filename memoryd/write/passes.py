@@ -8,15 +8,16 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd import tokens
-from memoryd.app import App
+from memoryd import tokenizer as tokens
 from memoryd.errors import HostError, MemorydError
+from memoryd.folder import baseline_proc, rollback
 from memoryd.host.connect import open_host
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
-from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
-from memoryd.write import agent_edits, baseline_proc, rollback
+from memoryd.store.home import App
+from memoryd.tools.snapshot import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 

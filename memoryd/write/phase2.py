@@ -10,10 +10,10 @@ What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``ski
 summary layers), and it is confined twice. In opencode: the session carries permission rules
 built for the folder (:mod:`memoryd.host.permissions`), the instance is booted afresh from a
 folder swept of everything outside memoryd's layout, and a run is refused when opencode would
-load config from the folder's parents (:mod:`memoryd.write.confine`). After it: every other
+load config from the folder's parents (:mod:`memoryd.folder.confine`). After it: every other
 tracked file is put back from a snapshot, every entry outside the layout is removed, and a run
 that needed either, or left invalid artifacts, fails. A run that fails, is aborted or is killed
-leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.write.rollback`),
+leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.folder.rollback`),
 which is also all the read path ever injects. The baseline stays where it was so the next run
 sees the same diff. Only a validated run replaces the baseline (with a fresh single commit:
 redacted or forgotten text must not linger in git history) and marks which outputs were consumed.
@@ -40,7 +40,12 @@ from memoryd.errors import (
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
-from memoryd.extensions.common import EXTENSIONS_DIR
+from memoryd.extensions.shared import EXTENSIONS_DIR
+from memoryd.folder import rollback
+from memoryd.folder.audit import read_memory_file, with_user_writes
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.confine import planted_parent_config, sweep
+from memoryd.folder.workspace import DIFF_FILE, Workspace
 from memoryd.fsutil import atomic_write
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
@@ -49,15 +54,11 @@ from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
-from memoryd.status import FOLDER_SWEPT
 from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.tools.snapshot import FOLDER_SWEPT
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
-from memoryd.workspace import DIFF_FILE, Workspace
-from memoryd.workspace_audit import read_memory_file, with_user_writes
-from memoryd.write import agent_edits, review, rollback
-from memoryd.write.baseline_proc import open_baseline
-from memoryd.write.confine import planted_parent_config, sweep
+from memoryd.write import agent_edits, review
 from memoryd.write.helpers import (
     PhaseBase,
     Verdict,
@@ -67,8 +68,8 @@ from memoryd.write.helpers import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline_proc import BaselineLike
-    from memoryd.write.linediff import WorkspaceDiff
+    from memoryd.folder.baseline_proc import BaselineLike
+    from memoryd.folder.linediff import WorkspaceDiff
 
 log = logging.getLogger(__name__)
 

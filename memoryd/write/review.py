@@ -31,19 +31,19 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
-from memoryd.extensions.common import EXTENSIONS_DIR, RESOURCES
+from memoryd.extensions.shared import EXTENSIONS_DIR, RESOURCES
+from memoryd.folder import rollback
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.workspace import AD_HOC_NOTES, is_agent_owned, is_tracked
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
-from memoryd.workspace import AD_HOC_NOTES, is_agent_owned, is_tracked
-from memoryd.write import rollback
-from memoryd.write.baseline_proc import open_baseline
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline_proc import BaselineLike
+    from memoryd.folder.baseline_proc import BaselineLike
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ def forgotten_in_stage(store: Store, paths: Paths, staged: Staged) -> list[str]:
     A forgotten session's text may sit in the staged ``MEMORY.md``; accepting it would bring
     back what the user asked to forget, so such a stage is dropped instead.
     """
-    from memoryd.sync.layout import SESSIONS, session_key  # dulwich only when it is needed
+    from memoryd.sync.branch import SESSIONS, session_key  # dulwich only when it is needed
 
     dead = set(store.tombstones())
     gone = sorted({sid for sid, _ in staged.consumed} & dead)

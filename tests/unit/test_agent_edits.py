@@ -15,13 +15,14 @@ import httpx
 import pytest
 
 from memoryd.clock import ManualClock
+from memoryd.folder import rollback
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.validated import ValidatedMemory
-from memoryd.write import agent_edits, edit_review, rollback
+from memoryd.write import agent_edits, edit_review
 from tests.fakehost import FakeOpencode
 
 OLD = 1_700_000_000  # seconds: the validated files were written long ago (never racy)
@@ -315,8 +316,8 @@ async def test_a_later_write_to_a_file_an_edit_holds_joins_it(
 async def test_the_daemon_tick_holds_a_change_when_no_opencode_answers(
     paths: Paths, folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from memoryd.app import App
     from memoryd.cli import main
+    from memoryd.store.home import App
     from memoryd.write.passes import daemon_tick
 
     monkeypatch.setenv("MEMORYD_HOST_START_SERVER", "false")  # nothing recorded, nothing to start

@@ -12,7 +12,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import BaselineError, MemorydError
-from memoryd.write.baseline import (
+from memoryd.folder.baseline import (
     DIFF_FILE_NAME,
     Baseline,
     Change,
@@ -727,7 +727,7 @@ def test_failed_commit_keeps_the_old_baseline(
     def boom(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("memoryd.write.baseline.write_pack", boom)
+    monkeypatch.setattr("memoryd.folder.baseline.write_pack", boom)
     with pytest.raises(BaselineError, match="No space left"):
         bl.reset()
 
@@ -776,7 +776,7 @@ def test_large_templated_file_with_scattered_edits_diffs_fast_and_exactly(
 def test_stat_cache_reads_only_files_whose_stat_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memoryd.write.baseline as bmod
+    import memoryd.folder.baseline as bmod
 
     wt = tmp_path / "mem"
     wt.mkdir()

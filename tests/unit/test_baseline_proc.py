@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import BaselineError
-from memoryd.workspace import is_tracked
-from memoryd.write import baseline_proc
-from memoryd.write.baseline import Baseline
-from memoryd.write.baseline_proc import ChildBaseline, open_baseline
+from memoryd.folder import baseline_proc
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.baseline_proc import ChildBaseline, open_baseline
+from memoryd.folder.workspace import is_tracked
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_the_childs_log_lines_land_in_the_parents_log(
         assert open_baseline(gd, wt).ensure() is True
     said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert any(
-        name == "memoryd.write.baseline" and level == logging.WARNING and "re-initialising" in msg
+        name == "memoryd.folder.baseline" and level == logging.WARNING and "re-initialising" in msg
         for name, level, msg in said
     ), said
 
@@ -138,7 +138,7 @@ def test_a_daemon_pass_never_loads_dulwich_and_leaves_no_child(tmp_path: Path) -
         f"""
         import asyncio, os, sys
         from pathlib import Path
-        from memoryd.app import App
+        from memoryd.store.home import App
         from memoryd.paths import Paths
         from memoryd.write import baseline_proc, passes, rollback
         paths = Paths.from_env({{"MEMORYD_HOME": {str(tmp_path / "home")!r}}})

@@ -17,9 +17,9 @@ NOT_IN_THE_DAEMON = [
     "click",  # httpx's command-line client
     "pygments",
     "httpx._main",
-    "tiktoken",  # the tokenizer lives in a helper process (memoryd.tokens)
+    "tiktoken",  # the tokenizer lives in a helper process (memoryd.tokenizer)
     "memoryd.tools",  # the memory tools: MCP server and `memoryd memory`
-    "memoryd.runtime.service",  # `memoryd service`; plistlib pulls in xml
+    "memoryd.runtime.manager",  # `memoryd service`; plistlib pulls in xml
     "plistlib",
 ]
 

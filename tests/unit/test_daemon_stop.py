@@ -16,8 +16,8 @@ async def no_tick(app: object, *, judge_edits: bool) -> None:
 
 
 async def test_sigterm_during_a_pass_stops_cleanly(monkeypatch, paths, caplog) -> None:
-    from memoryd.app import App
     from memoryd.runtime import daemon as daemon_mod
+    from memoryd.store.home import App
 
     started, cancelled = asyncio.Event(), asyncio.Event()
 

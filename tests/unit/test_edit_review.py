@@ -11,20 +11,21 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from memoryd.app import App
 from memoryd.cli import main
 from memoryd.clock import ManualClock
+from memoryd.folder import rollback
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.validated import ValidatedMemory
+from memoryd.folder.workspace import is_tracked
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.validated import ValidatedMemory
+from memoryd.store.home import App
 from memoryd.web.app import create_app
 from memoryd.web.security import Secrets
-from memoryd.workspace import is_tracked
-from memoryd.write import agent_edits, edit_review, review, rollback
-from memoryd.write.baseline import Baseline
+from memoryd.write import agent_edits, edit_review, review
 from tests.fakehost import FakeOpencode
 
 OLD = 1_700_000_000

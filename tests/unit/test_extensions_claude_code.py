@@ -21,7 +21,7 @@ from memoryd.extensions.claude_code import (
     project_cwd,
     sync_claude_import,
 )
-from memoryd.extensions.common import extensions_enabled
+from memoryd.extensions.shared import extensions_enabled
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings, load_settings

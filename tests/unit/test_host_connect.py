@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from memoryd.live_host import recorded_server
+from memoryd.host.live import recorded_server
 from memoryd.paths import Paths
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.app import App
 from memoryd.errors import HostNotStarted
 from memoryd.host.connect import open_host
 from memoryd.host.server import PrivateServer
 from memoryd.paths import Paths
 from memoryd.settings import load_settings
+from memoryd.store.home import App
 from memoryd.write import passes
 from memoryd.write.passes import run_pass
 from memoryd.write.phase2 import Phase2Status

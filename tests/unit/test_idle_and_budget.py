@@ -9,8 +9,8 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.runtime.events import session_event
 from memoryd.settings import Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
+from memoryd.tools.snapshot import snapshot
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
@@ -132,9 +132,9 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, p
     it, not dropped until the next timed pass (an hour here)."""
     import asyncio
 
-    from memoryd.app import App
     from memoryd.read.usage import IngestResult
     from memoryd.runtime import daemon as daemon_mod
+    from memoryd.store.home import App
     from memoryd.write.passes import PassResult
     from memoryd.write.phase1 import Phase1Report
     from memoryd.write.phase2 import Phase2Result

@@ -11,9 +11,8 @@ import re
 
 import pytest
 
-import memoryd.write.linediff as ld
-from memoryd.tuning import DIFF_CONTEXT_LINES
-from memoryd.write.linediff import (
+import memoryd.folder.linediff as ld
+from memoryd.folder.linediff import (
     _blocks,
     _hunk_text,
     _Lines,
@@ -23,6 +22,7 @@ from memoryd.write.linediff import (
     _sync_opcodes,
     file_patch,
 )
+from memoryd.tuning import DIFF_CONTEXT_LINES
 
 HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n")
 NO_EOL = "\\ No newline at end of file\n"

@@ -10,8 +10,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from memoryd.cli.mcp_server import MODEL_TOOLS
 from memoryd.clock import ManualClock
-from memoryd.mcp_server import MODEL_TOOLS
 from memoryd.paths import Paths
 from memoryd.store import Store
 

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.clock import ManualClock
 from memoryd.errors import FileTooLarge, NotRegularFile, Refused
+from memoryd.folder import rollback
+from memoryd.folder.audit import memory_file_cap, read_memory_file
+from memoryd.folder.validated import ValidatedMemory
+from memoryd.folder.workspace import Workspace
 from memoryd.fsutil import read_regular
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
@@ -18,10 +22,6 @@ from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tools import SearchIndex, memory_list, memory_read, memory_search
 from memoryd.tuning import MEMORY_MAX_BYTES, SKILL_MAX_BYTES, SUMMARY_MAX_BYTES
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace import Workspace
-from memoryd.workspace_audit import memory_file_cap, read_memory_file
-from memoryd.write import rollback
 from memoryd.write.phase2 import redact_agent_files
 
 BIG = 50 * 1024 * 1024  # the 50 MB summary of issue 22; sparse, so it costs no disk
@@ -90,7 +90,7 @@ def test_validation_refuses_an_oversized_file_naming_it_its_size_and_cap(
     root = tmp_path / "memories"
     _valid_folder(root)
     _sparse(root / rel, BIG)
-    monkeypatch.setattr("memoryd.workspace_audit.read_regular", _refuse_whole_reads, raising=True)
+    monkeypatch.setattr("memoryd.folder.audit.read_regular", _refuse_whole_reads, raising=True)
     problems = Workspace(root, clock=ManualClock()).validate()
     cap = memory_file_cap(rel)
     assert problems == [f"{rel} is {BIG} bytes, over its cap of {cap} bytes"]

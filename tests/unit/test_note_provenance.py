@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from memoryd.clock import ManualClock
+from memoryd.folder.workspace import AD_HOC_NOTES
 from memoryd.paths import Paths
-from memoryd.tools.host import call
 from memoryd.tools.provenance import asks_to_remember, judge
-from memoryd.workspace import AD_HOC_NOTES
+from memoryd.tools.shim import call
 from tests.fakehost import FakeOpencode
 from tests.unit.test_tools_host import PROBE
 

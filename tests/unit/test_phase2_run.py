@@ -155,7 +155,7 @@ async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
     Before: an "internal error" with a traceback and an hour of backoff after the disk was fixed."""
     import errno
 
-    from memoryd.workspace import Workspace
+    from memoryd.folder.workspace import Workspace
 
     host = FakeOpencode(consolidate=write_memory)
     p2 = await extracted(store, host, paths, clock)

@@ -511,8 +511,8 @@ def test_the_empty_answer_as_written_is_the_empty_answer():
 
 def test_consolidation_names_recency_as_rendered():
     """Every header field the prompt names is one memoryd really renders into the workspace."""
+    from memoryd.folder.workspace import render_raw_memories, render_rollout_summary
     from memoryd.store.outputs import Output
-    from memoryd.workspace import render_raw_memories, render_rollout_summary
 
     flat = _flat(_consolidation())
     assert "Blocks are sorted by id, not age: use `updated_at:`" in flat

@@ -18,7 +18,7 @@ from memoryd.paths import Paths
 from memoryd.read.block import render_block
 from memoryd.store import Store
 from memoryd.tools import memory_list, memory_read, proposed
-from memoryd.tools.host import call
+from memoryd.tools.shim import call
 from memoryd.write.phase2 import Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
 from tests.unit.test_phase2_run import extracted
@@ -136,7 +136,7 @@ def test_an_accept_that_crashed_midway_is_offered_again(paths: Paths, clock: Man
 
 
 def test_reset_forgets_held_notes_too(store: Store, paths: Paths, clock: ManualClock) -> None:
-    from memoryd.control import reset_memory
+    from memoryd.write.reset import reset_memory
 
     hold(paths, clock)
     reset_memory(store, paths)
@@ -186,7 +186,7 @@ def test_cli_review_lists_accepts_and_drops_proposed_notes(
 def test_mcp_notes_find_their_session_by_the_running_call(
     store: Store, paths: Paths, clock: ManualClock
 ) -> None:
-    from memoryd.live_host import LiveServer
+    from memoryd.host.live import LiveServer
 
     note = "We deploy with `make ship`."
     host = FakeOpencode()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.paths import Paths, templates_dir
 from memoryd.read import block as readpath
 from memoryd.read import fence

@@ -9,14 +9,14 @@ import pytest
 from memoryd.cli import main
 from memoryd.clock import HOUR, ManualClock
 from memoryd.errors import BaselineError, ReviewError
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.workspace import AD_HOC_NOTES, is_tracked
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.workspace import AD_HOC_NOTES, is_tracked
 from memoryd.write import review
-from memoryd.write.baseline import Baseline
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode
@@ -152,7 +152,7 @@ async def test_rejected_consolidation_is_dropped_with_its_reason(
 async def test_reset_discards_a_staged_review(
     store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
-    from memoryd.control import reset_memory
+    from memoryd.write.reset import reset_memory
 
     assert await run_pass(store, host, paths, clock, review=True) == "staged"
     reset_memory(store, paths)

@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 from memoryd.clock import ManualClock
+from memoryd.folder import rollback
+from memoryd.folder.confine import sweep
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.paths import Paths
-from memoryd.validated import ValidatedMemory
-from memoryd.write import rollback
-from memoryd.write.confine import sweep
 from tests.conftest import T0
 
 OLD = 1_700_000_000  # seconds: far from "now", so the signature is never racy
@@ -65,8 +65,8 @@ def test_the_migration_leaves_a_planted_folder_of_that_name_to_the_sweep(paths: 
 
 
 def test_reset_drops_the_signature(paths: Paths, tmp_path: Path) -> None:
-    from memoryd.control import reset_memory
     from memoryd.store import Store
+    from memoryd.write.reset import reset_memory
 
     _validated_folder(paths)
     assert paths.folder_signature.is_file()

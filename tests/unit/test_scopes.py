@@ -8,14 +8,14 @@ import sqlite3
 from pathlib import Path
 
 from memoryd.clock import HOUR, ManualClock
+from memoryd.folder.baseline import Change, WorkspaceDiff
+from memoryd.folder.workspace import Workspace, is_agent_owned
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.scopes import checkout_root, find_worktree, is_scope_key, scope_key, scope_root
 from memoryd.settings import Settings
 from memoryd.store import Output, Store
 from memoryd.store.migrations import migrate
-from memoryd.workspace import Workspace, is_agent_owned
-from memoryd.write.baseline import Change, WorkspaceDiff
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import projects_block
 from tests.fakehost import FakeOpencode

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.clock import HOUR, MINUTE, ManualClock
 from memoryd.errors import NotFound, Refused
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
@@ -19,7 +20,6 @@ from memoryd.store import Store
 from memoryd.tools import memory_add_note, memory_forget, memory_list, memory_read, memory_search
 from memoryd.tools.admin import memory_reset
 from memoryd.tools.scope import ALL, Scope
-from memoryd.validated import ValidatedMemory
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
 
@@ -275,7 +275,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
 def test_shim_tool_calls_see_their_project_and_global_only(
     paths: Paths, clock: ManualClock
 ) -> None:
-    from memoryd.tools import host
+    from memoryd.tools import shim as host
 
     _layers(paths, "- shared word GLOBAL", **{A: "- shared word A", B: "- shared word B"})
     paths.ensure_dir(paths.data_dir)

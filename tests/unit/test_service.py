@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.app import App
 from memoryd.cli import service as service_cli
-from memoryd.cli.exitcodes import NO_RESTART_STATUS
 from memoryd.errors import ServiceError
+from memoryd.exitcodes import NO_RESTART_STATUS
 from memoryd.paths import Paths
-from memoryd.runtime import service as service_mod
-from memoryd.runtime.service import RunResult, Service, run_command
+from memoryd.runtime import manager as service_mod
+from memoryd.runtime.manager import RunResult, Service, run_command
 from memoryd.runtime.servicefile import (
     LABEL,
     UNIT,
@@ -28,6 +27,7 @@ from memoryd.runtime.servicefile import (
     render,
     service_path,
 )
+from memoryd.store.home import App
 
 PY = "/opt/memoryd venv/bin/python"  # absolute, with a space: must be quoted, never resolved
 
@@ -256,7 +256,7 @@ def test_systemd_unit_runs_the_absolute_interpreter_with_a_bounded_restart_polic
 
 
 def test_no_restart_for_exit_codes_a_restart_cannot_fix(env: dict[str, str]) -> None:
-    from memoryd.cli.exitcodes import EXIT_STARTUP_FAILURE, EXIT_USAGE
+    from memoryd.exitcodes import EXIT_STARTUP_FAILURE, EXIT_USAGE
 
     assert set(NO_RESTART_STATUS) == {EXIT_USAGE, EXIT_STARTUP_FAILURE}
     _, parsed = validate_unit(render("systemd", python=PY, environ=env)[1].decode())

@@ -17,17 +17,18 @@ from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
 from memoryd.errors import ConfigError, SyncError
+from memoryd.folder.workspace import AD_HOC_NOTES
 from memoryd.paths import Paths
 from memoryd.settings import Settings, load_settings
-from memoryd.status import snapshot
 from memoryd.store import Store
-from memoryd.sync import engine, transport
+from memoryd.sync import engine
+from memoryd.sync import git as transport
+from memoryd.sync.branch import BRANCH, session_key, session_path
 from memoryd.sync.engine import exchange, run_sync, sync_due
 from memoryd.sync.inputs import import_sync, read_remote, remote_tombstones
-from memoryd.sync.layout import BRANCH, session_key, session_path
 from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
-from memoryd.workspace import AD_HOC_NOTES
+from memoryd.tools.snapshot import snapshot
 from tests.conftest import T0
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
@@ -434,9 +435,9 @@ def test_an_incremental_sync_moves_only_what_changed(
 async def test_the_daemon_syncs_after_a_validated_consolidation(
     monkeypatch: pytest.MonkeyPatch, paths: Paths, remote: Path
 ) -> None:
-    from memoryd.app import App
     from memoryd.read.usage import IngestResult
     from memoryd.runtime import daemon as daemon_mod
+    from memoryd.store.home import App
     from memoryd.write.passes import PassResult
     from memoryd.write.phase1 import Phase1Report
     from memoryd.write.phase2 import Phase2Result
@@ -609,7 +610,7 @@ def test_blob_sizes_are_read_from_the_header_before_inflating(
 def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
     machines: tuple[Machine, Machine], remote: Path, tmp_path: Path
 ) -> None:
-    from memoryd.sync.layout import tombstones_bytes
+    from memoryd.sync.branch import tombstones_bytes
 
     a, b = machines
     a.remember("ses_a", "a fact from a")

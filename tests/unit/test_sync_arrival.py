@@ -16,13 +16,14 @@ from dulwich.repo import Repo
 
 from memoryd.clock import DAY, ManualClock
 from memoryd.scopes import scope_key
-from memoryd.status import sync_snapshot
-from memoryd.sync import engine, transport
-from memoryd.sync.layout import BRANCH, session_key, session_path
-from memoryd.sync.projects import Checkout, match_project, normalise_url, origin_url
+from memoryd.sync import engine
+from memoryd.sync import git as transport
+from memoryd.sync.branch import BRANCH, session_key, session_path
+from memoryd.sync.checkouts import Checkout, match_project, normalise_url, origin_url
 from memoryd.tools.notes import memory_forget
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
+from memoryd.tools.snapshot import sync_snapshot
 from tests.conftest import T0
 from tests.unit.test_sync import Machine, remote_files
 
@@ -217,9 +218,9 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
 async def test_the_daemon_syncs_after_a_pass_that_extracted(
     monkeypatch: pytest.MonkeyPatch, paths: object, remote: Path
 ) -> None:
-    from memoryd.app import App
     from memoryd.read.usage import IngestResult
     from memoryd.runtime import daemon as daemon_mod
+    from memoryd.store.home import App
     from memoryd.write.passes import PassResult
     from memoryd.write.phase1 import Phase1Report
     from memoryd.write.phase2 import Phase2Result, Phase2Status
@@ -255,7 +256,7 @@ async def test_the_daemon_syncs_after_a_pass_that_extracted(
 
 
 def test_a_new_baseline_leaves_arrived_remote_memory_as_new_input(tmp_path: Path) -> None:
-    from memoryd.write.baseline import Baseline
+    from memoryd.folder.baseline import Baseline
 
     root = tmp_path / "memories"
     (root / "extensions" / "sync" / "resources" / "m-1" / "sessions").mkdir(parents=True)

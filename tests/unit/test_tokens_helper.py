@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from memoryd import tokens
-from memoryd.app import App
+from memoryd import tokenizer as tokens
 from memoryd.errors import TokenizerError
 from memoryd.paths import Paths
+from memoryd.store.home import App
 from memoryd.write import passes
 
 TEXTS = [

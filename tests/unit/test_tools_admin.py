@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.clock import HOUR, ManualClock
+from memoryd.folder.workspace import SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
@@ -21,7 +22,6 @@ from memoryd.tools import (
     memory_reset,
     memory_search,
 )
-from memoryd.workspace import SUMMARY_FILE
 from tests.conftest import T0
 
 
@@ -165,8 +165,8 @@ def test_reset_clears_folder_outputs_and_index(
 def test_reset_takes_the_old_summary_out_of_every_turn(
     store: Store, paths: Paths, folder: Path
 ) -> None:
+    from memoryd.folder import rollback
     from memoryd.read.block import render_block, sync_block
-    from memoryd.write import rollback
 
     settings = Settings()
     rollback.record(paths, source="a validated run")  # the block renders from this copy

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.tools import InvalidArgument, NotFound, Refused, guard, memory_list, memory_read
+from memoryd.folder import guard
+from memoryd.folder.workspace import DIFF_FILE
+from memoryd.tools import InvalidArgument, NotFound, Refused, memory_list, memory_read
 from memoryd.tuning import READ_MAX_BYTES
-from memoryd.workspace import DIFF_FILE
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from memoryd.clock import ManualClock
 from memoryd.errors import InvalidArgument, Refused
 from memoryd.paths import Paths
-from memoryd.tools.host import SPECS, call
+from memoryd.tools.shim import SPECS, call
 
 PROBE = """
 import runpy, sys

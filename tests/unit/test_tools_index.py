@@ -11,11 +11,11 @@ import pytest
 
 import memoryd.tools.index_refresh as refresh_mod
 from memoryd.clock import DAY, ManualClock
+from memoryd.folder.workspace import RAW_MEMORIES_FILE
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
 from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
-from memoryd.workspace import RAW_MEMORIES_FILE
 from tests.conftest import T0
 
 

@@ -194,7 +194,7 @@ def test_a_large_refresh_optimises_the_fts_index_a_small_one_does_not(
 def test_a_tool_call_skips_the_integrity_check_the_daemon_runs(
     paths: Paths, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memoryd.tools import host
+    from memoryd.tools import shim as host
 
     statements: list[str] = []
     real_connect = sqlite3.connect
@@ -217,7 +217,7 @@ def test_the_tool_process_loads_no_redactor() -> None:
     """Its patterns cost ~40 ms to load in a process that only searches or reads (issue 16)."""
     probe = (
         "import sys\n"
-        "from memoryd.tools.host import main\n"
+        "from memoryd.tools.shim import main\n"
         "print(sorted(m for m in sys.modules if m.startswith('memoryd.redact')))\n"
     )
     out = subprocess.run(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.clock import ManualClock
+from memoryd.folder.workspace import AD_HOC_NOTES
 from memoryd.store import Store
 from memoryd.tools import (
     InvalidArgument,
@@ -18,7 +19,6 @@ from memoryd.tools import (
     memory_read,
 )
 from memoryd.tools.notes import slugify
-from memoryd.workspace import AD_HOC_NOTES
 from tests.conftest import T0
 
 STAMP = "2027-01-15T08-00-00"  # T0

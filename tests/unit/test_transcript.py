@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.host.models import Message
 from memoryd.write.transcript import build_transcript, external_tools, is_instruction_fragment
 

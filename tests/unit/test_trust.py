@@ -11,17 +11,18 @@ import pytest
 
 from memoryd.clock import HOUR, ManualClock
 from memoryd.errors import MemorydError
+from memoryd.folder import rollback
+from memoryd.folder.confine import OPENCODE_LOADED, planted_parent_config, sweep
+from memoryd.folder.validated import ValidatedMemory
+from memoryd.folder.workspace import AGENT_OWNED
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.permissions import CONSOLIDATOR_WRITES, consolidator_rules, worktree_prefix
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace import AGENT_OWNED
-from memoryd.write import agent_edits, rollback
-from memoryd.write.confine import OPENCODE_LOADED, planted_parent_config, sweep
+from memoryd.tools.snapshot import snapshot
+from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
@@ -366,8 +367,8 @@ async def test_config_above_the_folder_refuses_the_run(tmp_path: Path) -> None:
 def test_install_print_documents_the_erase_gate() -> None:
     import tomllib
 
+    from memoryd.cli.mcp_server import MODEL_TOOLS
     from memoryd.host.mcp_config import snippet
-    from memoryd.mcp_server import MODEL_TOOLS
 
     for host in ("claude-code", "codex"):
         text = snippet(host)

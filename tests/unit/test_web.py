@@ -13,17 +13,17 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from memoryd.app import App
 from memoryd.clock import DAY, ManualClock
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.workspace import AD_HOC_NOTES, is_tracked
 from memoryd.paths import Paths
 from memoryd.runtime.daemon import Daemon
 from memoryd.store import CallUsage
+from memoryd.store.home import App
 from memoryd.tools import proposed
 from memoryd.web.app import UI, create_app
 from memoryd.web.security import CSP, Secrets
-from memoryd.workspace import AD_HOC_NOTES, is_tracked
 from memoryd.write import review
-from memoryd.write.baseline import Baseline
 from tests.conftest import T0
 
 PORT = 48123

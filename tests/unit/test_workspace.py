@@ -9,10 +9,7 @@ import pytest
 
 from memoryd.clock import DAY, SECOND, ManualClock
 from memoryd.errors import PathError
-from memoryd.paths import templates_dir
-from memoryd.store.outputs import Output
-from memoryd.tuning import RAW_MEMORY_MAX_CHARS
-from memoryd.workspace import (
+from memoryd.folder.workspace import (
     DIFF_FILE,
     Workspace,
     is_agent_owned,
@@ -22,6 +19,9 @@ from memoryd.workspace import (
     rollout_stem,
     sanitize_slug,
 )
+from memoryd.paths import templates_dir
+from memoryd.store.outputs import Output
+from memoryd.tuning import RAW_MEMORY_MAX_CHARS
 from tests.conftest import T0
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -113,7 +113,7 @@ def test_seeded_instructions_keep_user_edits(ws, root):
 def test_an_unedited_copy_of_older_instructions_is_brought_up_to_date(ws, root, monkeypatch):
     import hashlib
 
-    import memoryd.workspace as workspace
+    import memoryd.folder.workspace as workspace
 
     path = root / "extensions/ad_hoc/instructions.md"
     old = b"# Extension: ad-hoc notes\nNotes are the user's own words.\n"
@@ -388,7 +388,7 @@ def test_sync_prunes_unselected_summaries_only(ws, root):
 
 
 def test_sync_stem_clash_is_disambiguated(ws, root, monkeypatch):
-    import memoryd.layout as wsmod  # the renderer lives there
+    import memoryd.folder.layout as wsmod  # the renderer lives there
 
     monkeypatch.setattr(wsmod, "_id_hash", lambda sid: "AAAA")
     result = ws.sync([out("ses_b"), out("ses_a")])
@@ -723,7 +723,7 @@ def test_is_tracked_fast_path_agrees_with_the_part_by_part_rule() -> None:
 def test_the_global_summary_is_checked_for_size_and_sections(
     tmp_path: Path, summary: str, problem: str | None
 ) -> None:
-    from memoryd.workspace_audit import summary_shape_problems
+    from memoryd.folder.audit import summary_shape_problems
 
     (tmp_path / "memory_summary.md").write_text(summary)
     found = summary_shape_problems(tmp_path, "memory_summary.md")

@@ -1,7 +1,7 @@
 """The memory folder's root and the link-refusing primitives every change inside it goes through.
 
-Split out of :mod:`memoryd.workspace` so the sync side there and the audit side
-(:mod:`memoryd.workspace_audit`) share one set of path checks instead of each trusting the tree.
+Split out of :mod:`memoryd.folder.workspace` so the sync side there and the audit side
+(:mod:`memoryd.folder.audit`) share one set of path checks instead of each trusting the tree.
 
 Symlinks are never tolerated under the root (:meth:`MemoryFolder.remove_symlinks` deletes them).
 Every write goes through :func:`memoryd.fsutil.atomic_write` after each existing parent component
@@ -37,8 +37,8 @@ class MemoryFolder:
     """The folder at ``root``, reached only through checked paths (see the module docstring).
 
     The underscored helpers are shared with the other memory-folder modules
-    (:mod:`memoryd.workspace`, :mod:`memoryd.workspace_audit`); callers elsewhere use the public
-    methods of :class:`memoryd.workspace.Workspace`.
+    (:mod:`memoryd.folder.workspace`, :mod:`memoryd.folder.audit`); callers elsewhere use the public
+    methods of :class:`memoryd.folder.workspace.Workspace`.
     """
 
     def __init__(self, root: Path) -> None:

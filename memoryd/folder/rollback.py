@@ -2,7 +2,7 @@
 
 * :func:`agent_files` reads what the consolidation agent owns (``MEMORY.md``, the summaries,
   ``skills/``) from the live folder.
-* :func:`restore` rolls those files back to the last validated copy (:mod:`memoryd.validated`),
+* :func:`restore` rolls those files back to the last validated copy (:mod:`memoryd.folder.validated`),
   or, when none was ever recorded, to the git baseline: after a failed or aborted run, and after
   a run that was killed (a marker file outlives the process, :func:`mark_running`).
 * :func:`settle` is the cheap periodic step outside runs: finish the rollback of a killed run, or
@@ -31,12 +31,18 @@ from pathlib import Path
 
 from memoryd.clock import Clock
 from memoryd.errors import BaselineError, PathError
+from memoryd.folder.baseline_proc import BaselineLike, open_baseline
+from memoryd.folder.validated import ValidatedMemory
+from memoryd.folder.workspace import (
+    LAYOUT_DIRS,
+    Workspace,
+    holds_agent_owned,
+    is_agent_owned,
+    is_tracked,
+)
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace import LAYOUT_DIRS, Workspace, holds_agent_owned, is_agent_owned, is_tracked
-from memoryd.write.baseline_proc import BaselineLike, open_baseline
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memoryd import __version__, tools
-from memoryd.app import App
 from memoryd.errors import MemorydError
-from memoryd.live_host import LiveServer, find_server
+from memoryd.host.live import LiveServer, find_server
+from memoryd.store.home import App
 from memoryd.tools.proposed import MCP, model_note
 from memoryd.tools.scope import Scope, ScopeMode
 

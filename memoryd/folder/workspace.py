@@ -26,10 +26,10 @@ baseline diff moves only on real change. Usage counters are deliberately not ren
 citation alone must not make the workspace dirty and pay for a consolidation.
 
 Pieces split out for size, which :class:`Workspace` combines: the path-safety primitives
-(symlinks never tolerated, no write through a link) in :mod:`memoryd.memory_folder`; what the
+(symlinks never tolerated, no write through a link) in :mod:`memoryd.folder.root`; what the
 agent may change, the snapshot/restore of everything else and validation of its files in
-:mod:`memoryd.workspace_audit`; the ``projects/<key>/`` folders in :mod:`memoryd.project_folders`;
-file names and rendering in :mod:`memoryd.layout`. Names callers import from here are
+:mod:`memoryd.folder.audit`; the ``projects/<key>/`` folders in :mod:`memoryd.folder.projects`;
+file names and rendering in :mod:`memoryd.folder.layout`. Names callers import from here are
 re-exported.
 """
 
@@ -45,11 +45,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memoryd import workspace_audit as audit
 from memoryd.clock import DAY, Clock
 from memoryd.errors import FileTooLarge, NotRegularFile, PathError
-from memoryd.fsutil import lstat_or_none, read_regular_with_mode
-from memoryd.layout import (
+from memoryd.folder import audit
+from memoryd.folder.audit import (
+    AGENT_OWNED,
+    FileState,
+    Snapshot,
+    holds_agent_owned,
+    is_agent_owned,
+)
+from memoryd.folder.layout import (
     AD_HOC_INSTRUCTIONS,
     AD_HOC_NOTES,
     DIFF_FILE,
@@ -72,19 +78,13 @@ from memoryd.layout import (
     rollout_stem,
     sanitize_slug,
 )
-from memoryd.memory_folder import MemoryFolder
+from memoryd.folder.projects import ProjectFolders
+from memoryd.folder.root import MemoryFolder
+from memoryd.fsutil import lstat_or_none, read_regular_with_mode
 from memoryd.paths import templates_dir
-from memoryd.project_folders import ProjectFolders
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store.outputs import Output
 from memoryd.tuning import RESOURCE_RETENTION_DAYS
-from memoryd.workspace_audit import (
-    AGENT_OWNED,
-    FileState,
-    Snapshot,
-    holds_agent_owned,
-    is_agent_owned,
-)
 
 # sha256 of instructions memoryd seeded before: a copy still equal to one was never edited, so
 # the current template replaces it (the notes' authors, issue 22).
@@ -321,7 +321,7 @@ class Workspace(MemoryFolder, ProjectFolders):
                 return True
         return False
 
-    # -- guarding the agent's run (see memoryd.workspace_audit) -----------------------------
+    # -- guarding the agent's run (see memoryd.folder.audit) -----------------------------
 
     def snapshot_protected(self) -> Snapshot:
         """Content and mode of every tracked file the agent must not change."""

@@ -5,14 +5,14 @@ summary layers) in place, and a run can fail, be aborted or be killed half way. 
 the user's agent must still see memory that passed validation, so the read path never renders
 from the live folder: it renders from this copy, which changes only when a run validated or
 when a hand edit made outside any run validates. A failed or interrupted run is rolled back
-from it (:mod:`memoryd.write.rollback`).
+from it (:mod:`memoryd.folder.rollback`).
 
 The copy mirrors the folder's layout (``<state>/validated/memory_summary.md`` …). Each file is
 replaced atomically and stale ones are removed afterwards, so the summary is never missing while
 the copy moves; a crash in between leaves a mix of two validated states, never an unvalidated one.
 This module only reads and writes the copy; it is shared by the read and the write side.
 
-The copy is read like the folder (:func:`memoryd.workspace_audit.read_memory_file`): a file in it
+The copy is read like the folder (:func:`memoryd.folder.audit.read_memory_file`): a file in it
 that is hard-linked, not regular or over its kind's cap is skipped, whoever put it there.
 """
 
@@ -25,9 +25,9 @@ import stat
 from pathlib import Path
 
 from memoryd.errors import PathError
+from memoryd.folder.audit import read_memory_file
 from memoryd.fsutil import atomic_write, remove_empty_parents
 from memoryd.paths import Paths
-from memoryd.workspace_audit import read_memory_file
 
 log = logging.getLogger(__name__)
 

@@ -73,7 +73,7 @@ class Slot:
     suffix: str = ""  # for files matched by any plain name: required ending
 
 
-# One project's folder (``projects/<key>/``, see memoryd.workspace): its layer, written by the
+# One project's folder (``projects/<key>/``, see memoryd.folder.workspace): its layer, written by the
 # consolidator, and its inputs, rendered by memoryd or written by the user's project notes.
 PROJECT_LAYOUT: tuple[Slot, ...] = (
     Slot("memory_summary.md", "file"),

@@ -14,7 +14,7 @@ The tools take paths from a model, so a path is hostile until proven otherwise:
 * A file is served only while it is its only name (:func:`memoryd.fsutil.plain_file`, checked
   on the opened descriptor): a hard link in the folder is another file's bytes, wherever that
   file lives. Walks and listings skip such files, and files over their kind's cap
-  (:func:`memoryd.workspace_audit.memory_file_cap`), as they skip special files.
+  (:func:`memoryd.folder.audit.memory_file_cap`), as they skip special files.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Literal
 
 from memoryd.errors import FileTooLarge, InvalidArgument, NotFound, Refused
+from memoryd.folder.audit import memory_file_cap
+from memoryd.folder.workspace import DIFF_FILE
 from memoryd.fsutil import plain_file
 from memoryd.tuning import TOOL_FILE_MAX_BYTES, TOOL_MAX_DEPTH
-from memoryd.workspace import DIFF_FILE
-from memoryd.workspace_audit import memory_file_cap
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC

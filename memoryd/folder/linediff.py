@@ -8,7 +8,7 @@ and keeps identical stretches out of it altogether (their lines are only counted
 difference gets a window of blocks (runs of lines cut at blank lines), diffed block by block,
 and only changed blocks are split into lines. At 4,096 sessions with 1 % re-extracted this took
 the 7 MB file from ~0.3 s to ~15 ms.
-Split from :mod:`memoryd.write.baseline` so the snapshot logic and the text logic read apart.
+Split from :mod:`memoryd.folder.baseline` so the snapshot logic and the text logic read apart.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def call(
         ).to_text()
     if name == "memory_note":
         # Here, not at the top: the rule's patterns cost ~5 ms to compile, a search needs none.
-        from memoryd.live_host import find_server
+        from memoryd.host.live import find_server
         from memoryd.tools.proposed import model_note
 
         sid = session_id if session_id and session_id.startswith("ses_") else None

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from memoryd.errors import PathError
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.paths import Paths
 from memoryd.store import Store
-from memoryd.validated import ValidatedMemory
 from memoryd.write import review
 
 

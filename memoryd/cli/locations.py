@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.exitcodes import EXIT_OK
+from memoryd.store.home import App
 
 NAMES = ("config", "db", "memories", "logs")
 

@@ -2,7 +2,7 @@
 
 A project folder exists while its project has selected outputs or the user's notes; the
 consolidator may write only its ``memory_summary.md`` and ``MEMORY.md`` (see
-:data:`memoryd.workspace.AGENT_OWNED`), and those must belong to a folder memoryd made.
+:data:`memoryd.folder.workspace.AGENT_OWNED`), and those must belong to a folder memoryd made.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoryd.fsutil import lstat_or_none
-from memoryd.layout import (
+from memoryd.folder.audit import owned_file_problem, version_problems
+from memoryd.folder.layout import (
     MEMORY_FILE,
     PROJECT_FILE,
     PROJECT_NOTES,
@@ -24,14 +24,14 @@ from memoryd.layout import (
     SUMMARY_FILE,
     is_tracked,
 )
+from memoryd.fsutil import lstat_or_none
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
-from memoryd.workspace_audit import owned_file_problem, version_problems
 
 log = logging.getLogger(__name__)
 
 
 class ProjectFolders:
-    """Mixed into :class:`memoryd.workspace.Workspace`, which provides ``root`` and ``_walk``."""
+    """Mixed into :class:`memoryd.folder.workspace.Workspace`, which provides ``root`` and ``_walk``."""
 
     root: Path
 

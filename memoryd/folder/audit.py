@@ -3,8 +3,8 @@
 Only the agent-owned paths (:data:`AGENT_OWNED`) may change while the agent runs: every other
 tracked entry is snapshotted before and put back afterwards, so the user's notes and the rendered
 inputs survive whatever the agent did. Validation then decides whether its own files are good
-enough for phase 2 to count the run as done. Split out of :mod:`memoryd.workspace`, which
-delegates to these functions; they work on any :class:`~memoryd.memory_folder.MemoryFolder`.
+enough for phase 2 to count the run as done. Split out of :mod:`memoryd.folder.workspace`, which
+delegates to these functions; they work on any :class:`~memoryd.folder.root.MemoryFolder`.
 
 Validation judges every agent-owned file by its ``lstat`` first (:func:`owned_file_problem`: a
 regular file with one link, within its kind's cap, :func:`memory_file_cap`), so a planted 50 MB
@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.errors import FileTooLarge, NotRegularFile, PathError
-from memoryd.fsutil import lstat_or_none, read_regular, read_regular_with_mode
-from memoryd.layout import (
+from memoryd.folder.layout import (
     MEMORY_FILE,
     SKILLS_DIR,
     SUMMARY_FILE,
@@ -33,7 +32,8 @@ from memoryd.layout import (
     is_tracked,
     path_parts,
 )
-from memoryd.memory_folder import MemoryFolder
+from memoryd.folder.root import MemoryFolder
+from memoryd.fsutil import lstat_or_none, read_regular, read_regular_with_mode
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.tuning import (
     MEMORY_MAX_BYTES,
@@ -274,8 +274,8 @@ def validate_root_files(folder: MemoryFolder) -> list[str]:
     """Problems with the agent's root artifacts (the global layer), ``[]`` when there are none.
 
     Symlinks anywhere are removed *and* reported: their presence alone makes a run invalid. The
-    project layers are checked by :meth:`~memoryd.project_folders.ProjectFolders.validate_projects`;
-    :meth:`memoryd.workspace.Workspace.validate` runs both.
+    project layers are checked by :meth:`~memoryd.folder.projects.ProjectFolders.validate_projects`;
+    :meth:`memoryd.folder.workspace.Workspace.validate` runs both.
     """
     problems: list[str] = []
     if not folder._check_root():

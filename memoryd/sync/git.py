@@ -44,7 +44,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import PushRaceLost, SyncError
-from memoryd.sync.layout import BRANCH, MACHINES, TRACKING
+from memoryd.sync.branch import BRANCH, MACHINES, TRACKING
 from memoryd.sync.pack import pack_beside
 from memoryd.sync.urls import mask_remote, mask_text
 from memoryd.tuning import SYNC_MAX_FETCH_BYTES, SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import uvicorn
 
-from memoryd.app import App
 from memoryd.errors import UIError
 from memoryd.fsutil import atomic_write
 from memoryd.paths import Paths
+from memoryd.store.home import App
 from memoryd.web.app import create_app
 from memoryd.web.security import Secrets
 

@@ -27,7 +27,7 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
         return {"configured": False}
     # dulwich and the sync engine load only for a home that syncs (daemon RSS)
     from memoryd.sync.engine import sync_state
-    from memoryd.sync.transport import display_remote
+    from memoryd.sync.git import display_remote
 
     st = sync_state(store)
     now = store.clock.now_ms()

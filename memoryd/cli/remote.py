@@ -7,8 +7,8 @@ import asyncio
 import json
 from typing import TYPE_CHECKING
 
-from memoryd.app import App
 from memoryd.errors import ConfigError
+from memoryd.store.home import App
 
 if TYPE_CHECKING:
     from memoryd.sync.engine import SyncOutcome
@@ -44,7 +44,7 @@ def cmd_sync(app: App, args: argparse.Namespace) -> int:
     if not app.settings.sync_remote:
         raise ConfigError("sync_remote is not set (config file or MEMORYD_SYNC_REMOTE)")
     from memoryd.sync.engine import run_sync  # dulwich loads for this command only
-    from memoryd.sync.transport import init_remote
+    from memoryd.sync.git import init_remote
 
     if args.init and init_remote(app.settings.sync_remote):
         print(f"sync: created a bare repository at {app.settings.sync_remote}")

@@ -51,14 +51,14 @@ from memoryd.errors import (
     NotRegularFile,
     PathError,
 )
-from memoryd.fsutil import read_regular_with_mode
-from memoryd.write.linediff import (
+from memoryd.folder.linediff import (
     FS_ENCODING,
     Change,
     WorkspaceDiff,
     file_patch,
     fsencode,
 )
+from memoryd.fsutil import read_regular_with_mode
 
 __all__ = ["Baseline", "Change", "WorkspaceDiff", "default_exclude"]
 

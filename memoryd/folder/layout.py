@@ -1,7 +1,7 @@
 """The memory folder's file names, and the text memoryd renders into it from the database.
 
 Pure functions of the stage-1 outputs: the same selection always renders the same bytes, so the
-baseline diff moves only on real change (see :mod:`memoryd.workspace`, which writes them).
+baseline diff moves only on real change (see :mod:`memoryd.folder.workspace`, which writes them).
 """
 
 from __future__ import annotations

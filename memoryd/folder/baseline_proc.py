@@ -3,9 +3,9 @@
 A consolidation loads dulwich and the baseline code (~4 MB) into whatever process runs it, and
 Python never unloads a module, so a daemon that had consolidated once idled ~4 MB larger for
 good. :func:`open_baseline` gives the daemon a :class:`ChildBaseline`: the same four calls,
-answered by :mod:`memoryd.write.baseline` in a child process (:mod:`memoryd.child`) that starts
+answered by :mod:`memoryd.folder.baseline` in a child process (:mod:`memoryd.child`) that starts
 on first use and ends with the pass (:func:`release`). A one-shot command (``run --once``, the
-CLI, tests) gets the in-process :class:`~memoryd.write.baseline.Baseline`: it exits soon anyway,
+CLI, tests) gets the in-process :class:`~memoryd.folder.baseline.Baseline`: it exits soon anyway,
 and a child would only add its start-up to the pass.
 
 Requests: ``["ensure" | "diff" | "head_files", git_dir, worktree]`` and
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.child import Child, serve
 from memoryd.errors import BaselineError
+from memoryd.folder.linediff import Change, WorkspaceDiff
+from memoryd.folder.workspace import is_tracked
 from memoryd.tuning import BASELINE_CHILD_TIMEOUT_S
-from memoryd.workspace import is_tracked
-from memoryd.write.linediff import Change, WorkspaceDiff
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline import Baseline
+    from memoryd.folder.baseline import Baseline
 
 HELPER = "memoryd baseline helper"
 
@@ -47,7 +47,7 @@ class BaselineLike(Protocol):
 
 _out_of_process = False
 _child = Child(
-    "memoryd.write.baseline_proc", HELPER, BaselineError, lambda: BASELINE_CHILD_TIMEOUT_S
+    "memoryd.folder.baseline_proc", HELPER, BaselineError, lambda: BASELINE_CHILD_TIMEOUT_S
 )
 
 
@@ -75,7 +75,7 @@ def helper_pid() -> int | None:
 
 
 class ChildBaseline:
-    """:class:`~memoryd.write.baseline.Baseline`'s calls, answered by the child."""
+    """:class:`~memoryd.folder.baseline.Baseline`'s calls, answered by the child."""
 
     def __init__(self, git_dir: Path, worktree: Path) -> None:
         self._where = [str(Path(git_dir).absolute()), str(Path(worktree).absolute())]
@@ -96,7 +96,7 @@ class ChildBaseline:
 
 
 def _in_process(git_dir: Path, worktree: Path) -> Baseline:
-    from memoryd.write.baseline import Baseline  # dulwich only when a baseline is needed
+    from memoryd.folder.baseline import Baseline  # dulwich only when a baseline is needed
 
     return Baseline(git_dir, worktree, exclude=lambda p: not is_tracked(p))
 
