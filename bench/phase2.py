@@ -61,7 +61,8 @@ import memoryd.folder.baseline as baseline_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.folder.baseline import Baseline
-from memoryd.folder.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
+from memoryd.folder.layout import DIFF_FILE, RAW_MEMORIES_FILE, is_tracked
+from memoryd.folder.workspace import Workspace
 from memoryd.store.outputs import Output
 
 NOW_MS = 1_800_000_000_000

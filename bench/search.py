@@ -47,7 +47,7 @@ if str(REPO) not in sys.path:
 
 from bench._common import PROJECTS, table
 from memoryd.clock import DAY, HOUR, ManualClock
-from memoryd.folder.workspace import (
+from memoryd.folder.layout import (
     AD_HOC_NOTES,
     MEMORY_FILE,
     RAW_MEMORIES_FILE,

@@ -176,9 +176,9 @@ def snapshot_protected(folder: MemoryFolder) -> Snapshot:
     files: dict[str, FileState] = {}
     dirs: set[str] = set()
     others: set[str] = set()
-    if not folder._check_root():
+    if not folder.check_root():
         return Snapshot()
-    for relpath, st in folder._walk():
+    for relpath, st in folder.walk():
         if not _protected(relpath) or stat.S_ISLNK(st.st_mode):
             continue
         if stat.S_ISDIR(st.st_mode):
@@ -225,10 +225,10 @@ def restore_protected(folder: MemoryFolder, snap: Snapshot) -> list[str]:
     whatever the agent did.
     """
     touched: set[str] = set(folder.remove_symlinks())
-    folder._make_root()
+    folder.make_root()
     known = set(snap.files) | snap.others
     created_dirs: list[str] = []
-    for relpath, st in list(folder._walk()):
+    for relpath, st in list(folder.walk()):
         if not _protected(relpath):
             continue
         if stat.S_ISDIR(st.st_mode):
@@ -249,18 +249,18 @@ def restore_protected(folder: MemoryFolder, snap: Snapshot) -> list[str]:
             pass  # still holds untracked (dot) entries; git ignores empty-of-tracked folders
     for relpath in sorted(snap.dirs):  # parents sort before their children
         if lstat_or_none(folder.root / relpath) is None:
-            folder._ensure_dir(relpath)
+            folder.ensure_dir(relpath)
             touched.add(relpath)
     for relpath, state in sorted(snap.files.items()):
         try:
             current = read_regular_with_mode(
-                folder._path(relpath, make_parents=True), skip_irregular=True
+                folder.path(relpath, make_parents=True), skip_irregular=True
             )
         except PathError:
             current = None  # e.g. made unreadable: rewrite it
         if current == (state.data, state.mode):
             continue
-        folder._write(relpath, state.data, mode=state.mode)
+        folder.write_file(relpath, state.data, mode=state.mode)
         touched.add(relpath)
     result = sorted(touched)
     for relpath in result:
@@ -274,11 +274,11 @@ def validate_root_files(folder: MemoryFolder) -> list[str]:
     """Problems with the agent's root artifacts (the global layer), ``[]`` when there are none.
 
     Symlinks anywhere are removed *and* reported: their presence alone makes a run invalid. The
-    project layers are checked by :meth:`~memoryd.folder.projects.ProjectFolders.validate_projects`;
+    project layers are checked by :meth:`~memoryd.folder.projects.ProjectFolders.validate`;
     :meth:`memoryd.folder.workspace.Workspace.validate` runs both.
     """
     problems: list[str] = []
-    if not folder._check_root():
+    if not folder.check_root():
         return [f"memory folder {folder.root} does not exist"]
     links = folder.remove_symlinks()
     if links:
@@ -296,7 +296,7 @@ def validate_root_files(folder: MemoryFolder) -> list[str]:
     if st is not None and not stat.S_ISDIR(st.st_mode):
         problems.append(f"{SKILLS_DIR}/ is not a directory")
     elif st is not None:
-        for relpath, found in folder._walk(SKILLS_DIR):
+        for relpath, found in folder.walk(SKILLS_DIR):
             problem = None if stat.S_ISDIR(found.st_mode) else owned_file_problem(relpath, found)
             if problem:
                 problems.append(problem)

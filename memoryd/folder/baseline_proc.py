@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.child import Child, serve
 from memoryd.errors import BaselineError
+from memoryd.folder.layout import is_tracked
 from memoryd.folder.linediff import Change, WorkspaceDiff
-from memoryd.folder.workspace import is_tracked
 from memoryd.tuning import BASELINE_CHILD_TIMEOUT_S
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from typing import Literal
 
 from memoryd.errors import FileTooLarge, InvalidArgument, NotFound, Refused
 from memoryd.folder.audit import memory_file_cap
-from memoryd.folder.workspace import DIFF_FILE
+from memoryd.folder.layout import DIFF_FILE
 from memoryd.fsutil import plain_file
 from memoryd.tuning import TOOL_FILE_MAX_BYTES, TOOL_MAX_DEPTH
 

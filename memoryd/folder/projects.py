@@ -11,8 +11,6 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 
 from memoryd.folder.audit import owned_file_problem, version_problems
 from memoryd.folder.layout import (
@@ -24,6 +22,7 @@ from memoryd.folder.layout import (
     SUMMARY_FILE,
     is_tracked,
 )
+from memoryd.folder.root import MemoryFolder
 from memoryd.fsutil import lstat_or_none
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 
@@ -31,25 +30,24 @@ log = logging.getLogger(__name__)
 
 
 class ProjectFolders:
-    """Mixed into :class:`memoryd.folder.workspace.Workspace`, which provides ``root`` and ``_walk``."""
+    """The project folders of one memory folder; :class:`memoryd.folder.workspace.Workspace` holds one."""
 
-    root: Path
+    def __init__(self, folder: MemoryFolder) -> None:
+        self.folder = folder
+        self.root = folder.root
 
-    def _walk(self, rel: str = "") -> Iterator[tuple[str, os.stat_result]]:
-        raise NotImplementedError
-
-    def _drop_projects(self, keep: set[str]) -> list[str]:
+    def drop(self, keep: set[str]) -> list[str]:
         """Remove the folders of projects with nothing selected and no notes; returns file relpaths."""
         removed: list[str] = []
-        for name in self.project_keys():
+        for name in self.keys():
             if name in keep:
                 continue
             base = f"{PROJECTS_DIR}/{name}"
-            if self._has_files(f"{base}/{PROJECT_NOTES}"):
+            if self.has_files(f"{base}/{PROJECT_NOTES}"):
                 # The user's notes keep the project (and its layer) alive; its session inputs go.
                 stale = [f"{base}/{RAW_MEMORIES_FILE}"] + [
                     rel
-                    for rel, st in self._walk(f"{base}/{SUMMARIES_DIR}")
+                    for rel, st in self.folder.walk(f"{base}/{SUMMARIES_DIR}")
                     if stat.S_ISREG(st.st_mode)
                 ]
                 for rel in stale:
@@ -58,16 +56,18 @@ class ProjectFolders:
                         removed.append(rel)
                 continue
             removed += [
-                rel for rel, st in self._walk(base) if stat.S_ISREG(st.st_mode) and is_tracked(rel)
+                rel
+                for rel, st in self.folder.walk(base)
+                if stat.S_ISREG(st.st_mode) and is_tracked(rel)
             ]
             shutil.rmtree(self.root / base)
             log.info("memory folder: project %s has no memories left; removed its folder", name)
         return removed
 
-    def _has_files(self, rel: str) -> bool:
-        return any(stat.S_ISREG(st.st_mode) and is_tracked(r) for r, st in self._walk(rel))
+    def has_files(self, rel: str) -> bool:
+        return any(stat.S_ISREG(st.st_mode) and is_tracked(r) for r, st in self.folder.walk(rel))
 
-    def project_keys(self) -> list[str]:
+    def keys(self) -> list[str]:
         """Keys of the project folders present (real directories with a key-shaped name)."""
         base = self.root / PROJECTS_DIR
         st = lstat_or_none(base)
@@ -78,7 +78,7 @@ class ProjectFolders:
                 e.name for e in it if e.is_dir(follow_symlinks=False) and is_scope_key(e.name)
             )
 
-    def validate_projects(self) -> list[str]:
+    def validate(self) -> list[str]:
         """Each project layer must belong to a project memoryd rendered and carry the ``v1`` line."""
         problems: list[str] = []
         base = self.root / PROJECTS_DIR
@@ -95,7 +95,7 @@ class ProjectFolders:
             if not is_scope_key(name) or st is None or not stat.S_ISDIR(st.st_mode):
                 problems.append(f"{rel} is not a project folder memoryd made")
                 continue
-            if lstat_or_none(self.root / rel / PROJECT_FILE) is None and not self._has_files(
+            if lstat_or_none(self.root / rel / PROJECT_FILE) is None and not self.has_files(
                 f"{rel}/{PROJECT_NOTES}"
             ):
                 problems.append(f"{rel}/ is not a known project (no {PROJECT_FILE}, no notes)")

@@ -31,15 +31,11 @@ from pathlib import Path
 
 from memoryd.clock import Clock
 from memoryd.errors import BaselineError, PathError
+from memoryd.folder.audit import holds_agent_owned, is_agent_owned
 from memoryd.folder.baseline_proc import BaselineLike, open_baseline
+from memoryd.folder.layout import is_tracked
 from memoryd.folder.validated import ValidatedMemory
-from memoryd.folder.workspace import (
-    LAYOUT_DIRS,
-    Workspace,
-    holds_agent_owned,
-    is_agent_owned,
-    is_tracked,
-)
+from memoryd.folder.workspace import LAYOUT_DIRS, Workspace
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store

@@ -21,8 +21,6 @@ from pathlib import Path, PurePosixPath
 from memoryd.errors import PathError
 from memoryd.fsutil import atomic_write, lstat_or_none, read_regular_with_mode
 
-__all__ = ["MemoryFolder"]
-
 log = logging.getLogger(__name__)
 
 
@@ -36,15 +34,16 @@ def _mkdir(path: Path, *, parents: bool = False) -> None:
 class MemoryFolder:
     """The folder at ``root``, reached only through checked paths (see the module docstring).
 
-    The underscored helpers are shared with the other memory-folder modules
-    (:mod:`memoryd.folder.workspace`, :mod:`memoryd.folder.audit`); callers elsewhere use the public
-    methods of :class:`memoryd.folder.workspace.Workspace`.
+    The primitives the other memory-folder modules build on (:mod:`memoryd.folder.workspace`,
+    :mod:`memoryd.folder.audit`, :mod:`memoryd.folder.projects`), which each hold one of these
+    rather than inherit from it; code outside the package goes through
+    :class:`memoryd.folder.workspace.Workspace`.
     """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def _check_root(self) -> bool:
+    def check_root(self) -> bool:
         """True when the root exists; raises if it is a symlink or not a directory."""
         st = lstat_or_none(self.root)
         if st is None:
@@ -55,12 +54,12 @@ class MemoryFolder:
             raise PathError(self.root, "exists and is not a directory")
         return True
 
-    def _make_root(self) -> None:
-        if not self._check_root():
+    def make_root(self) -> None:
+        if not self.check_root():
             _mkdir(self.root, parents=True)
-            self._check_root()
+            self.check_root()
 
-    def _path(self, relpath: str, *, make_parents: bool = False) -> Path:
+    def path(self, relpath: str, *, make_parents: bool = False) -> Path:
         """Absolute path for ``relpath`` after checking every existing parent is a real directory.
 
         Missing parents are created (``make_parents``) with ``mkdir``, which never follows a link.
@@ -70,8 +69,8 @@ class MemoryFolder:
             raise PathError(relpath, "is not a plain path inside the memory folder")
         target = self.root.joinpath(*pure.parts)
         if make_parents:
-            self._make_root()
-        elif not self._check_root():
+            self.make_root()
+        elif not self.check_root():
             return target
         current = self.root
         for part in pure.parts[:-1]:
@@ -87,37 +86,34 @@ class MemoryFolder:
                 raise PathError(current, "is not a directory")
         return target
 
-    def _write(self, relpath: str, data: bytes, *, mode: int = 0o644) -> None:
-        atomic_write(self._path(relpath, make_parents=True), data, mode=mode)
-
-    def write_file(self, relpath: str, data: bytes) -> None:
-        """Write one file atomically, never through a link (used by the rollback)."""
-        self._write(relpath, data)
+    def write_file(self, relpath: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write one file atomically, never through a link."""
+        atomic_write(self.path(relpath, make_parents=True), data, mode=mode)
 
     def remove_file(self, relpath: str) -> None:
-        path = self._path(relpath)
+        path = self.path(relpath)
         st = lstat_or_none(path)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             os.unlink(path)
 
-    def _write_if_changed(self, relpath: str, text: str) -> bool:
+    def write_if_changed(self, relpath: str, text: str) -> bool:
         data = text.encode("utf-8")
-        current = read_regular_with_mode(self._path(relpath), skip_irregular=True)
+        current = read_regular_with_mode(self.path(relpath), skip_irregular=True)
         if current is not None and current[0] == data:
             return False
-        self._write(relpath, data)
+        self.write_file(relpath, data)
         return True
 
-    def _ensure_dir(self, relpath: str) -> bool:
+    def ensure_dir(self, relpath: str) -> bool:
         """Create ``relpath`` as a real directory; False if something else is in the way."""
-        path = self._path(relpath, make_parents=True)
+        path = self.path(relpath, make_parents=True)
         st = lstat_or_none(path)
         if st is None:
             _mkdir(path)
             return True
         return stat.S_ISDIR(st.st_mode)
 
-    def _walk(self, rel: str = "") -> Iterator[tuple[str, os.stat_result]]:
+    def walk(self, rel: str = "") -> Iterator[tuple[str, os.stat_result]]:
         """Every entry under the root (or ``rel``), depth first, lstat'ed; links are never followed."""
         base = self.root / rel if rel else self.root
         try:
@@ -133,14 +129,14 @@ class MemoryFolder:
                 continue
             yield relpath, st
             if stat.S_ISDIR(st.st_mode):
-                yield from self._walk(relpath)
+                yield from self.walk(relpath)
 
     def remove_symlinks(self) -> list[str]:
         """Delete every symlink under the root (the links, never their targets); returns their relpaths."""
-        if not self._check_root():
+        if not self.check_root():
             return []
         removed = []
-        for relpath, st in list(self._walk()):
+        for relpath, st in list(self.walk()):
             if stat.S_ISLNK(st.st_mode):
                 try:
                     os.unlink(self.root / relpath)

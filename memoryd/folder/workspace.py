@@ -25,12 +25,12 @@ Rendering is deterministic and files are rewritten only when their bytes change,
 baseline diff moves only on real change. Usage counters are deliberately not rendered: a
 citation alone must not make the workspace dirty and pay for a consolidation.
 
-Pieces split out for size, which :class:`Workspace` combines: the path-safety primitives
+Pieces split out for size, which :class:`Workspace` holds (composed, not inherited): the path-safety primitives
 (symlinks never tolerated, no write through a link) in :mod:`memoryd.folder.root`; what the
 agent may change, the snapshot/restore of everything else and validation of its files in
 :mod:`memoryd.folder.audit`; the ``projects/<key>/`` folders in :mod:`memoryd.folder.projects`;
-file names and rendering in :mod:`memoryd.folder.layout`. Names callers import from here are
-re-exported.
+file names and rendering in :mod:`memoryd.folder.layout`. Callers import each name from the
+module that defines it.
 """
 
 from __future__ import annotations
@@ -49,10 +49,7 @@ from memoryd.clock import DAY, Clock
 from memoryd.errors import FileTooLarge, NotRegularFile, PathError
 from memoryd.folder import audit
 from memoryd.folder.audit import (
-    AGENT_OWNED,
-    FileState,
     Snapshot,
-    holds_agent_owned,
     is_agent_owned,
 )
 from memoryd.folder.layout import (
@@ -60,7 +57,6 @@ from memoryd.folder.layout import (
     AD_HOC_NOTES,
     DIFF_FILE,
     EXTENSIONS_DIR,
-    MEMORY_FILE,
     PROJECT_FILE,
     PROJECT_NOTES,
     RAW_MEMORIES_FILE,
@@ -68,15 +64,12 @@ from memoryd.folder.layout import (
     STAMP_FORMAT,
     SUMMARIES_DIR,
     SUMMARY_FILE,
-    SUMMARY_VERSION,
     assign_stems,
     is_tracked,
     path_parts,
     render_project_file,
     render_raw_memories,
     render_rollout_summary,
-    rollout_stem,
-    sanitize_slug,
 )
 from memoryd.folder.projects import ProjectFolders
 from memoryd.folder.root import MemoryFolder
@@ -90,36 +83,6 @@ from memoryd.tuning import RESOURCE_RETENTION_DAYS
 # the current template replaces it (the notes' authors, issue 22).
 _SUPERSEDED_AD_HOC = frozenset({"92786b1425bee10e6354861a36a4a8682e1455b169c282d97640ffd6ba251e8b"})
 
-__all__ = [
-    "AGENT_OWNED",
-    "LAYOUT_DIRS",
-    "AD_HOC_INSTRUCTIONS",
-    "AD_HOC_NOTES",
-    "DIFF_FILE",
-    "EXTENSIONS_DIR",
-    "MEMORY_FILE",
-    "PROJECT_FILE",
-    "PROJECT_NOTES",
-    "RAW_MEMORIES_FILE",
-    "SKILLS_DIR",
-    "SUMMARIES_DIR",
-    "SUMMARY_FILE",
-    "SUMMARY_VERSION",
-    "STAMP_FORMAT",
-    "assign_stems",
-    "render_project_file",
-    "render_raw_memories",
-    "render_rollout_summary",
-    "rollout_stem",
-    "sanitize_slug",
-    "FileState",
-    "Snapshot",
-    "SyncResult",
-    "Workspace",
-    "holds_agent_owned",
-    "is_agent_owned",
-    "is_tracked",
-]
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +111,29 @@ class SyncResult:
         return bool(self.written or self.removed)
 
 
-class Workspace(MemoryFolder, ProjectFolders):
-    """The memory folder at ``root``; see the module docstring for layout and safety rules."""
+class Workspace:
+    """The memory folder at ``root``; see the module docstring for layout and safety rules.
+
+    Composed of its checked file primitives (``folder``) and its project folders (``projects``).
+    """
 
     def __init__(self, root: Path, *, clock: Clock) -> None:
-        super().__init__(root)
+        self.folder = MemoryFolder(root)
+        self.projects = ProjectFolders(self.folder)
+        self.root = self.folder.root
         self._clock = clock
+
+    def write_file(self, relpath: str, data: bytes) -> None:
+        self.folder.write_file(relpath, data)
+
+    def remove_file(self, relpath: str) -> None:
+        self.folder.remove_file(relpath)
+
+    def remove_symlinks(self) -> list[str]:
+        return self.folder.remove_symlinks()
+
+    def project_keys(self) -> list[str]:
+        return self.projects.keys()
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -163,10 +143,10 @@ class Workspace(MemoryFolder, ProjectFolders):
         ``MEMORY.md`` and ``memory_summary.md`` are not seeded: their absence fails validation,
         which is what forces the first consolidation to run.
         """
-        self._make_root()
+        self.folder.make_root()
         removed = self.remove_symlinks()
         for rel in LAYOUT_DIRS:
-            if not self._ensure_dir(rel):
+            if not self.folder.ensure_dir(rel):
                 if is_agent_owned(rel):
                     # The agent's own mess: validation reports it and the next run must fix it.
                     log.warning(
@@ -178,7 +158,7 @@ class Workspace(MemoryFolder, ProjectFolders):
         return removed
 
     def _seed_ad_hoc(self) -> None:
-        target = self._path(AD_HOC_INSTRUCTIONS, make_parents=True)
+        target = self.folder.path(AD_HOC_INSTRUCTIONS, make_parents=True)
         if lstat_or_none(target) is not None:
             got = read_regular_with_mode(target, limit=1 << 20, skip_irregular=True)
             if got is None or hashlib.sha256(got[0]).hexdigest() not in _SUPERSEDED_AD_HOC:
@@ -190,7 +170,7 @@ class Workspace(MemoryFolder, ProjectFolders):
             raise PathError(
                 source, f"cannot read the ad-hoc instructions template ({exc.strerror or exc})"
             ) from exc
-        self._write(AD_HOC_INSTRUCTIONS, data)
+        self.folder.write_file(AD_HOC_INSTRUCTIONS, data)
         log.info("memory folder: seeded %s", AD_HOC_INSTRUCTIONS)
 
     # -- inputs -------------------------------------------------------------------------------
@@ -209,18 +189,18 @@ class Workspace(MemoryFolder, ProjectFolders):
         for out in selected:
             by_scope.setdefault(out.scope, []).append(out)
         self._sync_inputs("", by_scope.pop(None, []), stems, written, removed)
-        if not self._ensure_dir(PROJECTS_DIR):
+        if not self.folder.ensure_dir(PROJECTS_DIR):
             raise PathError(self.root / PROJECTS_DIR, "exists and is not a directory")
         for key, outs in sorted(by_scope.items(), key=lambda kv: str(kv[0])):
             assert key is not None
             base = f"{PROJECTS_DIR}/{key}"
             root = outs[0].scope_root or ""
-            if self._write_if_changed(
+            if self.folder.write_if_changed(
                 f"{base}/{PROJECT_FILE}", render_project_file(key, root, outs)
             ):
                 written.append(f"{base}/{PROJECT_FILE}")
             self._sync_inputs(base, outs, stems, written, removed)
-        removed += self._drop_projects(keep={k for k in by_scope if k is not None})
+        removed += self.projects.drop(keep={k for k in by_scope if k is not None})
         if written or removed:
             log.info(
                 "memory folder: wrote %d file(s), removed %d file(s)", len(written), len(removed)
@@ -237,7 +217,7 @@ class Workspace(MemoryFolder, ProjectFolders):
     ) -> None:
         prefix = f"{base}/" if base else ""
         summaries = prefix + SUMMARIES_DIR
-        if not self._ensure_dir(summaries):
+        if not self.folder.ensure_dir(summaries):
             raise PathError(self.root / summaries, "exists and is not a directory")
         keep = {f"{stems[o.session_id]}.md" for o in outs}
         with os.scandir(self.root / summaries) as it:
@@ -251,9 +231,11 @@ class Workspace(MemoryFolder, ProjectFolders):
             removed.append(f"{summaries}/{name}")
         for out in outs:
             relpath = f"{summaries}/{stems[out.session_id]}.md"
-            if self._write_if_changed(relpath, render_rollout_summary(out)):
+            if self.folder.write_if_changed(relpath, render_rollout_summary(out)):
                 written.append(relpath)
-        if self._write_if_changed(prefix + RAW_MEMORIES_FILE, render_raw_memories(outs, stems)):
+        if self.folder.write_if_changed(
+            prefix + RAW_MEMORIES_FILE, render_raw_memories(outs, stems)
+        ):
             written.append(prefix + RAW_MEMORIES_FILE)
 
     def prune_extension_resources(self, retention_days: int = RESOURCE_RETENTION_DAYS) -> list[str]:
@@ -266,7 +248,7 @@ class Workspace(MemoryFolder, ProjectFolders):
         if retention_days < 0:
             raise ValueError("retention_days must not be negative")
         cutoff = self._clock.now_ms() - retention_days * DAY
-        if not self._check_root():
+        if not self.folder.check_root():
             return []
         ext_root = self.root / EXTENSIONS_DIR
         st = lstat_or_none(ext_root)
@@ -305,9 +287,9 @@ class Workspace(MemoryFolder, ProjectFolders):
         ``MEMORY.md``, ``memory_summary.md``, ``skills/`` - that may now have to be forgotten.
         The seeded ad-hoc instructions alone do not count.
         """
-        if not self._check_root():
+        if not self.folder.check_root():
             return False
-        for relpath, st in self._walk():
+        for relpath, st in self.folder.walk():
             if (
                 not is_tracked(relpath)
                 or not stat.S_ISREG(st.st_mode)
@@ -325,11 +307,11 @@ class Workspace(MemoryFolder, ProjectFolders):
 
     def snapshot_protected(self) -> Snapshot:
         """Content and mode of every tracked file the agent must not change."""
-        return audit.snapshot_protected(self)
+        return audit.snapshot_protected(self.folder)
 
     def restore_protected(self, snap: Snapshot) -> list[str]:
         """Undo the agent's changes outside :data:`AGENT_OWNED`; returns every relpath touched."""
-        return audit.restore_protected(self, snap)
+        return audit.restore_protected(self.folder, snap)
 
     # -- validation and transient files -------------------------------------------------------
 
@@ -338,15 +320,15 @@ class Workspace(MemoryFolder, ProjectFolders):
 
         Symlinks anywhere are removed *and* reported: their presence alone makes a run invalid.
         """
-        return audit.validate_root_files(self) + self.validate_projects()
+        return audit.validate_root_files(self.folder) + self.projects.validate()
 
     def write_diff_file(self, text: str) -> Path:
         """Write ``phase2_workspace_diff.md`` atomically (never through a link)."""
-        self._write(DIFF_FILE, text.encode("utf-8"))
+        self.folder.write_file(DIFF_FILE, text.encode("utf-8"))
         return self.root / DIFF_FILE
 
     def remove_diff_file(self) -> None:
-        path = self._path(DIFF_FILE)
+        path = self.folder.path(DIFF_FILE)
         st = lstat_or_none(path)
         if st is not None and stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path)
@@ -358,7 +340,7 @@ class Workspace(MemoryFolder, ProjectFolders):
 
         The text is returned even without the ``v1`` line; :meth:`validate` is the gate for that.
         """
-        self._path(SUMMARY_FILE)  # a symlinked root raises here, as everywhere in the folder
+        self.folder.path(SUMMARY_FILE)  # a symlinked root raises here, as everywhere in the folder
         try:
             data = audit.read_memory_file(self.root, SUMMARY_FILE)
         except (NotRegularFile, FileTooLarge):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from memoryd.errors import PathError
 from memoryd.extensions.shared import read_source
-from memoryd.folder.workspace import AD_HOC_NOTES
+from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.redact import find_secrets
 from memoryd.store import Output, Store
 from memoryd.sync.branch import (

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memoryd import tokenizer as tokens
 from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
 from memoryd.folder.guard import open_root, read_file, walk_all
-from memoryd.folder.workspace import SUMMARY_FILE
+from memoryd.folder.layout import SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import CODEX_ONLY_KEYS, UNKNOWN_CODEX_KEY, Settings
 from memoryd.store import Store

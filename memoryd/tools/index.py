@@ -63,7 +63,7 @@ from typing import Self
 
 from memoryd.errors import InvalidArgument, Refused
 from memoryd.folder.guard import open_path, read_file, split_path
-from memoryd.folder.workspace import SUMMARIES_DIR
+from memoryd.folder.layout import SUMMARIES_DIR
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text

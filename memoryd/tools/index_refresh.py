@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.folder.guard import open_root, read_file, walk_files
-from memoryd.folder.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
+from memoryd.folder.layout import RAW_MEMORIES_FILE, SUMMARIES_DIR
 from memoryd.paths import change_mark_file
 from memoryd.scopes import PROJECTS_DIR, scope_key, scope_root
 from memoryd.store import Store

@@ -29,7 +29,7 @@ from typing import Literal
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
 from memoryd.folder.guard import ensure_dirs, entries, open_path, remove_file, split_path
-from memoryd.folder.workspace import AD_HOC_NOTES, PROJECT_NOTES
+from memoryd.folder.layout import AD_HOC_NOTES, PROJECT_NOTES
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text

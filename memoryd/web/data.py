@@ -13,7 +13,7 @@ from typing import Any
 from memoryd.clock import DAY, iso_ms
 from memoryd.errors import ToolError
 from memoryd.folder.guard import read_file, walk_files
-from memoryd.folder.workspace import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
+from memoryd.folder.layout import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store

@@ -29,9 +29,9 @@ from typing import Any
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
 from memoryd.folder import rollback
+from memoryd.folder.audit import is_agent_owned
 from memoryd.folder.baseline_proc import open_baseline
 from memoryd.folder.validated import ValidatedMemory
-from memoryd.folder.workspace import is_agent_owned
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block

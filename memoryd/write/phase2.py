@@ -45,7 +45,8 @@ from memoryd.folder import rollback
 from memoryd.folder.audit import read_memory_file, with_user_writes
 from memoryd.folder.baseline_proc import open_baseline
 from memoryd.folder.confine import planted_parent_config, sweep
-from memoryd.folder.workspace import DIFF_FILE, Workspace
+from memoryd.folder.layout import DIFF_FILE
+from memoryd.folder.workspace import Workspace
 from memoryd.fsutil import atomic_write
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
@@ -403,7 +404,7 @@ class Phase2(PhaseBase):
             finally:
                 log.debug("phase 2: auditing what the consolidator left")
                 writes = self.store.note_writes_since(since)
-                restored = ws.restore_protected(with_user_writes(ws, snapshot, writes))
+                restored = ws.restore_protected(with_user_writes(ws.folder, snapshot, writes))
                 ws.remove_diff_file()
                 foreign = sweep(self.paths.memories)
                 redact_agent_files(self.paths.memories)

@@ -17,7 +17,7 @@ from memoryd.errors import BaselineError
 from memoryd.folder import baseline_proc
 from memoryd.folder.baseline import Baseline
 from memoryd.folder.baseline_proc import ChildBaseline, open_baseline
-from memoryd.folder.workspace import is_tracked
+from memoryd.folder.layout import is_tracked
 
 
 @pytest.fixture(autouse=True)

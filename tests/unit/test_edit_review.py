@@ -15,8 +15,8 @@ from memoryd.cli import main
 from memoryd.clock import ManualClock
 from memoryd.folder import rollback
 from memoryd.folder.baseline import Baseline
+from memoryd.folder.layout import is_tracked
 from memoryd.folder.validated import ValidatedMemory
-from memoryd.folder.workspace import is_tracked
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from memoryd.clock import ManualClock
-from memoryd.folder.workspace import AD_HOC_NOTES
+from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.paths import Paths
 from memoryd.tools.provenance import asks_to_remember, judge
 from memoryd.tools.shim import call

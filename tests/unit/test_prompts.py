@@ -511,7 +511,7 @@ def test_the_empty_answer_as_written_is_the_empty_answer():
 
 def test_consolidation_names_recency_as_rendered():
     """Every header field the prompt names is one memoryd really renders into the workspace."""
-    from memoryd.folder.workspace import render_raw_memories, render_rollout_summary
+    from memoryd.folder.layout import render_raw_memories, render_rollout_summary
     from memoryd.store.outputs import Output
 
     flat = _flat(_consolidation())

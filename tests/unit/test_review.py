@@ -10,7 +10,7 @@ from memoryd.cli import main
 from memoryd.clock import HOUR, ManualClock
 from memoryd.errors import BaselineError, ReviewError
 from memoryd.folder.baseline import Baseline
-from memoryd.folder.workspace import AD_HOC_NOTES, is_tracked
+from memoryd.folder.layout import AD_HOC_NOTES, is_tracked
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block

@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from memoryd.clock import HOUR, ManualClock
+from memoryd.folder.audit import is_agent_owned
 from memoryd.folder.baseline import Change, WorkspaceDiff
-from memoryd.folder.workspace import Workspace, is_agent_owned
+from memoryd.folder.workspace import Workspace
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.scopes import checkout_root, find_worktree, is_scope_key, scope_key, scope_root

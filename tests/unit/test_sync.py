@@ -17,7 +17,7 @@ from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
 from memoryd.errors import ConfigError, SyncError
-from memoryd.folder.workspace import AD_HOC_NOTES
+from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.paths import Paths
 from memoryd.settings import Settings, load_settings
 from memoryd.store import Store

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.clock import HOUR, ManualClock
-from memoryd.folder.workspace import SUMMARY_FILE
+from memoryd.folder.layout import SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store

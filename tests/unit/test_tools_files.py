@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.folder import guard
-from memoryd.folder.workspace import DIFF_FILE
+from memoryd.folder.layout import DIFF_FILE
 from memoryd.tools import InvalidArgument, NotFound, Refused, memory_list, memory_read
 from memoryd.tuning import READ_MAX_BYTES
 

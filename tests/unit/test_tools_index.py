@@ -11,7 +11,7 @@ import pytest
 
 import memoryd.tools.index_refresh as refresh_mod
 from memoryd.clock import DAY, ManualClock
-from memoryd.folder.workspace import RAW_MEMORIES_FILE
+from memoryd.folder.layout import RAW_MEMORIES_FILE
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search

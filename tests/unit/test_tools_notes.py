@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.clock import ManualClock
-from memoryd.folder.workspace import AD_HOC_NOTES
+from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.store import Store
 from memoryd.tools import (
     InvalidArgument,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.folder.workspace import DIFF_FILE
+from memoryd.folder.layout import DIFF_FILE
 from memoryd.tools import InvalidArgument, NotFound, Refused, memory_search
 from memoryd.tools.common import parse_bound
 from memoryd.tools.search import _windows

@@ -12,9 +12,9 @@ import pytest
 from memoryd.clock import HOUR, ManualClock
 from memoryd.errors import MemorydError
 from memoryd.folder import rollback
+from memoryd.folder.audit import AGENT_OWNED
 from memoryd.folder.confine import OPENCODE_LOADED, planted_parent_config, sweep
 from memoryd.folder.validated import ValidatedMemory
-from memoryd.folder.workspace import AGENT_OWNED
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.permissions import CONSOLIDATOR_WRITES, consolidator_rules, worktree_prefix
 from memoryd.paths import Paths

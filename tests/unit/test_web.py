@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from memoryd.clock import DAY, ManualClock
 from memoryd.folder.baseline import Baseline
-from memoryd.folder.workspace import AD_HOC_NOTES, is_tracked
+from memoryd.folder.layout import AD_HOC_NOTES, is_tracked
 from memoryd.paths import Paths
 from memoryd.runtime.daemon import Daemon
 from memoryd.store import CallUsage

@@ -9,16 +9,16 @@ import pytest
 
 from memoryd.clock import DAY, SECOND, ManualClock
 from memoryd.errors import PathError
-from memoryd.folder.workspace import (
+from memoryd.folder.audit import is_agent_owned
+from memoryd.folder.layout import (
     DIFF_FILE,
-    Workspace,
-    is_agent_owned,
     is_tracked,
     render_raw_memories,
     render_rollout_summary,
     rollout_stem,
     sanitize_slug,
 )
+from memoryd.folder.workspace import Workspace
 from memoryd.paths import templates_dir
 from memoryd.store.outputs import Output
 from memoryd.tuning import RAW_MEMORY_MAX_CHARS
