@@ -63,7 +63,7 @@ from memoryd.paths import bump_change_mark
 from memoryd.store import Output, Store
 from memoryd.tools import SearchIndex, default_index_path, memory_search
 from memoryd.tools.common import stamp_text
-from memoryd.tools.search import SearchResult
+from memoryd.tools.hits import SearchResult
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests and bench/phase1.py)
 MB = 1_000_000

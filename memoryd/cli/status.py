@@ -9,8 +9,8 @@ from typing import Any
 from memoryd.clock import iso_ms
 from memoryd.exitcodes import EXIT_OK
 from memoryd.store.home import App
-from memoryd.tools.snapshot import snapshot
 from memoryd.write import agent_edits, edit_review, review
+from memoryd.write.snapshot import snapshot
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

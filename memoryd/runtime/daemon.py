@@ -35,7 +35,7 @@ from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.runtime.lock import HomeLock
 from memoryd.store.home import App
-from memoryd.tools.snapshot import DAEMON
+from memoryd.store.keys import DAEMON
 from memoryd.tuning import (
     BACKLOG_RETRY_S,
     COALESCED_DELAY_S,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from memoryd.clock import DAY, Clock
 from memoryd.store.db import write_tx
+from memoryd.store.keys import NOTE_WRITE
 
-NOTE_WRITE = "note_write:"  # kv key prefix: a user's note written or deleted by memoryd
 NOTE_WRITE_END = "note_write;"  # the first key past that prefix (';' follows ':')
 
 

@@ -40,6 +40,7 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import SYNC_STATE
 from memoryd.sync.branch import MACHINES, TOMBSTONES
 from memoryd.sync.git import Flat, SyncRepo, blob_id, display_remote
 from memoryd.sync.inputs import import_sync, remote_tombstones
@@ -53,7 +54,6 @@ from memoryd.tuning import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-STATE_KEY = "sync"
 PENDING_LISTED = 20  # changed paths status lists (the counts are always complete)
 
 
@@ -219,13 +219,13 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 
 def sync_state(store: Store) -> dict[str, Any]:
-    saved = store.get_state(STATE_KEY)
+    saved = store.get_state(SYNC_STATE)
     return dict(saved) if isinstance(saved, dict) else {}
 
 
 def _save(store: Store, **changes: Any) -> dict[str, Any]:
     state = {**sync_state(store), **changes}
-    store.put_state(STATE_KEY, state)
+    store.put_state(SYNC_STATE, state)
     return state
 
 

@@ -23,6 +23,7 @@ from memoryd.extensions.shared import read_source
 from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.redact import find_secrets
 from memoryd.store import Output, Store
+from memoryd.store.keys import SYNC_MACHINE
 from memoryd.sync.branch import (
     MACHINE_FILE,
     MAX_NOTE_BYTES,
@@ -40,21 +41,19 @@ from memoryd.tuning import SYNC_MAX_SESSIONS_PER_MACHINE
 
 log = logging.getLogger(__name__)
 
-MACHINE_STATE = "sync_machine"
-
 
 def machine_id(store: Store) -> str:
     """This machine's stable id, created on first use and kept in memoryd's state."""
-    saved = store.get_state(MACHINE_STATE)
+    saved = store.get_state(SYNC_MACHINE)
     if isinstance(saved, dict) and isinstance(saved.get("id"), str):
         return str(saved["id"])
     mid = new_machine_id()
-    store.put_state(MACHINE_STATE, {"id": mid, "name": socket.gethostname()})
+    store.put_state(SYNC_MACHINE, {"id": mid, "name": socket.gethostname()})
     return mid
 
 
 def machine_name(store: Store) -> str:
-    saved = store.get_state(MACHINE_STATE)
+    saved = store.get_state(SYNC_MACHINE)
     if isinstance(saved, dict) and isinstance(saved.get("name"), str):
         return str(saved["name"])
     return socket.gethostname()

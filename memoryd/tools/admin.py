@@ -1,6 +1,6 @@
 """``memory_inspect``, ``memory_mode`` and ``memory_reset``: looking at and steering the pipeline.
 
-Inspect is read-only and reuses :func:`memoryd.tools.snapshot.snapshot` (the same numbers ``memoryd
+Inspect is read-only and reuses :func:`memoryd.write.snapshot.snapshot` (the same numbers ``memoryd
 status`` prints), adding what a tool user wants next: the folder's files, how big the injected
 summary is, and how many sessions sit in each memory mode. Reset is the one destructive tool, so
 it demands ``confirm=True`` (exactly ``True``, not a truthy string) and refuses while a
@@ -27,9 +27,9 @@ from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
 from memoryd.tools.scope import ALL, Scope
-from memoryd.tools.snapshot import snapshot
 from memoryd.tuning import INSPECT_MAX_ENTRIES
 from memoryd.write.reset import reset_memory
+from memoryd.write.snapshot import snapshot
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex

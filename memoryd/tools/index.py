@@ -69,9 +69,9 @@ from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import iso
 from memoryd.tools.files import decode
+from memoryd.tools.hits import SearchMatch, SearchResult, clip
 from memoryd.tools.index_refresh import IndexRefresh, RefreshStats
 from memoryd.tools.scope import ALL, REMOTE_RESOURCES, Scope
-from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.tuning import INDEX_BUSY_TIMEOUT_S, RANKED_WINDOW
 
 __all__ = [
@@ -416,7 +416,7 @@ class SearchIndex(IndexRefresh):
             is_file = r["source"] == "file"
             if r["stamp"] not in when:
                 when[r["stamp"]] = iso(r["stamp"])
-            content = "\n".join(_clip(line) for line in r["body"].split("\n"))
+            content = "\n".join(clip(line) for line in r["body"].split("\n"))
             matches.append(
                 SearchMatch(
                     path=r["key"] if is_file else "",

@@ -18,6 +18,7 @@ from typing import Any
 from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument
 from memoryd.paths import Paths
+from memoryd.prompts import tool_specs
 from memoryd.scopes import is_scope_key
 from memoryd.store import Store
 from memoryd.tools.files import memory_read
@@ -27,23 +28,8 @@ from memoryd.tools.search import memory_search
 
 SEARCH_RESULTS = 20
 
-SPECS: dict[str, dict[str, Any]] = {
-    "memory_search": {
-        "description": (
-            "Search long-term memory of this user's past coding sessions (decisions, preferences, "
-            "fixes). Best matches first; open one with memory_read."
-        ),
-        "args": {"query": {"type": "string"}},
-    },
-    "memory_read": {
-        "description": "Read a memory file (path as memory_search shows it) from a line (1 = start).",
-        "args": {"path": {"type": "string"}, "line": {"type": "integer"}},
-    },
-    "memory_note": {
-        "description": "Save a note the user explicitly asked you to remember.",
-        "args": {"note": {"type": "string"}},
-    },
-}
+# The definitions live in the template the shim is rendered with; read here for the names.
+SPECS: dict[str, dict[str, Any]] = tool_specs()
 
 
 def _text(args: dict[str, Any], key: str) -> str:
@@ -143,37 +129,3 @@ def parse_args(raw: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument("arguments must be a JSON object")
     return data
-
-
-def main(argv: list[str]) -> int:
-    """``memoryd tool NAME ARGS [--session ID]`` without loading the CLI package (settings, host
-    client, daemon): the shim starts one per model tool call, so start-up time is its latency.
-    Same contract as the CLI: the answer on stdout, or ``memoryd: <reason>`` on stderr and 1."""
-    import argparse
-    import sys
-
-    from memoryd.clock import SystemClock
-    from memoryd.errors import MemorydError
-
-    parser = argparse.ArgumentParser(prog="memoryd tool")
-    parser.add_argument("name")
-    parser.add_argument("arguments", nargs="?", default="{}")
-    parser.add_argument("--session", dest="session_id")
-    parser.add_argument("--project", metavar="KEY")  # the same options as cli/tool.py's parser
-    parser.add_argument("--server", metavar="URL")
-    args = parser.parse_args(argv)
-    try:
-        text = call(
-            Paths.from_env(),
-            SystemClock(),
-            args.name,
-            parse_args(args.arguments),
-            args.session_id,
-            project=args.project,
-            server=args.server,
-        )
-    except MemorydError as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return 1
-    print(text)
-    return 0

@@ -1,7 +1,7 @@
 """What the pages show, gathered from the store, the status snapshot and the memory folder.
 
 Nothing here computes pipeline state of its own: the numbers come from
-:func:`memoryd.tools.snapshot.snapshot` (the same ones ``memoryd status`` prints), files are read through
+:func:`memoryd.write.snapshot.snapshot` (the same ones ``memoryd status`` prints), files are read through
 :mod:`memoryd.folder.guard` (no link is followed), and sessions are what the store holds.
 """
 
@@ -18,9 +18,9 @@ from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tools.files import decode
-from memoryd.tools.snapshot import snapshot
 from memoryd.tuning import UI_CHART_DAYS as CHART_DAYS
 from memoryd.tuning import UI_MAX_LISTED as MAX_LISTED
+from memoryd.write.snapshot import snapshot
 
 CHART_W, CHART_H, CHART_PAD = 600, 160, 20
 PROJECTS_DIR = "projects"

@@ -39,7 +39,7 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.store import Store
-from memoryd.tools.snapshot import AGENT_EDIT_HELD
+from memoryd.store.keys import AGENT_EDIT_HELD
 from memoryd.tuning import (
     EDIT_INPUT_EXCERPT_CHARS,
     EDIT_LOOKBACK_MAX_MS,

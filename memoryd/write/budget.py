@@ -15,10 +15,10 @@ from memoryd.clock import DAY, HOUR, Clock, iso_ms
 from memoryd.errors import BudgetWait
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import CIRCUIT
 from memoryd.tuning import CIRCUIT_MS
 
 log = logging.getLogger(__name__)
-_CIRCUIT_KEY = "circuit"
 
 
 def model_key(model: str | None) -> str:
@@ -32,7 +32,7 @@ class Budget:
         self.clock = clock
 
     def circuits(self) -> dict[str, int]:
-        raw = self.store.get_state(_CIRCUIT_KEY)
+        raw = self.store.get_state(CIRCUIT)
         now = self.clock.now_ms()
         return (
             {k: v for k, v in (raw or {}).items() if isinstance(v, int) and v > now}
@@ -71,7 +71,7 @@ class Budget:
     def trip(self, model: str | None) -> None:
         circuits = self.circuits()
         circuits[model_key(model)] = self.clock.now_ms() + CIRCUIT_MS
-        self.store.put_state(_CIRCUIT_KEY, circuits)
+        self.store.put_state(CIRCUIT, circuits)
         log.warning("rate limited by the model provider; pausing %s for an hour", model_key(model))
 
     def state(self) -> dict[str, object]:

@@ -37,6 +37,7 @@ from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import REVIEW_HISTORY
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 from memoryd.write import review
 
@@ -306,6 +307,6 @@ def used_calls(store: Store, waiting: StagedEdit | None) -> set[str]:
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
     """The review history both kinds of staged item share (the Review page lists it)."""
-    raw = store.get_state(review.HISTORY_KEY)
+    raw = store.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(review.HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])

@@ -16,7 +16,7 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
 from memoryd.store.home import App
-from memoryd.tools.snapshot import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.store.keys import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
 from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status

@@ -57,7 +57,7 @@ from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import GLOBAL, CallUsage, Output, Store
 from memoryd.store.jobs import GLOBAL_KEY
-from memoryd.tools.snapshot import FOLDER_SWEPT
+from memoryd.store.keys import FOLDER_SWEPT
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.write import agent_edits, review
 from memoryd.write.helpers import (

@@ -41,6 +41,7 @@ from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import REVIEW_HISTORY
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 STAGED = "staged"
 META = "meta.json"
 TREE = "tree"
-HISTORY_KEY = "review_history"
 WORKER = "memoryd-review"
 SYNC_RESOURCES = f"{EXTENSIONS_DIR}/sync/{RESOURCES}"
 
@@ -203,13 +203,13 @@ def diff_text(paths: Paths) -> str:
 
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
-    raw = store.get_state(HISTORY_KEY)
+    raw = store.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])
 
 
 def history(store: Store) -> list[dict[str, Any]]:
-    raw = store.get_state(HISTORY_KEY)
+    raw = store.get_state(REVIEW_HISTORY)
     return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
 
 

@@ -140,7 +140,8 @@ def test_a_daemon_pass_never_loads_dulwich_and_leaves_no_child(tmp_path: Path) -
         from pathlib import Path
         from memoryd.store.home import App
         from memoryd.paths import Paths
-        from memoryd.write import baseline_proc, passes, rollback
+        from memoryd.folder import baseline_proc, rollback
+        from memoryd.write import passes
         paths = Paths.from_env({{"MEMORYD_HOME": {str(tmp_path / "home")!r}}})
         paths.memories.mkdir(parents=True)
         (paths.memories / "MEMORY.md").write_text("# Memory\\n")

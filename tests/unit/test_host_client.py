@@ -26,13 +26,8 @@ from memoryd.errors import (
     HostUnreachable,
     ModelCallError,
 )
-from memoryd.host import (
-    HELPER_METADATA_KEY,
-    OpencodeClient,
-    Session,
-    TokenUsage,
-    is_helper_session,
-)
+from memoryd.host.models import Session, TokenUsage
+from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient, is_helper_session
 
 BASE = "http://127.0.0.1:4096"
 Handler = Callable[[httpx.Request], Any]

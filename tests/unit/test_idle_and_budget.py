@@ -10,9 +10,9 @@ from memoryd.paths import Paths
 from memoryd.runtime.events import session_event
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.tools.snapshot import snapshot
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
+from memoryd.write.snapshot import snapshot
 from tests.fakehost import FakeOpencode, write_memory
 
 pytestmark = pytest.mark.anyio

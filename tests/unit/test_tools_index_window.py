@@ -217,7 +217,8 @@ def test_the_tool_process_loads_no_redactor() -> None:
     """Its patterns cost ~40 ms to load in a process that only searches or reads (issue 16)."""
     probe = (
         "import sys\n"
-        "from memoryd.tools.shim import main\n"
+        "from memoryd.toolcall import main\n"
+        "import memoryd.tools.shim\n"
         "print(sorted(m for m in sys.modules if m.startswith('memoryd.redact')))\n"
     )
     out = subprocess.run(

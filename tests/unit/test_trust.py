@@ -21,10 +21,10 @@ from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.tools.snapshot import snapshot
 from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
+from memoryd.write.snapshot import snapshot
 from tests.fakehost import FakeOpencode, write_memory
 
 LEGIT = [

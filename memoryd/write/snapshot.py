@@ -8,17 +8,9 @@ from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import DAEMON, FOLDER_SWEPT, HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
 from memoryd.tuning import PHASE2_COOLDOWN_MS
 from memoryd.write.budget import Budget
-
-LAST_PASS = "last_pass"
-LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
-DAEMON = "daemon"
-HOST_SEEN = "host"
-# Entries removed from the memory folder because memoryd's layout has no place for them.
-FOLDER_SWEPT = "memory_folder_swept"
-# A change of the agent-owned files waiting because opencode could not say who made it.
-AGENT_EDIT_HELD = "agent_edit_held"
 
 
 def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
