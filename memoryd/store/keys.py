@@ -19,3 +19,4 @@ CIRCUIT = "circuit"  # the rate-limit circuit breakers (write/budget.py)
 SYNC_MACHINE = "sync_machine"  # this machine's sync id and name
 SYNC_STATE = "sync"  # the last sync's outcome, its backoff and what waits to be pushed
 NOTE_WRITE = "note_write:"  # prefix: a user's note written or deleted by memoryd, by relpath
+PHASE2_URGENT = "phase2_urgent_input"  # the input version of the last urgent phase-2 enqueue

@@ -9,7 +9,7 @@ from typing import Literal
 from memoryd.clock import DAY, Clock
 from memoryd.scopes import scope_key, scope_root
 from memoryd.store.db import write_tx
-from memoryd.store.jobs import STAGE1, _enqueue_global
+from memoryd.store.jobs import STAGE1, enqueue_global
 from memoryd.tuning import PHASE2_FRESH_SHARE
 
 MemoryMode = Literal["enabled", "disabled", "polluted"]
@@ -217,7 +217,7 @@ class OutputsMixin:
             c.execute("DELETE FROM save_points WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
             if row is not None and row["selected_for_phase2"]:
-                _enqueue_global(c, now, urgent=True)
+                enqueue_global(c, now, urgent=True)
                 return True
             return False
 
@@ -326,4 +326,4 @@ class OutputsMixin:
                     (session_id,),
                 ).fetchone()
                 if row is not None and row["selected_for_phase2"]:
-                    _enqueue_global(c, now, urgent=True)
+                    enqueue_global(c, now, urgent=True)

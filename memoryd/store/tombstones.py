@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from memoryd.clock import DAY, Clock
 from memoryd.scopes import scope_root
 from memoryd.store.db import write_tx
-from memoryd.store.jobs import GLOBAL, GLOBAL_KEY, STAGE1, _enqueue_global
+from memoryd.store.jobs import GLOBAL, GLOBAL_KEY, STAGE1, enqueue_global
 
 
 class SyncMixin:
@@ -70,7 +70,7 @@ class SyncMixin:
                 removed.append(sid)
                 urgent = urgent or bool(row is not None and row["selected_for_phase2"])
             if urgent:
-                _enqueue_global(c, now, urgent=True)
+                enqueue_global(c, now, urgent=True)
         return removed
 
     def published_outputs(self, max_unused_days: int, limit: int) -> list[sqlite3.Row]:
