@@ -44,7 +44,6 @@ from pathlib import Path
 from memoryd.clock import HOUR, Clock
 from memoryd.errors import MemorydError, PathError, SourceUnreadable
 from memoryd.extensions.shared import (
-    EXTENSIONS_DIR,
     INSTRUCTIONS,
     RESOURCES,
     current_bytes,
@@ -55,6 +54,7 @@ from memoryd.extensions.shared import (
     remove_entry,
     sync_instructions,
 )
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
 from memoryd.settings import Settings
 from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES

@@ -30,6 +30,7 @@ import stat
 from pathlib import Path
 
 from memoryd.errors import PathError
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write, lstat_or_none, read_regular, real_dir
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
@@ -38,7 +39,6 @@ from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS_DIR = "extensions"
 INSTRUCTIONS = "instructions.md"
 RESOURCES = "resources"
 

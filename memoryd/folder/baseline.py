@@ -59,6 +59,7 @@ from memoryd.folder.linediff import (
     fsencode,
 )
 from memoryd.fsutil import read_regular_with_mode
+from memoryd.tuning import GIT_MODE_EXEC, GIT_MODE_FILE, GIT_MODE_TREE, RACY_WINDOW_NS
 
 __all__ = ["Baseline", "Change", "WorkspaceDiff", "default_exclude"]
 
@@ -69,10 +70,6 @@ BRANCH = b"main"
 IDENTITY = b"memoryd <memoryd@localhost>"
 MESSAGE = b"memoryd baseline of the memory folder\n"
 
-MODE_FILE = 0o100644
-MODE_EXEC = 0o100755
-MODE_TREE = 0o040000
-
 
 def default_exclude(relpath: str) -> bool:
     """The exclusion phase 2 uses: the diff file itself and anything under a dot-prefixed name."""
@@ -81,7 +78,6 @@ def default_exclude(relpath: str) -> bool:
 
 Entries = dict[str, tuple[int, ObjectID]]  # relpath -> (mode, hex blob id)
 StatKey = tuple[int, int, int, int]  # mtime_ns, size, inode, st_mode
-RACY_NS = 1_000_000_000
 
 
 # Inputs that arrive between consolidations (memoryd.sync.inputs renders them after each pull).
@@ -102,7 +98,7 @@ class StatCache:
             return {}
         if not isinstance(data, dict) or data.get("head") != head.decode():
             return {}
-        fresh_before = int(data.get("written_ns", 0)) - RACY_NS
+        fresh_before = int(data.get("written_ns", 0)) - RACY_WINDOW_NS
         out = {}
         for rel, (mt, size, ino, st_mode, mode, blob) in data.get("files", {}).items():
             if mt < fresh_before:  # racily recent entries are never trusted
@@ -226,7 +222,7 @@ class Baseline:
             keys[rel] = (key, mode, _blob_id(data))
         for rel, held in sorted(hold.items()):  # not in the stat cache: the next diff hashes them
             if held is not None:
-                files.append((rel, MODE_EXEC if held[0] else MODE_FILE, held[1]))
+                files.append((rel, GIT_MODE_EXEC if held[0] else GIT_MODE_FILE, held[1]))
         parent = self.git_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -434,7 +430,7 @@ def _read_file(path: str) -> tuple[int, bytes]:
     if got is None:
         raise BaselineError(f"{path}: cannot read (vanished while reading)")
     data, perms = got
-    return (MODE_EXEC if perms & stat.S_IXUSR else MODE_FILE), data
+    return (GIT_MODE_EXEC if perms & stat.S_IXUSR else GIT_MODE_FILE), data
 
 
 def _head_entries(repo: Repo) -> Entries:
@@ -506,7 +502,7 @@ def _commit_files(repo: Repo, files: list[tuple[str, int, bytes]]) -> ObjectID:
     def build(node: _Dir) -> ObjectID:
         tree = Tree()
         for name, sub in node.dirs.items():
-            tree.add(fsencode(name), MODE_TREE, build(sub))
+            tree.add(fsencode(name), GIT_MODE_TREE, build(sub))
         for name, (mode, sha) in node.files.items():
             tree.add(fsencode(name), mode, sha)
         objects.setdefault(tree.id, tree)

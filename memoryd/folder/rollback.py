@@ -39,11 +39,11 @@ from memoryd.folder.workspace import LAYOUT_DIRS, Workspace
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths
 from memoryd.store import Store
+from memoryd.tuning import RACY_WINDOW_NS
 
 log = logging.getLogger(__name__)
 
 SIGNATURE_FILE = "folder.sig.json"  # the old name, inside the validated copy (see migrate)
-RACY_WINDOW_NS = 2_000_000_000
 CONSOLIDATE_HELPER = "consolidate"  # the kind phase 2 records its helper session under
 
 

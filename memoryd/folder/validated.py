@@ -26,12 +26,12 @@ from pathlib import Path
 
 from memoryd.errors import PathError
 from memoryd.folder.audit import read_memory_file
+from memoryd.folder.layout import SUMMARY_FILE
 from memoryd.fsutil import atomic_write, remove_empty_parents
 from memoryd.paths import Paths
 
 log = logging.getLogger(__name__)
 
-SUMMARY_FILE = "memory_summary.md"
 # Present once a validated state was recorded (even an empty one): tells "nothing validated yet"
 # apart from "validated, and there is no memory".
 RECORD_FILE = ".recorded.json"

@@ -68,6 +68,7 @@ from memoryd import prompts
 from memoryd import tokenizer as tokens
 from memoryd.errors import PathError
 from memoryd.folder.audit import read_memory_file
+from memoryd.folder.layout import SUMMARY_FILE
 from memoryd.folder.validated import ValidatedMemory
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths, templates_dir
@@ -75,7 +76,7 @@ from memoryd.read import fence
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
-from memoryd.tuning import BLOCK_TOKEN_BUDGET
+from memoryd.tuning import BLOCK_TOKEN_BUDGET, RACY_WINDOW_NS
 
 __all__ = [
     "BLOCK_TOKEN_BUDGET",
@@ -91,7 +92,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TEMPLATE = "read_path.md"
-SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
 SUMMARY_BEGIN = fence.BEGIN_LINE  # "{token}" is this install's fence token
 SUMMARY_END = fence.END_LINE
@@ -100,7 +100,6 @@ NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
 STAMP_VERSION = 4
-RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
 
 

@@ -39,6 +39,8 @@ from memoryd.store.keys import DAEMON
 from memoryd.tuning import (
     BACKLOG_RETRY_S,
     COALESCED_DELAY_S,
+    DAEMON_GRACE_S,
+    DAEMON_INTERVAL_S,
     EVENT_DEBOUNCE_S,
     SYNC_CHECK_S,
     TICK_S,
@@ -76,7 +78,11 @@ def _stoppable(
 
 class Daemon:
     def __init__(
-        self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0
+        self,
+        app: App,
+        *,
+        interval_s: float = DAEMON_INTERVAL_S,
+        graceful_timeout_s: float = DAEMON_GRACE_S,
     ) -> None:
         self.app = app
         self.interval_s = interval_s
@@ -95,10 +101,9 @@ class Daemon:
         self._pass_running = False
         self._requested_at: datetime | None = None  # a pass asked for while one was running
 
-    # -- signals: flags only ----------------------------------------------------------------
-
     def handle_exit(self, sig: int, frame: FrameType | None = None) -> None:
-        if self.should_exit:  # a second SIGINT or SIGTERM forces
+        """Signals only set flags (a second SIGINT or SIGTERM forces)."""
+        if self.should_exit:
             self.force_exit = True
         self.should_exit = True
         self._exit.set()
@@ -367,12 +372,15 @@ class Daemon:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         next_pass = job.next_run_time.isoformat() if job and job.next_run_time else None
         state = daemon_state(self._follower, next_pass, stopped=stopped)
-        # Heartbeats bump events_seen every 10 s; that alone is not worth a disk write.
-        key = {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
-        if key == self._recorded:
+        if (key := _without_heartbeats(state)) == self._recorded:
             return
         self._recorded = key
         self.app.store.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
+
+
+def _without_heartbeats(state: dict[str, Any]) -> dict[str, Any]:
+    """Heartbeats bump ``events_seen`` every 10 s; that alone is not worth a disk write."""
+    return {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
 
 
 def daemon_state(

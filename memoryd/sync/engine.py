@@ -35,7 +35,7 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
-from memoryd.extensions.shared import EXTENSIONS_DIR
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings

@@ -47,12 +47,16 @@ from memoryd.errors import PushRaceLost, SyncError
 from memoryd.sync.branch import BRANCH, MACHINES, TRACKING
 from memoryd.sync.pack import pack_beside
 from memoryd.sync.urls import mask_remote, mask_text
-from memoryd.tuning import SYNC_MAX_FETCH_BYTES, SYNC_MAX_TREE_DEPTH, SYNC_MAX_TREE_ENTRIES
+from memoryd.tuning import (
+    GIT_MODE_FILE,
+    GIT_MODE_TREE,
+    SYNC_MAX_FETCH_BYTES,
+    SYNC_MAX_TREE_DEPTH,
+    SYNC_MAX_TREE_ENTRIES,
+)
 
 log = logging.getLogger(__name__)
 
-TREE_MODE = 0o040000
-FILE_MODE = 0o100644
 AUTHOR = b"memoryd <memoryd@localhost>"
 
 
@@ -306,7 +310,7 @@ class SyncRepo:
                 mode, sha = tree[part.encode()]
             except KeyError:
                 return None
-            if mode != TREE_MODE:
+            if mode != GIT_MODE_TREE:
                 return None
             current = sha
         return current
@@ -327,7 +331,7 @@ class SyncRepo:
         return {
             e.path.decode("utf-8", "replace"): e.sha
             for e in self._tree(top).iteritems()
-            if e.mode == TREE_MODE
+            if e.mode == GIT_MODE_TREE
         }
 
     def walk(
@@ -353,7 +357,7 @@ class SyncRepo:
                 if seen > SYNC_MAX_TREE_ENTRIES:
                     raise SyncError(str(self.git_dir), f"more than {seen - 1} entries in a folder")
                 rel = f"{base}{e.path.decode('utf-8', 'replace')}"
-                if e.mode == TREE_MODE:
+                if e.mode == GIT_MODE_TREE:
                     stack.append((e.sha, rel + "/", depth + 1))
                 else:
                     yield rel, e.mode, e.sha
@@ -364,7 +368,7 @@ class SyncRepo:
             mode, sha = self._tree(tree_id)[name.encode()]
         except KeyError:
             return None
-        return None if mode == TREE_MODE else sha
+        return None if mode == GIT_MODE_TREE else sha
 
     def flat(self, tree_id: ObjectID | None) -> Flat:
         return Flat({rel: sha for rel, _, sha in self.walk(tree_id)})
@@ -416,10 +420,10 @@ class SyncRepo:
         tree = Tree()
         for name, value in nested.items():
             if isinstance(value, dict):
-                tree.add(name.encode(), TREE_MODE, self._write_tree(value))
+                tree.add(name.encode(), GIT_MODE_TREE, self._write_tree(value))
             else:
                 assert isinstance(value, bytes)
-                tree.add(name.encode(), FILE_MODE, ObjectID(value))
+                tree.add(name.encode(), GIT_MODE_FILE, ObjectID(value))
         if tree.id not in self.repo.object_store:
             self.repo.object_store.add_object(tree)
         return tree.id
@@ -429,8 +433,8 @@ class SyncRepo:
         root = _copy(self._tree(base_root)) if base_root is not None else Tree()
         machines_id = self.subtree(base_root, MACHINES)
         machines = _copy(self._tree(machines_id)) if machines_id is not None else Tree()
-        machines.add(machine_id.encode(), TREE_MODE, own)
-        root.add(MACHINES.encode(), TREE_MODE, machines.id)
+        machines.add(machine_id.encode(), GIT_MODE_TREE, own)
+        root.add(MACHINES.encode(), GIT_MODE_TREE, machines.id)
         for obj in (machines, root):
             if obj.id not in self.repo.object_store:
                 self.repo.object_store.add_object(obj)

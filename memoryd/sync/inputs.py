@@ -20,13 +20,13 @@ from dulwich.objects import ObjectID
 from memoryd.clock import iso_ms
 from memoryd.errors import SyncError
 from memoryd.extensions.shared import (
-    EXTENSIONS_DIR,
     RESOURCES,
     ensure_dirs,
     remove_entry,
     sync_instructions,
     write_if_changed,
 )
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import real_dir
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR

@@ -30,10 +30,8 @@ from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import stamp_ms
 from memoryd.tools.files import decode
-from memoryd.tuning import INDEX_OPTIMIZE_ADDED
+from memoryd.tuning import INDEX_FULL_CHECK_S, INDEX_OPTIMIZE_ADDED, RACY_WINDOW_NS
 
-FULL_CHECK_S = 300
-RACY_NS = 1_000_000_000
 _PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
 Pending = tuple[int, str, Callable[[], None]]  # (stamp, key, index it): a change to apply
 
@@ -306,7 +304,7 @@ class IndexRefresh:
             newest = max(newest, mark.st_mtime_ns)
         except OSError:
             parts.append("mark:-")
-        if newest >= time.time_ns() - RACY_NS:
+        if newest >= time.time_ns() - RACY_WINDOW_NS:
             return ""
         if self.store is not None:
             parts.append(self._outputs_mark(self.store._conn))
@@ -342,7 +340,7 @@ class IndexRefresh:
         started = time.perf_counter()
         with self._lock:
             checked = self._meta("checked_at")
-            fresh = checked is not None and time.time() - float(checked) < FULL_CHECK_S
+            fresh = checked is not None and time.time() - float(checked) < INDEX_FULL_CHECK_S
             dirs = json.loads(self._meta("dirs") or "[]")
             before = self._watermark(dirs)
             if fresh and dirs and before and self._meta("watermark") == before:

@@ -15,6 +15,7 @@ from memoryd.errors import ToolError
 from memoryd.folder.guard import read_file, walk_files
 from memoryd.folder.layout import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 from memoryd.paths import Paths
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tools.files import decode
@@ -23,7 +24,6 @@ from memoryd.tuning import UI_MAX_LISTED as MAX_LISTED
 from memoryd.write.snapshot import snapshot
 
 CHART_W, CHART_H, CHART_PAD = 600, 160, 20
-PROJECTS_DIR = "projects"
 
 
 def dashboard(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:

@@ -40,12 +40,11 @@ from memoryd.errors import (
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
-from memoryd.extensions.shared import EXTENSIONS_DIR
 from memoryd.folder import rollback
 from memoryd.folder.audit import read_memory_file, with_user_writes
 from memoryd.folder.baseline_proc import open_baseline
 from memoryd.folder.confine import planted_parent_config, sweep
-from memoryd.folder.layout import DIFF_FILE
+from memoryd.folder.layout import DIFF_FILE, EXTENSIONS_DIR
 from memoryd.folder.workspace import Workspace
 from memoryd.fsutil import atomic_write
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
-from memoryd.extensions.shared import EXTENSIONS_DIR, RESOURCES
+from memoryd.extensions.shared import RESOURCES
 from memoryd.folder import rollback
 from memoryd.folder.audit import is_agent_owned
 from memoryd.folder.baseline_proc import open_baseline
-from memoryd.folder.layout import AD_HOC_NOTES, is_tracked
+from memoryd.folder.layout import AD_HOC_NOTES, EXTENSIONS_DIR, is_tracked
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block

@@ -341,3 +341,40 @@ def test_architecture_files_each_module_under_its_layer() -> None:
                 if layer_of(mod) != current:
                     misfiled.append(f"{rel}: under {current}, in layer {layer_of(mod)}")
     assert not misfiled, misfiled
+
+
+# Same name and value in two modules, on purpose: each names a different thing.
+SAME_BY_DESIGN = {
+    "MEMORY_FILE": "Codex's own file names (extensions/codex.py) match ours because we port its layout",
+    "SUMMARY_FILE": "as MEMORY_FILE",
+    "STAGED": "two different staging folders (review mode, held agent edits)",
+    "META": "as STAGED",
+}
+
+
+def test_no_constant_is_defined_twice() -> None:
+    """A module-level UPPER_CASE constant with one name and one value is defined once (tuning
+    knobs in ``tuning.py``, names of things beside what they name); the others import it."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for mod, path in modules().items():
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets = [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and len(t.id) > 1 and t.id.isupper() and t.id[0] != "_":
+                    value = ast.unparse(node.value) if node.value is not None else ""
+                    seen.setdefault((t.id, value), []).append(mod)
+    twice = {k: v for k, v in seen.items() if len(v) > 1 and k[0] not in SAME_BY_DESIGN}
+    assert not twice, twice
+
+
+def test_the_racy_window_and_git_modes_are_tuning_constants() -> None:
+    offenders = []
+    for mod, path in modules().items():
+        if mod == "memoryd.tuning":
+            continue
+        text = path.read_text()
+        if re.search(r"^\w*RACY\w* = |= 0o(100644|100755|040000)\b", text, re.M):
+            offenders.append(mod)
+    assert not offenders, offenders

@@ -29,6 +29,7 @@ from memoryd.sync.engine import exchange, run_sync, sync_due
 from memoryd.sync.inputs import import_sync, read_remote, remote_tombstones
 from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
+from memoryd.tuning import GIT_MODE_FILE, GIT_MODE_TREE
 from memoryd.write.snapshot import snapshot
 from tests.conftest import T0
 
@@ -499,10 +500,10 @@ def test_one_hostile_machine_folder_skips_that_machine_only(
     try:
         blob = Blob.from_string(b"x")
         repo.repo.object_store.add_object(blob)
-        deep = _tree(repo, {b"f": (transport.FILE_MODE, blob.id)})
+        deep = _tree(repo, {b"f": (GIT_MODE_FILE, blob.id)})
         for _ in range(3000):  # nested far past the interpreter's recursion limit
-            deep = _tree(repo, {b"d": (transport.TREE_MODE, deep)})
-        missing = _tree(repo, {b"sessions": (transport.TREE_MODE, ObjectID(b"1" * 40))})
+            deep = _tree(repo, {b"d": (GIT_MODE_TREE, deep)})
+        missing = _tree(repo, {b"sessions": (GIT_MODE_TREE, ObjectID(b"1" * 40))})
     finally:
         repo.close()
     _plant(b, "deep-00000001", deep)
@@ -534,7 +535,7 @@ def test_a_machine_skipped_once_keeps_its_rendered_inputs(
     assert before
     repo = transport.SyncRepo(b.paths.sync_git)
     try:
-        broken = _tree(repo, {b"sessions": (transport.TREE_MODE, ObjectID(b"2" * 40))})
+        broken = _tree(repo, {b"sessions": (GIT_MODE_TREE, ObjectID(b"2" * 40))})
     finally:
         repo.close()
     _plant(b, a.id, broken)  # a's folder now points at a tree the cache lacks

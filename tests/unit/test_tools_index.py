@@ -262,7 +262,7 @@ def test_unchanged_watermark_answers_without_walking(
     index.refresh()
     (root / "sub" / "f2.md").write_text("walrus\n")  # in place: no folder time changes
     assert ranked(root, index, "walrus").total == 0
-    monkeypatch.setattr(refresh_mod, "FULL_CHECK_S", 0)
+    monkeypatch.setattr(refresh_mod, "INDEX_FULL_CHECK_S", 0)
     assert ranked(root, index, "walrus").total == 1
 
 
