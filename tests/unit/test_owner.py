@@ -1,4 +1,4 @@
-"""Issue 11: nothing waits after a crash. Claims and helper sessions name their owning process;
+"""Nothing waits after a crash. Claims and helper sessions name their owning process;
 when that process is provably gone the next memoryd takes over at once, without burning a retry."""
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
 async def test_a_helper_whose_create_answer_was_lost_is_found_and_deleted(
     store: Store, paths: Paths, clock: ManualClock
 ) -> None:
-    """Issue 11 (chaos, host faults): opencode made the helper but the answer was reset on the way
+    """Chaos, host faults: opencode made the helper but the answer was reset on the way
     back. Before: it stayed in the user's session list for 90 minutes."""
     import httpx
 
@@ -192,7 +192,7 @@ def _running_server() -> subprocess.Popen[bytes]:
 
 
 def test_a_dead_memoryd_whose_server_still_runs_is_not_gone(store: Store) -> None:
-    """Issue 29: a SIGKILLed memoryd's own opencode serve goes on driving the helper prompt it was
+    """A SIGKILLed memoryd's own opencode serve goes on driving the helper prompt it was
     given (a fresh server's first model call came seconds later); releasing that claim let the
     next run extract the version again while the orphan's call was still to come."""
     server = _running_server()
@@ -265,7 +265,7 @@ async def test_a_pass_stops_a_dead_memoryds_server_before_it_releases_its_claims
 async def test_an_orphaned_helper_is_aborted_before_it_is_deleted(
     store: Store, paths: Paths, clock: ManualClock
 ) -> None:
-    """Issue 29: deleting a killed memoryd's helper did not stop a turn opencode was about to
+    """Deleting a killed memoryd's helper did not stop a turn opencode was about to
     send (the storm saw extraction calls of helpers already deleted): abort it first."""
     host = FakeOpencode()
     host.add_session(

@@ -1,4 +1,4 @@
-"""Issue 12: project scopes on the write side (keys, backfill, the workspace layout, validation)."""
+"""Project scopes on the write side (keys, backfill, the workspace layout, validation)."""
 
 from __future__ import annotations
 

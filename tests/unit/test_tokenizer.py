@@ -150,7 +150,7 @@ def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths)
     assert not tokens.loaded()
 
 
-# -- the helper's table loader (issue 28: a third of tiktoken's per-line Python decoding) ---------
+# -- the helper's table loader (a third of tiktoken's per-line Python decoding) ---------
 
 OFFLINE_HASH = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 

@@ -11,7 +11,7 @@ import pytest
 from memoryd.cli import main
 from memoryd.paths import Paths
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_path_prints_each_location(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,7 +75,7 @@ def test_lint_clean() -> None:
 
 
 def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None:
-    """Issue 11: a ``run --once`` that cannot reach opencode exits 3 and ``status`` says why."""
+    """A ``run --once`` that cannot reach opencode exits 3 and ``status`` says why."""
     import json as _json
 
     from memoryd.cli import main
@@ -90,7 +90,7 @@ def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None
 
 
 def test_every_phase2_status_has_a_line() -> None:
-    """Issue 11 (chaos, disk trouble): a new status once crashed ``run --once`` with a KeyError."""
+    """Chaos, disk trouble: a new status once crashed ``run --once`` with a KeyError."""
     from memoryd.cli.run import phase2_line
     from memoryd.write.phase2 import Phase2Result, Phase2Status
 

@@ -1,4 +1,4 @@
-"""Bounded, link-proof memory files (issue 22): a file over its kind's cap, or one hard-linked to
+"""Bounded, link-proof memory files: a file over its kind's cap, or one hard-linked to
 a file elsewhere, is never adopted, validated, rendered, tokenized, read or searched."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from memoryd.tools import SearchIndex, memory_list, memory_read, memory_search
 from memoryd.tuning import MEMORY_MAX_BYTES, SKILL_MAX_BYTES, SUMMARY_MAX_BYTES
 from memoryd.write.phase2 import redact_agent_files
 
-BIG = 50 * 1024 * 1024  # the 50 MB summary of issue 22; sparse, so it costs no disk
+BIG = 50 * 1024 * 1024  # a 50 MB summary; sparse, so it costs no disk
 
 
 def _valid_folder(root: Path) -> None:

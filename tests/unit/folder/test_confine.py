@@ -1,4 +1,4 @@
-"""Issue 10: the memory folder's allow-list, the consolidator's opencode rules, and validated memory."""
+"""The memory folder's allow-list, the consolidator's opencode rules, and validated memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22: the rollback's folder signature lives in memoryd's state, never in the memory folder."""
+"""The rollback's folder signature lives in memoryd's state, never in the memory folder."""
 
 from __future__ import annotations
 

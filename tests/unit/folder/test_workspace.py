@@ -24,7 +24,7 @@ from memoryd.store.outputs import Output
 from memoryd.tuning import RAW_MEMORY_MAX_CHARS
 from tests.conftest import T0
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 def out(

@@ -1,4 +1,4 @@
-"""Issue 12: the scoped block, scoped tools, and compaction as a save point."""
+"""The scoped block, scoped tools, and compaction as a save point."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_a_project_block_holds_global_and_its_own_layer_only(paths: Paths) -> No
 def test_layers_that_fit_are_never_sent_to_be_truncated(
     paths: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 28: every block of a 50-project home asked the tokenizer helper to "truncate" both
+    # Every block of a 50-project home asked the tokenizer helper to "truncate" both
     # layers to exactly their own size; a layer within its share is shown as it is.
     _layers(paths, "- GLOBAL: prefers short answers", **{A: "- A-FACT: uses pnpm"})
     asked: list[int] = []

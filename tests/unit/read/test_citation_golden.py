@@ -5,7 +5,7 @@ The expected fields come from :mod:`memoryd.read.citations`; ``tests/shim/shim.t
 cases through the opencode shim's ``experimental.text.complete`` hook. After a deliberate change to
 the Python parser, rewrite the expected fields from the texts with::
 
-    python -m tests.unit.test_citation_golden --regen
+    python -m tests.unit.read.test_citation_golden --regen
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from memoryd.read.citations import parse_citations, strip_citations
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "citations.json"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "citations.json"
 CASES: list[dict[str, Any]] = json.loads(GOLDEN.read_text(encoding="utf-8"))
 
 # The situations the shared file must keep covering (the JS side relies on them too).
@@ -79,5 +79,5 @@ def regenerate() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--regen"]:
-        sys.exit("usage: python -m tests.unit.test_citation_golden --regen")
+        sys.exit("usage: python -m tests.unit.read.test_citation_golden --regen")
     regenerate()

@@ -1,4 +1,4 @@
-"""The block's fence cannot be forged (issue 22): every lookalike kind stays inside it.
+"""The block's fence cannot be forged: every lookalike kind stays inside it.
 
 The confusables are generated from Unicode itself (names and compatibility mappings), not taken
 from the list in :mod:`memoryd.read.fence`, so a character the list misses fails here.

@@ -10,9 +10,9 @@ import pytest
 from memoryd.sync import inputs
 from memoryd.write.phase2 import Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
-from tests.unit.test_phase2_run import extracted
+from tests.unit.write.test_phase2 import extracted
 
-# Each is 0.4-1.8 MB of RSS in a process that never uses it (issue 16: an idle daemon <= 50 MB).
+# Each is 0.4-1.8 MB of RSS in a process that never uses it (an idle daemon <= 50 MB).
 NOT_IN_THE_DAEMON = [
     "click",  # httpx's command-line client
     "pygments",

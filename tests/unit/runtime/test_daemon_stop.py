@@ -1,4 +1,4 @@
-"""Issue 29: a SIGTERM while a pass runs is a clean stop: the pass is cancelled and releases its
+"""A SIGTERM while a pass runs is a clean stop: the pass is cancelled and releases its
 work, and the log reads as a stop (no scheduler error with a ``CancelledError`` traceback)."""
 
 from __future__ import annotations

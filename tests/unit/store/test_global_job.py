@@ -192,7 +192,7 @@ def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None
 def test_out_of_order_stage1_finish_leaves_no_pending_input(
     store: Store, paths, clock: ManualClock
 ) -> None:
-    """Issue 11: a newer session finalized first, an older one second, then one clean run that
+    """A newer session finalized first, an older one second, then one clean run that
     consumed both: nothing is pending any more."""
     from memoryd.settings import Settings
     from memoryd.write.snapshot import snapshot

@@ -1,4 +1,4 @@
-"""Issue 23: what is known is published at once, searchable on arrival, and forgotten from history.
+"""What is known is published at once, searchable on arrival, and forgotten from history.
 
 Same setup as ``test_sync.py``: homes sharing a bare repository through a plain path (dulwich's
 local transport), only the clock faked. Here the sessions are extracted and *not* consolidated.
@@ -26,7 +26,7 @@ from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 from memoryd.write.snapshot import sync_snapshot
 from tests.conftest import T0
-from tests.unit.test_sync import Machine, remote_files
+from tests.unit.sync.test_engine import Machine, remote_files
 
 
 def extract(m: Machine, sid: str, fact: str, *, cwd: str = "/home/dev/project") -> None:

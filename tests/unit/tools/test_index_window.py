@@ -1,4 +1,4 @@
-"""Issue 16: ranked search with bounded work (a scored window, a capped count) and project
+"""Ranked search with bounded work (a scored window, a capped count) and project
 filtering that reads no outputs per query."""
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_a_tool_call_skips_the_integrity_check_the_daemon_runs(
 
 
 def test_the_tool_process_loads_no_redactor() -> None:
-    """Its patterns cost ~40 ms to load in a process that only searches or reads (issue 16)."""
+    """Its patterns cost ~40 ms to load in a process that only searches or reads."""
     probe = (
         "import sys\n"
         "from memoryd.toolcall import main\n"

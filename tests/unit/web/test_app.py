@@ -502,7 +502,7 @@ def test_every_route_is_covered_here() -> None:
         "/review/notes/accept",
         "/review/notes/drop",
         "/review/edit/accept",
-        "/review/edit/reject",  # tests/unit/test_edit_review.py
+        "/review/edit/reject",  # tests/unit/write/test_edit_review.py
         "/static",
     }
     assert paths == tested

@@ -1,4 +1,4 @@
-"""Issue 22: a change of the agent-owned files that a host session's tool call made is staged for
+"""A change of the agent-owned files that a host session's tool call made is staged for
 the user, never adopted; a hand edit made outside any session still is; opencode down holds it.
 
 The host boundary is the fake opencode (``httpx.MockTransport``); file times and tool times are
@@ -370,7 +370,7 @@ async def test_a_host_write_during_a_consolidation_fails_the_run(
     """While the consolidator works the folder is its own, and what it leaves becomes validated:
     a user's session writing there meanwhile must not ride along as the consolidator's work."""
     from tests.fakehost import write_memory
-    from tests.unit.test_trust import _pass
+    from tests.unit.folder.test_confine import _pass
 
     host = FakeOpencode(consolidate=write_memory)
     host.add_session("ses_trust000001", updated=clock.now_ms() - 7 * 3_600_000)

@@ -128,7 +128,7 @@ def test_event_classification() -> None:
 
 
 async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, paths) -> None:
-    """Issue 11: an idle event that lands while a pass runs is coalesced into one pass right after
+    """An idle event that lands while a pass runs is coalesced into one pass right after
     it, not dropped until the next timed pass (an hour here)."""
     import asyncio
 

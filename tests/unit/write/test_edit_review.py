@@ -1,4 +1,4 @@
-"""Issue 22: a staged agent edit through ``memoryd review`` / ``memoryd status`` and the web UI's
+"""A staged agent edit through ``memoryd review`` / ``memoryd status`` and the web UI's
 Review page: accept makes it the validated copy and the baseline's, reject drops it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 22: which tool inputs name the memory folder (the rule table, one line per spelling)."""
+"""Which tool inputs name the memory folder (the rule table, one line per spelling)."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ async def test_stop_while_starting_makes_start_fail_and_leaves_nothing(
 async def test_empty_home_pass_boots_opencode_during_local_work_and_makes_no_prompt(
     paths: Paths, fake_opencode: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16: a pass on a home with no sessions and no notes asks opencode for the session
+    """A pass on a home with no sessions and no notes asks opencode for the session
     list and nothing else (no helper session, no model call), and starts the server only once."""
     # The store is first opened by the pass's local work (counting citations) and the fake says
     # "listening" only once the database file exists: a pass that waited for the server before

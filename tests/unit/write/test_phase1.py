@@ -208,7 +208,7 @@ async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, 
 async def test_host_faults_release_claims_without_burning_retries(
     store, host, paths, clock, reply, fragment
 ) -> None:
-    """Issue 11: a 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
+    """A 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and report.succeeded == 0
@@ -484,7 +484,7 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
 async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     store, host, paths, clock
 ) -> None:
-    """Found by the chaos bench (issue 11, scenario 4): a turn that lands after the pass listed
+    """Found by the chaos bench (scenario 4): a turn that lands after the pass listed
     the sessions but before the extraction read the transcript was read, yet the output claimed
     the listed version, so the next pass sent the model the same transcript again."""
     listed = host._list

@@ -151,7 +151,7 @@ async def test_a_spent_budget_waits_without_a_model_call_or_a_failure(
 async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
     store: Store, paths: Paths, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 11 (chaos, disk trouble): a read-only or full memory folder is not the job's fault.
+    """Chaos, disk trouble: a read-only or full memory folder is not the job's fault.
     Before: an "internal error" with a traceback and an hour of backoff after the disk was fixed."""
     import errno
 

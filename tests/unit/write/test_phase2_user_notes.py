@@ -1,6 +1,6 @@
 """A note the user adds or forgets while a consolidation runs is the user's, not the agent's.
 
-Found by the chaos bench (issue 11, scenario 4): ``note add`` during a run was deleted by the
+Found by the chaos bench (scenario 4): ``note add`` during a run was deleted by the
 post-run restore of protected files (and the run failed, blaming the consolidator), and a note
 forgotten during a run came back. Either way the next consolidation must see the change in its
 diff, so the baseline may not absorb it either.
@@ -18,7 +18,7 @@ from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.write.phase2 import Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
-from tests.unit.test_phase2_run import extracted
+from tests.unit.write.test_phase2 import extracted
 
 pytestmark = pytest.mark.anyio
 
