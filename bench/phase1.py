@@ -498,7 +498,7 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
         ]
         everything = "\n".join(json.dumps(b) for b in host.prompts)
         leaked = sum(1 for s in data for secret in s.secrets if secret in everything)
-        outputs = len(store.outputs())
+        outputs = len(store.outputs.newest_first())
         await client.aclose()
         store.close()
         prof_text = None

@@ -250,10 +250,10 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
         host.add_session(
             sid, updated=updated, title=f"{task} in {proj}", directory=cwd, turns=[], worktree=cwd
         )
-        claim = store.claim_stage1(sid, updated, max_running=1, worker_id="bench")
+        claim = store.stage1.claim_stage1(sid, updated, max_running=1, worker_id="bench")
         assert claim.claimed and claim.token
         slug = "-".join([*task.split(), *rng.choices(WORDS, k=rng.randint(0, 4))])
-        store.mark_stage1_succeeded(
+        store.stage1.mark_stage1_succeeded(
             sid,
             claim.token,
             raw_memory=_raw_memory(rng, proj, task),
@@ -265,7 +265,7 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
             worktree=cwd,
         )
         if i % 7 == 0 and i * 360 < 60 * n:  # the last two months' memories were cited
-            store.record_usage([sid])
+            store.outputs.record_usage([sid])
     hclock = HostClock(host)
     return Home(base, paths, clock, settings, host, hclock, app, names)
 
@@ -423,7 +423,7 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
 
     store, settings = home.app.store, home.settings
     limit = settings.max_raw_memories_for_consolidation
-    selected = store.phase2_selection(limit, settings.max_unused_days)
+    selected = store.outputs.phase2_selection(limit, settings.max_unused_days)
     r["selected"] = len(selected)
     r["inputs_bytes"] = sum(
         len(o.raw_memory.encode()) + len(o.rollout_summary.encode()) for o in selected

@@ -60,7 +60,8 @@ from memoryd.folder.layout import (
     sanitize_slug,
 )
 from memoryd.paths import bump_change_mark
-from memoryd.store import Output, Store
+from memoryd.store import Store
+from memoryd.store.outputs import Output
 from memoryd.tools import SearchIndex, default_index_path, memory_search
 from memoryd.tools.common import stamp_text
 from memoryd.tools.hits import SearchResult
@@ -375,11 +376,11 @@ def generate(base: Path, target_mb: float, seed: int) -> Corpus:
     try:
         for out in selected + extra:
             clock.set(out.generated_at)
-            claim = store.claim_stage1(
+            claim = store.stage1.claim_stage1(
                 out.session_id, out.source_updated_at, max_running=10**9, worker_id="bench"
             )
             assert claim.claimed and claim.token
-            assert store.mark_stage1_succeeded(
+            assert store.stage1.mark_stage1_succeeded(
                 out.session_id, claim.token, raw_memory=out.raw_memory, rollout_summary=out.rollout_summary,
                 rollout_slug=out.rollout_slug, cwd=out.cwd, title=out.title,
             )  # fmt: skip

@@ -287,7 +287,7 @@ def interrupted(paths: Paths) -> bool:
 
 
 def lease_live(store: Store, clock: Clock) -> bool:
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     return (
         job is not None
         and job["status"] == "running"
@@ -308,7 +308,7 @@ def look(paths: Paths, store: Store, clock: Clock) -> tuple[str | None, FolderCh
         return None, None
     # A killed memoryd's consolidator may still be running in a user's opencode until its helper
     # session is deleted; whatever it writes meanwhile is rolled back, never adopted.
-    agent_alive = store.orphaned_helpers_of_kind(CONSOLIDATE_HELPER) > 0
+    agent_alive = store.owners.orphaned_helpers_of_kind(CONSOLIDATE_HELPER) > 0
     if interrupted(paths):
         restore(paths, clock)
         if not agent_alive:

@@ -354,16 +354,16 @@ class Daemon:
 
     async def _on_event(self, kind: str, session_id: str) -> None:
         if kind == "deleted":
-            store = self.app.store
-            if store.output(session_id) is None and store.stage1_job(session_id) is None:
+            store, sid = self.app.store, session_id
+            if store.outputs.output(sid) is None and store.stage1.stage1_job(sid) is None:
                 return  # not ours to forget (memoryd's own helper sessions end up here too)
-            if store.delete_session_memory(session_id):
+            if store.outputs.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "compacted":
             # A save point: what the session held before this compaction is extracted now,
             # without waiting for it to go idle (once; see Phase1 and since_save_point).
-            self.app.store.record_compaction(session_id)
+            self.app.store.stage1.record_compaction(session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
             self._bring_forward(EVENT_DEBOUNCE_S)
@@ -375,7 +375,7 @@ class Daemon:
         if (key := _without_heartbeats(state)) == self._recorded:
             return
         self._recorded = key
-        self.app.store.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
+        self.app.store.ledger.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
 
 
 def _without_heartbeats(state: dict[str, Any]) -> dict[str, Any]:

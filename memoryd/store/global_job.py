@@ -41,9 +41,12 @@ def _urgent_input(conn: sqlite3.Connection) -> int:
         return 0
 
 
-class GlobalJobMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Phase2Job:
+    """The singleton consolidation job: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def enqueue_phase2(self, watermark: int | None = None, *, urgent: bool = False) -> None:
         with write_tx(self._conn) as c:

@@ -54,9 +54,12 @@ def _save_point(
     )
 
 
-class Stage1Mixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Stage1Jobs:
+    """The per-session stage-1 jobs and their save points: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def claim_stage1(
         self,

@@ -11,9 +11,12 @@ from memoryd.store.db import write_tx
 from memoryd.store.jobs import GLOBAL, GLOBAL_KEY, STAGE1, enqueue_global
 
 
-class SyncMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Tombstones:
+    """Sync tombstones and what this machine publishes: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def add_tombstone(self, session_id: str) -> None:
         """Record that this machine forgot ``session_id``; sync publishes it to every other machine."""

@@ -161,7 +161,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
                 chars, count = len(text), tokens.count(text)
             finally:
                 tokens.release()  # a long-lived server (MCP, web UI) must not keep the helper
-    modes: dict[str, int] = dict(Counter(store.memory_modes().values()))
+    modes: dict[str, int] = dict(Counter(store.outputs.memory_modes().values()))
     selection = [
         {
             "session_id": o.session_id,
@@ -170,7 +170,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             "last_usage": iso(o.last_usage),
             "title": o.title,
         }
-        for o in store.phase2_selection(
+        for o in store.outputs.phase2_selection(
             settings.max_raw_memories_for_consolidation, settings.max_unused_days
         )
     ]
@@ -229,11 +229,11 @@ def memory_mode(
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
-    output = store.output(session_id)
+    output = store.outputs.output(session_id)
     if output is not None and not scope.writable.allows_key(output.scope):
         raise Refused(f"session {session_id} belongs to another project; it cannot be changed here")
-    previous = store.memory_mode(session_id)
-    store.set_mode(session_id, mode)
+    previous = store.outputs.memory_mode(session_id)
+    store.outputs.set_mode(session_id, mode)
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
 
 
@@ -263,7 +263,11 @@ def memory_reset(
     wiping them is not its to decide.
     """
     others = sorted(
-        {o.scope for o in store.outputs() if o.scope and not scope.writable.allows_key(o.scope)}
+        {
+            o.scope
+            for o in store.outputs.newest_first()
+            if o.scope and not scope.writable.allows_key(o.scope)
+        }
     )
     if others:
         raise Refused(

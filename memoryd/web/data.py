@@ -66,7 +66,7 @@ def token_chart(store: Store) -> Chart:
     """Tokens per UTC day for the last 30 days, laid out as SVG bars (oldest on the left)."""
     now = store.clock.now_ms()
     first = now - now % DAY - (CHART_DAYS - 1) * DAY
-    per_day = store.tokens_per_day(first)
+    per_day = store.ledger.tokens_per_day(first)
     peak = max(per_day.values(), default=0)
     slot = (CHART_W - 2 * CHART_PAD) / CHART_DAYS
     inner = CHART_H - 2 * CHART_PAD
@@ -160,9 +160,9 @@ class SessionRow:
 
 def sessions(store: Store) -> list[SessionRow]:
     """Every session memoryd knows (extracted, with a job, or with a mode), newest first."""
-    outputs = {o.session_id: o for o in store.outputs()}
-    modes = store.memory_modes()
-    jobs = store.stage1_jobs()
+    outputs = {o.session_id: o for o in store.outputs.newest_first()}
+    modes = store.outputs.memory_modes()
+    jobs = store.stage1.stage1_jobs()
     rows = []
     for sid in set(outputs) | set(modes) | set(jobs):
         o, job = outputs.get(sid), jobs.get(sid)

@@ -247,11 +247,11 @@ def _stage(
 
 def hold(store: Store, clock: Clock, files: list[str], error: Exception | str) -> None:
     """Keep a change waiting: opencode could not say whether a session made it."""
-    prev = store.get_state(AGENT_EDIT_HELD)
+    prev = store.ledger.get_state(AGENT_EDIT_HELD)
     same = isinstance(prev, dict) and prev.get("files") == files
     first = prev.get("since") if same and isinstance(prev, dict) else None
     now = clock.now_ms()
-    store.put_state(
+    store.ledger.put_state(
         AGENT_EDIT_HELD, {"files": files, "since": first or now, "at": now, "error": str(error)}
     )
     (log.warning if first is None else log.debug)(
@@ -278,13 +278,13 @@ async def refuse_host_writes(
 
 
 def _clear_hold(store: Store) -> None:
-    if store.get_state(AGENT_EDIT_HELD) is not None:
-        store.put_state(AGENT_EDIT_HELD, None)
+    if store.ledger.get_state(AGENT_EDIT_HELD) is not None:
+        store.ledger.put_state(AGENT_EDIT_HELD, None)
 
 
 def held(store: Store, paths: Paths) -> dict[str, Any] | None:
     """The held change, while the folder still holds one (a stale record says nothing)."""
-    got = store.get_state(AGENT_EDIT_HELD)
+    got = store.ledger.get_state(AGENT_EDIT_HELD)
     if not isinstance(got, dict) or rollback.is_judged(paths):
         return None
     return got

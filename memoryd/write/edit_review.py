@@ -193,8 +193,8 @@ def _lease(store: Store) -> tuple[str | None, Any]:
 
     A failure backoff refuses the claim, but then nobody else can claim it either: go ahead.
     """
-    before = store.phase2_job()
-    claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
+    before = store.phase2.phase2_job()
+    claim = store.phase2.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
     if claim.claimed and claim.token is not None:
         return claim.token, before
     if claim.status == "skipped_backoff":
@@ -206,7 +206,7 @@ def _release(store: Store, token: str | None, before: Any) -> None:
     """Give the lease back exactly as it was: accepting an edit is not a consolidation."""
     if token is None:
         return
-    store.release_phase2(
+    store.phase2.release_phase2(
         token,
         before["last_error"] if before is not None else None,
         status=before["status"] if before is not None else "pending",
@@ -307,6 +307,6 @@ def used_calls(store: Store, waiting: StagedEdit | None) -> set[str]:
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
     """The review history both kinds of staged item share (the Review page lists it)."""
-    raw = store.get_state(REVIEW_HISTORY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.ledger.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])

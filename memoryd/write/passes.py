@@ -104,14 +104,16 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
         result = await _run_pass(app, force_consolidation=force_consolidation)
     except (MemorydError, OSError) as exc:
         with contextlib.suppress(MemorydError, OSError, sqlite3.Error):
-            app.store.put_state(LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)})
+            app.store.ledger.put_state(
+                LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)}
+            )
         raise
     finally:
         # The daemon's baseline child ends with the pass, not with a tick: ticks run on the loop
         # while phase 2's file work is in a thread, and must never wait for it.
         baseline_proc.release(wait=False)
     problem = result.phase2.detail if result.phase2.status == Phase2Status.SKIPPED_DISK else None
-    app.store.put_state(
+    app.store.ledger.put_state(
         LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": problem} if problem else None
     )
     return result
@@ -126,7 +128,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         usage = tick(app)  # usage first: it decides what phase 2 selects
         log.debug("pass: waiting for opencode")
         host = await opening.ready()
-        store.put_state(
+        store.ledger.put_state(
             HOST_SEEN,
             {
                 "url": host.url,
@@ -150,7 +152,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
     log.debug("pass: recording the result")
     store.shrink()
     tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
-    store.put_state(
+    store.ledger.put_state(
         LAST_PASS,
         {
             "at": app.clock.now_ms(),

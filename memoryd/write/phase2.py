@@ -54,9 +54,11 @@ from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
-from memoryd.store import GLOBAL, CallUsage, Output, Store
-from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.store import Store
+from memoryd.store.jobs import GLOBAL, GLOBAL_KEY
 from memoryd.store.keys import FOLDER_SWEPT
+from memoryd.store.ledger import CallUsage
+from memoryd.store.outputs import Output
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.write import agent_edits, review
 from memoryd.write.helpers import (
@@ -248,7 +250,9 @@ def _held(baseline: BaselineLike, writes: dict[str, bytes | None]) -> dict[str, 
 
 
 def _note_swept(p: PhaseBase, when: str, entries: list[str]) -> None:
-    p.store.put_state(FOLDER_SWEPT, {"at": p.clock.now_ms(), "when": when, "removed": entries})
+    p.store.ledger.put_state(
+        FOLDER_SWEPT, {"at": p.clock.now_ms(), "when": when, "removed": entries}
+    )
 
 
 async def _judge_edits(p: PhaseBase) -> Phase2Result | None:
@@ -281,7 +285,7 @@ class Phase2(PhaseBase):
         if (held := await _judge_edits(self)) is not None:
             return held
         log.debug("phase 2: claiming the consolidation")
-        claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
+        claim = self.store.phase2.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(Phase2Status(claim.status))
         assert claim.token is not None
@@ -290,14 +294,14 @@ class Phase2(PhaseBase):
         try:
             result = await self._run_claimed(token)
         except asyncio.CancelledError:
-            self.store.release_phase2(token)
+            self.store.phase2.release_phase2(token)
             raise
         except OwnershipLost as exc:
             return Phase2Result(Phase2Status.HEARTBEAT_LOST, str(exc))
         except Exception as exc:  # one policy for both phases: PhaseBase.judge
             failure = self.judge(exc, self.settings.consolidation_model)
             if failure.released:  # the baseline is untouched: simply try again next pass
-                self.store.release_phase2(token, f"waiting: {failure.reason}")
+                self.store.phase2.release_phase2(token, f"waiting: {failure.reason}")
                 status = {
                     Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
                     Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
@@ -305,7 +309,7 @@ class Phase2(PhaseBase):
                 }[failure.verdict]
                 log.warning("phase 2 waits: %s", failure.reason)
                 return Phase2Result(status, failure.reason)
-            self.store.mark_phase2_failed(token, failure.reason)
+            self.store.phase2.mark_phase2_failed(token, failure.reason)
             log.warning("phase 2 failed: %s", failure.reason)
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
@@ -313,14 +317,16 @@ class Phase2(PhaseBase):
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
         enabled = bool(self.settings.sync_remote)
-        forgotten = set(self.store.tombstones())
-        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        forgotten = set(self.store.tombstones.tombstones())
+        forgotten |= {
+            sid for sid, mode in self.store.outputs.memory_modes().items() if mode != "enabled"
+        }
         return {
             "enabled": enabled,
             "own_id": _machine_id(self.store) if enabled else None,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
-            "local_roots": self.store.output_roots() if enabled else [],
+            "local_roots": self.store.tombstones.output_roots() if enabled else [],
         }
 
     def _prepare(
@@ -368,7 +374,7 @@ class Phase2(PhaseBase):
         self.paths.ensure_dir(self.paths.data_dir)
         ws = self.workspace()
         baseline = self.baseline()
-        selected = self.store.phase2_selection(
+        selected = self.store.outputs.phase2_selection(
             self.settings.max_raw_memories_for_consolidation, self.settings.max_unused_days
         )
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
@@ -376,7 +382,7 @@ class Phase2(PhaseBase):
         since = (
             self.clock.now_ms()
         )  # before the diff: a note the user writes from here on is theirs
-        self.store.prune_note_writes(since)
+        self.store.ledger.prune_note_writes(since)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
         diff, problems, swept = await asyncio.to_thread(
             self._prepare, ws, baseline, selected, self._sync_inputs()
@@ -402,7 +408,7 @@ class Phase2(PhaseBase):
                 await self._consolidate_with_heartbeat(token, diff)
             finally:
                 log.debug("phase 2: auditing what the consolidator left")
-                writes = self.store.note_writes_since(since)
+                writes = self.store.ledger.note_writes_since(since)
                 restored = ws.restore_protected(with_user_writes(ws.folder, snapshot, writes))
                 ws.remove_diff_file()
                 foreign = sweep(self.paths.memories)
@@ -418,7 +424,7 @@ class Phase2(PhaseBase):
                 )
             if problems:
                 raise InvalidMemory(problems)
-            if not self.store.heartbeat_phase2(token):
+            if not self.store.phase2.heartbeat_phase2(token):
                 raise OwnershipLost()
             if self.settings.review:
                 result = await self._stage_for_review(token, baseline, consumed, watermark, changes)
@@ -459,13 +465,13 @@ class Phase2(PhaseBase):
             changes=changes,
         )
         await asyncio.to_thread(review.stage, self.paths, baseline, staged)
-        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        self.store.phase2.release_phase2(token, "waiting: a consolidation is staged for review")
         return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
     ) -> None:
-        if not self.store.mark_phase2_succeeded(
+        if not self.store.phase2.mark_phase2_succeeded(
             token,
             consumed,
             consolidated=consolidated,
@@ -475,7 +481,7 @@ class Phase2(PhaseBase):
             raise OwnershipLost()
 
     async def _consolidate_with_heartbeat(self, token: str, diff: WorkspaceDiff) -> None:
-        if not self.store.heartbeat_phase2(token):
+        if not self.store.phase2.heartbeat_phase2(token):
             raise OwnershipLost()
         agent = asyncio.create_task(self._consolidate(diff))
         try:
@@ -484,7 +490,7 @@ class Phase2(PhaseBase):
                 if done:
                     agent.result()
                     return
-                if not self.store.heartbeat_phase2(token):
+                if not self.store.phase2.heartbeat_phase2(token):
                     agent.cancel()
                     await asyncio.gather(agent, return_exceptions=True)
                     raise OwnershipLost()
@@ -546,7 +552,7 @@ class Phase2(PhaseBase):
                     usage = session_usage(await self.client.get_session(helper.id))
                 except HostError as exc:
                     log.warning("could not read token usage of the consolidation session: %s", exc)
-                self.store.record_model_call(
+                self.store.ledger.record_model_call(
                     phase="phase2",
                     job_kind=GLOBAL,
                     job_key=GLOBAL_KEY,

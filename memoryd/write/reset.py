@@ -34,7 +34,7 @@ def reset_memory(store: Store, paths: Paths) -> None:
     The validated copy is recorded empty, so the next turn sees no memory rather than the old
     summary, and a later rollback restores to nothing instead of to what was forgotten.
     """
-    store.reset_memory_data()
+    store.phase2.reset_memory_data()
     _clear_folder(paths.memories)
     _clear_folder(paths.proposed_notes)
     validated = ValidatedMemory(paths)

@@ -203,13 +203,13 @@ def diff_text(paths: Paths) -> str:
 
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
-    raw = store.get_state(REVIEW_HISTORY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.ledger.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])
 
 
 def history(store: Store) -> list[dict[str, Any]]:
-    raw = store.get_state(REVIEW_HISTORY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
 
 
@@ -219,14 +219,14 @@ def _claim(store: Store, paths: Paths, staged: Staged) -> str:
     Another accept or reject (the CLI and the web page race) may have decided it between our
     read and the claim; acting on it then would lay an empty tree over the live memory.
     """
-    before = store.phase2_job()
-    claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
+    before = store.phase2.phase2_job()
+    claim = store.phase2.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
     if not claim.claimed or claim.token is None:
         raise ReviewError(f"the consolidation job is busy ({claim.status}); try again shortly")
     now = pending(paths)
     if now is None or now.staged_at != staged.staged_at or not (_staged_dir(paths) / TREE).is_dir():
         # Put the job back as it was: this claim did nothing.
-        store.release_phase2(
+        store.phase2.release_phase2(
             claim.token,
             before["last_error"] if before is not None else None,
             status=before["status"] if before is not None else "pending",
@@ -243,7 +243,7 @@ def forgotten_in_stage(store: Store, paths: Paths, staged: Staged) -> list[str]:
     """
     from memoryd.sync.branch import SESSIONS, session_key  # dulwich only when it is needed
 
-    dead = set(store.tombstones())
+    dead = set(store.tombstones.tombstones())
     gone = sorted({sid for sid, _ in staged.consumed} & dead)
     tree = _staged_dir(paths) / TREE
     # Other machines' sessions the consolidator saw as inputs (file names are session keys).
@@ -302,7 +302,7 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         raise ReviewError("no consolidation is waiting for review")
     token = _claim(store, paths, staged)
     if drop_if_forgotten(store, paths):
-        store.release_phase2(token, "waiting: a staged consolidation used forgotten memory")
+        store.phase2.release_phase2(token, "waiting: a staged consolidation used forgotten memory")
         raise ReviewError(
             "the staged consolidation used memory that has since been forgotten; it was "
             "discarded and the next consolidation runs without it"
@@ -313,9 +313,9 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         rollback.record(paths, source="an accepted review")  # what turns see from now on
     except BaseException as exc:
         rollback.restore(paths, store.clock)  # the folder goes back to what turns still see
-        store.release_phase2(token, f"waiting: review accept failed: {exc}")
+        store.phase2.release_phase2(token, f"waiting: review accept failed: {exc}")
         raise
-    if not store.mark_phase2_succeeded(
+    if not store.phase2.mark_phase2_succeeded(
         token,
         staged.consumed,
         consolidated=True,
@@ -346,8 +346,12 @@ def reject(store: Store, paths: Paths, reason: str | None) -> dict[str, Any]:
         raise ReviewError("no consolidation is waiting for review")
     why = " ".join((reason or "").split())[:REVIEW_REASON_MAX_CHARS] or None
     token = _claim(store, paths, staged)
-    keep = [(o.session_id, o.source_updated_at) for o in store.outputs() if o.selected_for_phase2]
-    if not store.mark_phase2_succeeded(
+    keep = [
+        (o.session_id, o.source_updated_at)
+        for o in store.outputs.newest_first()
+        if o.selected_for_phase2
+    ]
+    if not store.phase2.mark_phase2_succeeded(
         token, keep, consolidated=True, watermark=0, claimed_input=staged.claimed_input
     ):
         raise ReviewError("lost the consolidation job while rejecting; try again")

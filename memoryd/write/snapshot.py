@@ -57,8 +57,8 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
 
 def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
     now = store.clock.now_ms()
-    per_phase = store.token_totals()
-    today = store.token_totals(since_ms=now - now % DAY)
+    per_phase = store.ledger.token_totals()
+    today = store.ledger.token_totals(since_ms=now - now % DAY)
 
     def total(rows: dict[str, dict[str, int | float]]) -> dict[str, int | float]:
         keys = ("calls", "input", "output", "reasoning", "cache_read", "cache_write", "cost")
@@ -66,15 +66,15 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         out["total"] = out["input"] + out["output"] + out["reasoning"]
         return out
 
-    seen = store.get_state(HOST_SEEN)
+    seen = store.ledger.get_state(HOST_SEEN)
     host_seen: dict[str, Any] = seen if isinstance(seen, dict) else {}
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     phase2: dict[str, Any] = {
         "status": "never_run",
         "last_success": None,
         "next_eligible": iso_ms(now),
         "last_error": None,
-        "consumed_outputs": store.consumed_count(),
+        "consumed_outputs": store.outputs.consumed_count(),
     }
     if job is not None:
         gates = [job["retry_at"] or 0, job["cooldown_until"] or 0]
@@ -90,8 +90,8 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             last_error=job["last_error"],
             pending_input=(job["input_watermark"] or 0) > (job["last_success_watermark"] or 0),
         )
-    last_pass = store.get_state(LAST_PASS)
-    swept = store.get_state(FOLDER_SWEPT)
+    last_pass = store.ledger.get_state(LAST_PASS)
+    swept = store.ledger.get_state(FOLDER_SWEPT)
     memory_folder: dict[str, Any] = {"removed": [], "when": None, "at": None}
     if isinstance(swept, dict):
         memory_folder = {
@@ -101,18 +101,18 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         }
     return {
         "stage1": {
-            "outputs": store.output_count(),
-            "jobs": store.stage1_counts(),
+            "outputs": store.outputs.output_count(),
+            "jobs": store.stage1.stage1_counts(),
             "last_errors": [
                 {**e, "at": iso_ms(e["at"]), "retry_at": iso_ms(e["retry_at"])}
-                for e in store.stage1_last_errors()
+                for e in store.stage1.stage1_last_errors()
             ],
         },
         "phase2": phase2,
         "memory_folder": memory_folder,
         "budget": Budget(store, settings, store.clock).state(),
-        "daemon": store.get_state(DAEMON),
-        "last_pass_error": store.get_state(LAST_PASS_ERROR),
+        "daemon": store.ledger.get_state(DAEMON),
+        "last_pass_error": store.ledger.get_state(LAST_PASS_ERROR),
         "host": {
             "url": settings.host.url or host_seen.get("url"),
             "version": host_seen.get("version"),

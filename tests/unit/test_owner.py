@@ -55,44 +55,46 @@ def test_a_dead_pid_in_another_pid_space_is_not_proof() -> None:
 
 
 def test_a_dead_owners_stage1_claim_is_taken_over_at_once(store: Store, clock: ManualClock) -> None:
-    first = store.claim_stage1("ses_a", 100, max_running=1, worker_id="w1", owner=dead_owner())
+    first = store.stage1.claim_stage1(
+        "ses_a", 100, max_running=1, worker_id="w1", owner=dead_owner()
+    )
     assert first.claimed
     # the lease has an hour to run, yet the owner is gone: no wait, no retry burned, no cap slot held
-    other = store.claim_stage1("ses_b", 100, max_running=1, worker_id="w2")
+    other = store.stage1.claim_stage1("ses_b", 100, max_running=1, worker_id="w2")
     assert other.claimed, "a crashed owner's claim still counts against the running cap"
-    again = store.claim_stage1("ses_a", 100, max_running=2, worker_id="w2")
+    again = store.stage1.claim_stage1("ses_a", 100, max_running=2, worker_id="w2")
     assert again.claimed and again.token != first.token
-    assert store.stage1_job("ses_a")["retry_remaining"] == 3
+    assert store.stage1.stage1_job("ses_a")["retry_remaining"] == 3
     # and the crashed worker can no longer finalize anything
-    assert not store.mark_stage1_failed("ses_a", first.token, "x")
+    assert not store.stage1.mark_stage1_failed("ses_a", first.token, "x")
 
 
 def test_a_live_owners_claim_still_waits_for_the_lease(store: Store, clock: ManualClock) -> None:
-    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1").claimed
-    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
+    assert store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w1").claimed
+    assert store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
         "skipped_running"
     )
     clock.advance(HOUR + 1)
-    assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").claimed
+    assert store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").claimed
 
 
 def test_release_orphaned_claims_returns_them_to_pending(store: Store, clock: ManualClock) -> None:
     gone = dead_owner()
-    store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=gone)
-    store.claim_stage1("ses_live", 100, max_running=4, worker_id="w1")
-    store.claim_phase2(worker_id="w1", owner=gone)
-    released = store.release_orphaned_claims()
+    store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=gone)
+    store.stage1.claim_stage1("ses_live", 100, max_running=4, worker_id="w1")
+    store.phase2.claim_phase2(worker_id="w1", owner=gone)
+    released = store.owners.release_orphaned_claims()
     assert sorted(released) == [("memory_consolidate_global", "global"), ("memory_stage1", "ses_a")]
-    job = store.stage1_job("ses_a")
+    job = store.stage1.stage1_job("ses_a")
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert f"pid {gone.pid}" in job["last_error"]
-    assert store.stage1_job("ses_live")["status"] == "running"
-    assert store.phase2_job()["status"] == "pending"
+    assert store.stage1.stage1_job("ses_live")["status"] == "running"
+    assert store.phase2.phase2_job()["status"] == "pending"
 
 
 def test_a_dead_owners_phase2_lease_is_taken_over(store: Store) -> None:
-    assert store.claim_phase2(worker_id="a", owner=dead_owner()).claimed
-    assert store.claim_phase2(worker_id="b").claimed
+    assert store.phase2.claim_phase2(worker_id="a", owner=dead_owner()).claimed
+    assert store.phase2.claim_phase2(worker_id="b").claimed
 
 
 async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_once(
@@ -108,12 +110,12 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
         title="memoryd-extract-ses_user000001",
         metadata={"memoryd": "extract"},
     )
-    store.record_helper("ses_orphan0001", "extract", owner=dead_owner())
+    store.owners.record_helper("ses_orphan0001", "extract", owner=dead_owner())
     recorded_at_prompt: list[int] = []
     base_reply = host.reply
 
     def reply(body):
-        recorded_at_prompt.append(store.helper_count())
+        recorded_at_prompt.append(store.owners.helper_count())
         return base_reply(body)
 
     host.reply = reply
@@ -125,7 +127,7 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     assert "ses_orphan0001" in host.deleted
     assert report.stale_helpers == 1 and report.succeeded == 1
     assert recorded_at_prompt == [1]  # the live helper was in the DB when it was prompted
-    assert store.helper_count() == 0  # deleted helpers leave no record
+    assert store.owners.helper_count() == 0  # deleted helpers leave no record
 
 
 def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
@@ -183,7 +185,7 @@ async def test_a_helper_whose_create_answer_was_lost_is_found_and_deleted(
     second = await p1.run_pass()
     assert lost[0] not in host.sessions and second.stale_helpers == 1
     assert second.succeeded == 1 and host.helper_sessions == []
-    assert store.helper_count() == 0
+    assert store.owners.helper_count() == 0
 
 
 def _running_server() -> subprocess.Popen[bytes]:
@@ -200,18 +202,18 @@ def test_a_dead_memoryd_whose_server_still_runs_is_not_gone(store: Store) -> Non
         owner = replace(dead_owner(), server=f"{server.pid}:{process_start(server.pid)}")
         assert Owner.decode(owner.encode()) == owner
         assert not owner_gone(owner)
-        store.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=owner)
-        store.record_helper("ses_helper0001", "extract", owner=owner)
-        assert store.release_orphaned_claims() == []
-        assert store.orphaned_helpers() == []
-        assert store.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
+        store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w1", owner=owner)
+        store.owners.record_helper("ses_helper0001", "extract", owner=owner)
+        assert store.owners.release_orphaned_claims() == []
+        assert store.owners.orphaned_helpers() == []
+        assert store.stage1.claim_stage1("ses_a", 100, max_running=4, worker_id="w2").status == (
             "skipped_running"
         )
         server.kill()
         server.wait()
         assert owner_gone(owner)
-        assert store.release_orphaned_claims() == [("memory_stage1", "ses_a")]
-        assert store.orphaned_helpers() == ["ses_helper0001"]
+        assert store.owners.release_orphaned_claims() == [("memory_stage1", "ses_a")]
+        assert store.owners.orphaned_helpers() == ["ses_helper0001"]
     finally:
         server.kill()
         server.wait()
@@ -247,7 +249,9 @@ async def test_a_pass_stops_a_dead_memoryds_server_before_it_releases_its_claims
             )
         )
         held_by = replace(gone, server=f"{server.pid}:{process_start(server.pid)}")
-        store.claim_stage1("ses_user000001", 100, max_running=4, worker_id="w1", owner=held_by)
+        store.stage1.claim_stage1(
+            "ses_user000001", 100, max_running=4, worker_id="w1", owner=held_by
+        )
         host = FakeOpencode()
         host.add_session("ses_user000001", updated=clock.now_ms() - 7 * HOUR)
         client = OpencodeClient("http://opencode.test", transport=host.transport())
@@ -274,7 +278,7 @@ async def test_an_orphaned_helper_is_aborted_before_it_is_deleted(
         title="memoryd-extract-ses_user000001",
         metadata={"memoryd": "extract"},
     )
-    store.record_helper("ses_orphan0001", "extract", owner=dead_owner())
+    store.owners.record_helper("ses_orphan0001", "extract", owner=dead_owner())
     client = OpencodeClient("http://opencode.test", transport=host.transport())
     assert await remove_orphaned_helpers(client, store) == 1
     mine = [c for c in host.calls if "ses_orphan0001" in c and not c.startswith("GET")]

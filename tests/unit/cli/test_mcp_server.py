@@ -32,8 +32,8 @@ def seed(home: Path) -> str:
         "# Memory\n- The team deploys with `make ship` on Fridays.\n"
     )
     store = Store(paths.db, clock=ManualClock())
-    c = store.claim_stage1("ses_mcpseed0001", 1, max_running=2, worker_id="t")
-    store.mark_stage1_succeeded(
+    c = store.stage1.claim_stage1("ses_mcpseed0001", 1, max_running=2, worker_id="t")
+    store.stage1.mark_stage1_succeeded(
         "ses_mcpseed0001",
         c.token,
         raw_memory="deploys with make ship",
@@ -95,7 +95,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
 
     store = Store(Paths.from_env({"MEMORYD_HOME": str(memoryd_home)}).db, clock=ManualClock())
     try:
-        assert store.output_count() == 1
-        assert store.memory_mode(sid) in (None, "enabled")
+        assert store.outputs.output_count() == 1
+        assert store.outputs.memory_mode(sid) in (None, "enabled")
     finally:
         store.close()

@@ -315,14 +315,14 @@ async def test_an_orphaned_consolidators_writes_are_rolled_back_never_adopted(
     summary = (paths.memories / "memory_summary.md").read_bytes()
     me = current_owner()
     dead = Owner(me.host, me.boot, 2**22 + 7, "1", me.space)  # no such pid: provably gone
-    store.record_helper("ses_orphan_consolidator", "consolidate", dead)
+    store.owners.record_helper("ses_orphan_consolidator", "consolidate", dead)
     rollback.mark_running(paths)
     assert rollback.settle(paths, store, clock) == "rolled back"
     (paths.memories / "memory_summary.md").write_text("v1\n- written after the kill\n")
     assert rollback.settle(paths, store, clock) == "rolled back"  # still rolling back
     assert (paths.memories / "memory_summary.md").read_bytes() == summary
     (paths.memories / "memory_summary.md").write_text("v1\n- written after the kill\n")
-    store.forget_helper("ses_orphan_consolidator")  # the next pass deleted the helper
+    store.owners.forget_helper("ses_orphan_consolidator")  # the next pass deleted the helper
     assert rollback.settle(paths, store, clock) == "rolled back"  # the last write is undone too
     assert (paths.memories / "memory_summary.md").read_bytes() == summary
     assert not rollback.interrupted(paths)
@@ -360,7 +360,7 @@ async def test_config_above_the_folder_refuses_the_run(tmp_path: Path) -> None:
     paths, store, clock, host = _validated_run(tmp_path)
     (paths.data_dir / "opencode.json").write_text('{"plugin": ["x"]}')
     assert await _pass(paths, store, clock, host) == "failed"
-    assert str(paths.data_dir / "opencode.json") in store.phase2_job()["last_error"]
+    assert str(paths.data_dir / "opencode.json") in store.phase2.phase2_job()["last_error"]
     assert not [p for p in host.prompts if p.get("agent") == "memoryd-consolidate"]
 
 

@@ -194,7 +194,7 @@ def test_a_tool_call_never_changes_another_projects_memory(
     me = Scope("project", A)
     with pytest.raises(Refused):
         memory_forget(scoped_store, root, session_id="ses_bbbbbbb1", scope=me)
-    assert scoped_store.output("ses_bbbbbbb1") is not None
+    assert scoped_store.outputs.output("ses_bbbbbbb1") is not None
     note_b = memory_add_note(root, "B uses poetry", project=B)
     with pytest.raises(Refused):
         memory_forget(scoped_store, root, note=note_b.path, scope=me)
@@ -211,7 +211,7 @@ def test_a_tool_call_never_changes_another_projects_memory(
     # the shell may forget a whole project
     result = memory_forget(scoped_store, root, project=B)
     assert result.sessions == 1 and result.notes == 1
-    assert scoped_store.output("ses_bbbbbbb1") is None and not (root / note_b.path).exists()
+    assert scoped_store.outputs.output("ses_bbbbbbb1") is None and not (root / note_b.path).exists()
 
 
 # -- compaction as a save point ------------------------------------------------------------------
@@ -240,13 +240,13 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     phase1 = Phase1(store=store, client=client, settings=Settings(), paths=paths, clock=clock)
 
     assert asyncio.run(phase1.run_pass()).succeeded == 0  # not idle, no compaction seen: waits
-    store.record_compaction(sid)
+    store.stage1.record_compaction(sid)
     report = asyncio.run(phase1.run_pass())
     assert report.save_points == 1 and report.succeeded == 1
     first = host.prompts[-1]["parts"][0]["text"]
     assert "BEFORE-ONE" in first and "SUMMARY-ONE" not in first  # what the compaction summarised
     assert asyncio.run(phase1.run_pass()).succeeded == 0 and len(host.prompts) == 1  # once
-    one = store.output(sid)
+    one = store.outputs.output(sid)
 
     # the session goes on and is compacted again: only what came after the first save point
     clock.advance(MINUTE)
@@ -254,14 +254,14 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     host.messages[sid].append(
         host.message(sid, "user", [{"type": "compaction"}], created=clock.now_ms())
     )
-    store.record_compaction(sid)
+    store.stage1.record_compaction(sid)
     assert asyncio.run(phase1.run_pass()).succeeded == 1
     second = host.prompts[-1]["parts"][0]["text"]
     assert "AFTER-ONE" in second and "BEFORE-ONE" not in second
     assert "SUMMARY-ONE" not in second  # opencode's restatement of what was already saved
-    two = store.output(sid)
+    two = store.outputs.output(sid)
     assert two.raw_memory.startswith(one.raw_memory) and len(two.raw_memory) > len(one.raw_memory)
-    assert store.save_point(sid).compactions == 2
+    assert store.stage1.save_point(sid).compactions == 2
 
     # idle at last: everything after the last save point, once, appended to what was saved
     clock.advance(7 * HOUR)
@@ -269,7 +269,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     assert asyncio.run(phase1.run_pass()).succeeded == 1
     tail = host.prompts[-1]["parts"][0]["text"]
     assert "TAIL" in tail and "AFTER-ONE" not in tail and "BEFORE-ONE" not in tail
-    assert store.output(sid).raw_memory.startswith(two.raw_memory)
+    assert store.outputs.output(sid).raw_memory.startswith(two.raw_memory)
 
 
 def test_shim_tool_calls_see_their_project_and_global_only(

@@ -50,7 +50,7 @@ def test_upgrade_keeps_data(tmp_path: Path) -> None:
     )
     conn.close()
     s = Store(path, clock=ManualClock())
-    out = s.output("ses_x")
+    out = s.outputs.output("ses_x")
     assert out is not None and out.raw_memory == "r" and out.title is None
     assert applied(s._conn) == [m.name for m in MIGRATIONS]
     s.close()

@@ -31,8 +31,8 @@ from tests.unit.sync.test_engine import Machine, remote_files
 
 def extract(m: Machine, sid: str, fact: str, *, cwd: str = "/home/dev/project") -> None:
     """A stage-1 output, never consolidated (``selected_for_phase2`` stays 0)."""
-    c = m.store.claim_stage1(sid, T0, max_running=100, worker_id="w")
-    assert m.store.mark_stage1_succeeded(
+    c = m.store.stage1.claim_stage1(sid, T0, max_running=100, worker_id="w")
+    assert m.store.stage1.mark_stage1_succeeded(
         sid,
         c.token,
         raw_memory=f"- {fact}" if fact else "",
@@ -78,9 +78,9 @@ def test_every_current_output_is_published_without_a_consolidation(
     extract(a, "ses_off", "A disabled session")
     extract(a, "ses_forgot", "A forgotten session")
     extract(a, "ses_empty", "")
-    a.store.set_mode("ses_off", "disabled")
-    a.store.add_tombstone("ses_forgot")
-    assert a.store.consumed_count() == 0  # nothing was consolidated
+    a.store.outputs.set_mode("ses_off", "disabled")
+    a.store.tombstones.add_tombstone("ses_forgot")
+    assert a.store.outputs.consumed_count() == 0  # nothing was consolidated
     assert a.sync().status == "pushed"
     files = remote_files(remote)
     sessions = {p for p in files if "/sessions/" in p}
@@ -115,7 +115,7 @@ def test_remote_sessions_are_searchable_at_once_and_scoped_by_repository(
     extract(b, "ses_b_shop", "B works on the shop too", cwd=str(cb))
     extract(b, "ses_b_misc", "B also has another project", cwd=str(other))
     assert a.sync().ok and b.sync().ok
-    assert b.store.consumed_count() == 0
+    assert b.store.outputs.consumed_count() == 0
 
     key_b = scope_key(str(cb))
     found = memory_search(b.paths.memories, "totals are computed", scope=Scope("project", key_b))
@@ -229,7 +229,7 @@ async def test_the_daemon_syncs_after_a_pass_that_extracted(
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the pass may trigger it
     app = App(paths)  # type: ignore[arg-type]
-    app.store.put_state(SYNC_STATE, {"next_due": 2**62})
+    app.store.ledger.put_state(SYNC_STATE, {"next_due": 2**62})
 
     async def extracted(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)

@@ -56,8 +56,8 @@ class Machine:
         return machine_id(self.store)
 
     def remember(self, sid: str, fact: str, *, wm: int = T0) -> None:
-        c = self.store.claim_stage1(sid, wm, max_running=100, worker_id="w")
-        assert self.store.mark_stage1_succeeded(
+        c = self.store.stage1.claim_stage1(sid, wm, max_running=100, worker_id="w")
+        assert self.store.stage1.mark_stage1_succeeded(
             sid,
             c.token,
             raw_memory=f"- {fact}",
@@ -66,9 +66,9 @@ class Machine:
             cwd="/home/dev/project",
             title=f"title {sid}",
         )
-        claim = self.store.claim_phase2(worker_id="w", ignore_cooldown=True)
-        selected = [(o.session_id, o.source_updated_at) for o in self.store.outputs()]
-        assert claim.token and self.store.mark_phase2_succeeded(
+        claim = self.store.phase2.claim_phase2(worker_id="w", ignore_cooldown=True)
+        selected = [(o.session_id, o.source_updated_at) for o in self.store.outputs.newest_first()]
+        assert claim.token and self.store.phase2.mark_phase2_succeeded(
             claim.token, selected, consolidated=True, watermark=wm
         )
 
@@ -76,8 +76,8 @@ class Machine:
         return asyncio.run(run_sync(self.store, self.settings, self.paths, self.clock))
 
     def inputs(self) -> dict[str, str]:
-        forgotten = set(self.store.tombstones())
-        forgotten |= {s for s, m in self.store.memory_modes().items() if m != "enabled"}
+        forgotten = set(self.store.tombstones.tombstones())
+        forgotten |= {s for s, m in self.store.outputs.memory_modes().items() if m != "enabled"}
         self.paths.memories.mkdir(exist_ok=True)  # phase 2 lays the folder out first
         import_sync(
             self.paths.memories,
@@ -213,7 +213,7 @@ def test_a_session_remembered_on_a_reaches_b(
 
     out = b.sync()
     assert out.status == "pushed" and out.machines == 1 and out.inputs_changed
-    assert b.store.phase2_job()["input_watermark"]  # B's next pass knows there is new input
+    assert b.store.phase2.phase2_job()["input_watermark"]  # B's next pass knows there is new input
     got = b.inputs()
     session = got[f"resources/{a.id}/sessions/{session_key('ses_a1')}.md"]
     assert "session_id: ses_a1" in session and "Billing uses PostgreSQL 16" in session
@@ -239,12 +239,12 @@ def test_forgetting_on_a_removes_it_on_b_and_nothing_resurrects_it(
     assert len([k for k in b.inputs() if "/sessions/" in k]) == 3
 
     memory_forget(a.store, a.paths.memories, session_id="ses_gone")
-    assert a.store.tombstones().keys() == {"ses_gone"}
+    assert a.store.tombstones.tombstones().keys() == {"ses_gone"}
     assert a.sync().status == "pushed"
     assert f"machines/{a.id}/tombstones.json" in remote_files(remote)
     out = b.sync()
     assert out.inputs_changed
-    job = b.store.phase2_job()
+    job = b.store.phase2.phase2_job()
     assert job["cooldown_until"] is None  # forgetting is urgent on every machine
     left = b.inputs()
     assert [k for k in left if "/sessions/" in k] == [
@@ -254,8 +254,8 @@ def test_forgetting_on_a_removes_it_on_b_and_nothing_resurrects_it(
 
     # C honours the tombstone: its own copy is forgotten and no longer published
     out = c.sync()
-    assert out.honoured == ["ses_gone"] and c.store.output("ses_gone") is None
-    assert c.store.memory_mode("ses_gone") == "disabled"
+    assert out.honoured == ["ses_gone"] and c.store.outputs.output("ses_gone") is None
+    assert c.store.outputs.memory_mode("ses_gone") == "disabled"
     assert not [p for p in remote_files(remote) if p.startswith(f"machines/{c.id}/sessions/")]
 
 
@@ -270,7 +270,7 @@ def test_forgetting_another_machines_session_on_b(machines: tuple[Machine, Machi
     assert b.inputs() == {}  # gone from B at once
     b.sync()
     assert a.sync().honoured == ["ses_a"]  # and A forgets its own session
-    assert a.store.output("ses_a") is None
+    assert a.store.outputs.output("ses_a") is None
 
 
 def test_a_remote_ref_locked_by_another_push_is_a_lost_race_not_a_failure(
@@ -344,7 +344,7 @@ def test_offline_remote_queues_with_backoff_and_recovers(
     assert sync_due(a.store, a.settings, clock)
     a.sync()
     assert engine.sync_state(a.store)["retry_at"] - clock.now_ms() == 60_000  # doubled
-    assert a.store.output("ses_a") is not None  # local memory untouched
+    assert a.store.outputs.output("ses_a") is not None  # local memory untouched
 
     a.settings = Settings(sync_remote=str(remote))  # the remote is back (a path this time)
     out = a.sync()
@@ -447,7 +447,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the consolidation may trigger it
     app = App(paths)
-    app.store.put_state(SYNC_STATE, {"next_due": 2**62})  # the timer is far away
+    app.store.ledger.put_state(SYNC_STATE, {"next_due": 2**62})  # the timer is far away
 
     async def consolidated(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)  # the sync job's check at start finds nothing due
@@ -630,12 +630,12 @@ def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
     out = b.sync()
     assert out.honoured == ["ses_b"]
     assert not any(session_key("ses_a") in k for k in b.inputs())
-    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones.tombstones())
     push_third({"notes/x.md": b"tombstones gone\n"})  # the writer takes its tombstones back
     b.sync()
     assert not any(session_key("ses_a") in k for k in b.inputs())  # still forgotten
-    assert b.store.output("ses_b") is None
-    assert {"ses_a", "ses_b"} <= set(b.store.tombstones())
+    assert b.store.outputs.output("ses_b") is None
+    assert {"ses_a", "ses_b"} <= set(b.store.tombstones.tombstones())
 
 
 def test_an_oversized_fetch_is_refused_and_nothing_kept(

@@ -26,8 +26,8 @@ from tests.conftest import T0
 
 
 def add_output(store: Store, sid: str, raw: str = "raw") -> None:
-    claim = store.claim_stage1(sid, T0, max_running=100, worker_id="test")
-    assert store.mark_stage1_succeeded(
+    claim = store.stage1.claim_stage1(sid, T0, max_running=100, worker_id="test")
+    assert store.stage1.mark_stage1_succeeded(
         sid,
         claim.token,
         raw_memory=raw,
@@ -56,7 +56,7 @@ def test_inspect_reports_pipeline_folder_and_summary(
     store: Store, paths: Paths, folder: Path, tmp_path: Path
 ) -> None:
     add_output(store, "ses_a")
-    store.set_mode("ses_b", "disabled")
+    store.outputs.set_mode("ses_b", "disabled")
     (tmp_path / "target.md").write_text("x")
     os.symlink(tmp_path / "target.md", folder / "skills" / "link.md")
     r = memory_inspect(store, Settings(), paths)
@@ -98,7 +98,7 @@ def test_mode_sets_and_reports_previous(store: Store) -> None:
     r = memory_mode(store, "disabled", "ses_a")
     assert (r.mode, r.previous) == ("disabled", None)
     r = memory_mode(store, "polluted", "ses_a")
-    assert r.previous == "disabled" and store.memory_mode("ses_a") == "polluted"
+    assert r.previous == "disabled" and store.outputs.memory_mode("ses_a") == "polluted"
     assert "was disabled" in r.to_text()
 
 
@@ -110,12 +110,12 @@ def test_mode_validation(store: Store, mode: str, sid: str | None) -> None:
 
 def test_disabling_a_consumed_session_enqueues_phase2(store: Store) -> None:
     add_output(store, "ses_a")
-    claim = store.claim_phase2(worker_id="t", ignore_cooldown=True)
-    store.mark_phase2_succeeded(
+    claim = store.phase2.claim_phase2(worker_id="t", ignore_cooldown=True)
+    store.phase2.mark_phase2_succeeded(
         claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
     )
     memory_mode(store, "disabled", "ses_a")
-    assert store.phase2_job()["status"] == "pending"
+    assert store.phase2.phase2_job()["status"] == "pending"
 
 
 # -- reset ------------------------------------------------------------------------------------
@@ -128,20 +128,20 @@ def test_reset_needs_confirm_true(
     add_output(store, "ses_a")
     with pytest.raises(Refused, match="confirm"):
         memory_reset(store, paths, confirm)
-    assert (folder / "MEMORY.md").exists() and store.output("ses_a") is not None
+    assert (folder / "MEMORY.md").exists() and store.outputs.output("ses_a") is not None
 
 
 def test_reset_refused_while_the_lease_is_held(
     store: Store, paths: Paths, folder: Path, clock: ManualClock
 ) -> None:
     add_output(store, "ses_a")
-    assert store.claim_phase2(worker_id="other", ignore_cooldown=True).claimed
+    assert store.phase2.claim_phase2(worker_id="other", ignore_cooldown=True).claimed
     with pytest.raises(Refused, match="consolidation is running"):
         memory_reset(store, paths, True)
-    assert (folder / "MEMORY.md").exists() and store.output("ses_a") is not None
+    assert (folder / "MEMORY.md").exists() and store.outputs.output("ses_a") is not None
     clock.advance(2 * HOUR)  # the lease ran out: a dead consolidator no longer blocks a reset
     memory_reset(store, paths, True)
-    assert store.output("ses_a") is None
+    assert store.outputs.output("ses_a") is None
 
 
 def test_reset_clears_folder_outputs_and_index(
@@ -149,14 +149,17 @@ def test_reset_clears_folder_outputs_and_index(
 ) -> None:
     add_output(store, "ses_a", raw="pangolin facts")
     memory_add_note(folder, "pangolin note", clock=clock)
-    store.set_mode("ses_keep", "disabled")
+    store.outputs.set_mode("ses_keep", "disabled")
     index = SearchIndex(paths.data_dir / "search.db", folder, store)
     try:
         assert memory_search(folder, ["pangolin"], ranked=True, index=index).total == 2
         r = memory_reset(store, paths, True, index=index)
         assert r.index_cleared and "memory reset" in r.to_text()
         assert folder.exists() and os.listdir(folder) == []
-        assert store.output("ses_a") is None and store.memory_mode("ses_keep") == "disabled"
+        assert (
+            store.outputs.output("ses_a") is None
+            and store.outputs.memory_mode("ses_keep") == "disabled"
+        )
         assert memory_search(folder, ["pangolin"], ranked=True, index=index).total == 0
     finally:
         index.close()

@@ -22,9 +22,9 @@ from tests.conftest import T0
 def add_output(
     store: Store, sid: str, *, raw: str, summary: str = "", updated: int = T0, title: str = "t"
 ) -> None:
-    claim = store.claim_stage1(sid, updated, max_running=100, worker_id="test")
+    claim = store.stage1.claim_stage1(sid, updated, max_running=100, worker_id="test")
     assert claim.claimed
-    assert store.mark_stage1_succeeded(
+    assert store.stage1.mark_stage1_succeeded(
         sid,
         claim.token,
         raw_memory=raw,
@@ -421,10 +421,10 @@ def test_disabled_and_forgotten_sessions_leave_the_index(
     add_output(store, "ses_a", raw="quokka one")
     add_output(store, "ses_b", raw="quokka two")
     assert ranked(root, index, "quokka").total == 2
-    store.set_mode("ses_a", "polluted")
+    store.outputs.set_mode("ses_a", "polluted")
     r = ranked(root, index, "quokka")
     assert [m.session_id for m in r.matches] == ["ses_b"] and r.refresh["outputs_removed"] == 1
-    store.delete_session_memory("ses_b")
+    store.outputs.delete_session_memory("ses_b")
     assert ranked(root, index, "quokka").total == 0
 
 

@@ -19,8 +19,8 @@ from memoryd.clock import DAY, ManualClock
 from memoryd.paths import Paths
 from memoryd.scopes import scope_key
 from memoryd.store import Store
+from memoryd.store.outputs import MARK_SQL, SIGNATURES_SQL, Outputs
 from memoryd.tools import SearchIndex, memory_search
-from memoryd.tools.index_refresh import OUTPUT_SIGS_SQL, OUTPUTS_MARK_SQL
 from memoryd.tools.scope import ALL, Scope
 from tests.conftest import T0
 
@@ -56,9 +56,9 @@ def note(root: Path, rel: str, text: str, *, age_days: float) -> None:
 def add_output(
     store: Store, sid: str, raw: str, *, worktree: str | None, updated: int = T0
 ) -> None:
-    claim = store.claim_stage1(sid, updated, max_running=100, worker_id="test")
+    claim = store.stage1.claim_stage1(sid, updated, max_running=100, worker_id="test")
     assert claim.claimed
-    assert store.mark_stage1_succeeded(
+    assert store.stage1.mark_stage1_succeeded(
         sid,
         claim.token,
         raw_memory=raw,
@@ -136,7 +136,7 @@ def test_outputs_are_filtered_by_project_without_listing_them(
     note(root, f"projects/{A}/n.md", "pelican note a\n", age_days=1)
     note(root, f"projects/{B}/n.md", "pelican note b\n", age_days=1)
     monkeypatch.setattr(
-        Store, "outputs", lambda self: pytest.fail("a ranked query listed every output")
+        Outputs, "newest_first", lambda self: pytest.fail("a ranked query listed every output")
     )
 
     def seen(scope: Scope) -> set[str]:
@@ -158,7 +158,7 @@ def test_a_backfilled_project_leaves_other_projects_at_the_next_query(
         m.session_id for m in ranked(root, index, "ibis", scope=Scope("project", A)).matches
     } == {"ses_x"}
     assert index.refresh().watermark_hit
-    assert store.backfill_projects({"ses_x": ("prj_b", "/srv/b")}) == 1
+    assert store.outputs.backfill_projects({"ses_x": ("prj_b", "/srv/b")}) == 1
     r = ranked(root, index, "ibis", scope=Scope("project", A))
     assert r.total == 0 and not r.refresh["watermark_hit"]
     assert [
@@ -167,7 +167,7 @@ def test_a_backfilled_project_leaves_other_projects_at_the_next_query(
 
 
 def test_the_watermark_reads_the_outputs_index_not_their_text(store: Store) -> None:
-    for sql in (OUTPUTS_MARK_SQL, OUTPUT_SIGS_SQL):
+    for sql in (MARK_SQL, SIGNATURES_SQL):
         plan = " ".join(str(r[3]) for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
         assert "COVERING INDEX idx_stage1_outputs_version" in plan, plan
 
@@ -242,7 +242,7 @@ def test_the_outputs_aggregate_is_read_again_only_after_a_commit(
     assert ranked(root, index, "egret").total == 2 and len(reads) >= 1
     other = Store(paths.db, clock=clock)  # another connection (another process) commits
     try:
-        other.set_mode("ses_1", "disabled")
+        other.outputs.set_mode("ses_1", "disabled")
     finally:
         other.close()
     r = ranked(root, index, "egret")

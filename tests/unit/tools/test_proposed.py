@@ -71,7 +71,7 @@ async def test_a_held_note_reaches_neither_consolidation_nor_the_block(
 
     # once the user accepts it, the next consolidation sees it (and this one follows notes)
     note = proposed.accept(paths, store, proposed.waiting(paths)[0].id, clock)
-    assert store.phase2_job()["status"] == "pending"
+    assert store.phase2.phase2_job()["status"] == "pending"
     assert [c.path for c in p2.baseline().diff().changes] == [note.path]
     clock.advance(7 * 3600 * 1000)
     assert (await p2.run(force=True)).status is Phase2Status.SUCCEEDED

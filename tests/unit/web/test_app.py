@@ -18,8 +18,8 @@ from memoryd.folder.baseline import Baseline
 from memoryd.folder.layout import AD_HOC_NOTES, is_tracked
 from memoryd.paths import Paths
 from memoryd.runtime.daemon import Daemon
-from memoryd.store import CallUsage
 from memoryd.store.home import App
+from memoryd.store.ledger import CallUsage
 from memoryd.tools import proposed
 from memoryd.web.app import UI, create_app
 from memoryd.web.security import CSP, Secrets
@@ -57,8 +57,8 @@ def client(anon: TestClient, keys: Secrets) -> TestClient:
 
 def add_output(app: App, sid: str, text: str, *, title: str = "a session", at: int = T0) -> None:
     store = app.store
-    claim = store.claim_stage1(sid, at, max_running=100, worker_id="t")
-    assert store.mark_stage1_succeeded(
+    claim = store.stage1.claim_stage1(sid, at, max_running=100, worker_id="t")
+    assert store.stage1.mark_stage1_succeeded(
         sid,
         claim.token,
         raw_memory=text,
@@ -188,8 +188,8 @@ def test_every_post_route_refuses_without_csrf_and_changes_nothing(
         "id": held.id,
     }
     before = (
-        app.store.outputs(),
-        app.store.memory_modes(),
+        app.store.outputs.newest_first(),
+        app.store.outputs.memory_modes(),
         sorted(app.paths.memories.rglob("*")),
         proposed.waiting(app.paths),
     )
@@ -212,8 +212,8 @@ def test_every_post_route_refuses_without_csrf_and_changes_nothing(
         )
         assert r.status_code == 403, url
     after = (
-        app.store.outputs(),
-        app.store.memory_modes(),
+        app.store.outputs.newest_first(),
+        app.store.outputs.memory_modes(),
         sorted(app.paths.memories.rglob("*")),
         proposed.waiting(app.paths),
     )
@@ -228,13 +228,13 @@ def test_post_without_cookie_is_refused_even_with_csrf(
         "/sessions/forget", data={"csrf": keys.csrf, "session_id": "ses_a", "confirm": "yes"}
     )
     assert r.status_code == 403
-    assert app.store.output("ses_a") is not None
+    assert app.store.outputs.output("ses_a") is not None
     # the token in the query string does not sign a POST in either
     r = anon.post(
         f"/sessions/forget?token={keys.token}",
         data={"csrf": keys.csrf, "session_id": "ses_a", "confirm": "yes"},
     )
-    assert r.status_code == 403 and app.store.output("ses_a") is not None
+    assert r.status_code == 403 and app.store.outputs.output("ses_a") is not None
 
 
 def test_oversized_body_refused(client: TestClient, keys: Secrets, app: App) -> None:
@@ -252,7 +252,7 @@ def test_dashboard_shows_pipeline_state_and_a_token_chart(
     add_output(app, "ses_1", "- one")
     for days_ago, tokens in ((0, 1200), (3, 400), (40, 999_999)):
         clock.set(T0 - days_ago * DAY)
-        app.store.record_model_call(
+        app.store.ledger.record_model_call(
             phase="phase1",
             job_kind="k",
             job_key=f"j{days_ago}",
@@ -333,13 +333,13 @@ def test_sessions_list_and_mode_change(client: TestClient, app: App, keys: Secre
         "/sessions/mode", data={"csrf": keys.csrf, "session_id": "ses_a", "mode": "polluted"}
     )
     assert r.status_code == 303 and r.headers["location"].startswith("/sessions?done=")
-    assert app.store.memory_mode("ses_a") == "polluted"
+    assert app.store.outputs.memory_mode("ses_a") == "polluted"
     page = client.get(r.headers["location"]).text
     assert "memory polluted" in page
     bad = client.post(
         "/sessions/mode", data={"csrf": keys.csrf, "session_id": "ses_a", "mode": "evil"}
     )
-    assert bad.status_code == 400 and app.store.memory_mode("ses_a") == "polluted"
+    assert bad.status_code == 400 and app.store.outputs.memory_mode("ses_a") == "polluted"
 
 
 def test_forget_needs_the_confirmation_step(client: TestClient, app: App, keys: Secrets) -> None:
@@ -349,13 +349,13 @@ def test_forget_needs_the_confirmation_step(client: TestClient, app: App, keys: 
     assert 'name="confirm" value="yes"' in confirm.text
     assert client.get("/sessions/forget", params={"session": "nobody"}).status_code == 404
     r = client.post("/sessions/forget", data={"csrf": keys.csrf, "session_id": "ses_gone"})
-    assert r.status_code == 400 and app.store.output("ses_gone") is not None
+    assert r.status_code == 400 and app.store.outputs.output("ses_gone") is not None
     r = client.post(
         "/sessions/forget", data={"csrf": keys.csrf, "session_id": "ses_gone", "confirm": "yes"}
     )
     assert r.status_code == 303
-    assert app.store.output("ses_gone") is None
-    assert app.store.memory_mode("ses_gone") == "disabled"
+    assert app.store.outputs.output("ses_gone") is None
+    assert app.store.outputs.memory_mode("ses_gone") == "disabled"
 
 
 def test_ranked_search(client: TestClient, app: App) -> None:
@@ -406,7 +406,7 @@ def stage_one(app: App, new_memory: str) -> None:
         app.paths.baseline_git, app.paths.memories, exclude=lambda p: not is_tracked(p)
     )
     baseline.ensure()
-    claim = app.store.claim_phase2(worker_id="t")
+    claim = app.store.phase2.claim_phase2(worker_id="t")
     write_memory(app.paths, new_memory, "v1\nnew summary\n")
     review.stage(
         app.paths,
@@ -415,7 +415,7 @@ def stage_one(app: App, new_memory: str) -> None:
             staged_at=T0, consumed=[], watermark=0, claimed_input=claim.watermark, changes=["A x"]
         ),
     )
-    assert app.store.release_phase2(claim.token, "waiting: review")
+    assert app.store.phase2.release_phase2(claim.token, "waiting: review")
 
 
 def test_review_page_accept(client: TestClient, app: App, keys: Secrets) -> None:

@@ -394,7 +394,7 @@ async def test_a_host_write_during_a_consolidation_fails_the_run(
     )
     assert await _pass(paths, store, clock, host) == "failed"
     assert (paths.memories / "memory_summary.md").read_bytes() == summary
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     assert job is not None and "ses_racer00001" in job["last_error"]
 
 

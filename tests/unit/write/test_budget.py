@@ -48,7 +48,7 @@ async def test_a_day_without_new_sessions_makes_no_model_calls(store, paths, clo
         statuses.add(p2.status)
     assert len(host.prompts) == first_day_prompts
     assert statuses == {"skipped_cooldown", "no_changes"}
-    assert store.token_totals()["phase1"]["calls"] == 4
+    assert store.ledger.token_totals()["phase1"]["calls"] == 4
 
 
 async def test_budget_blocks_before_any_call(store, paths, clock) -> None:
@@ -61,8 +61,8 @@ async def test_budget_blocks_before_any_call(store, paths, clock) -> None:
     assert len(host.prompts) == spent_prompts
     assert "daily token budget" in p1.waiting
     assert (
-        store.stage1_job("ses_second0000") is None
-        or store.stage1_job("ses_second0000")["status"] == "pending"
+        store.stage1.stage1_job("ses_second0000") is None
+        or store.stage1.stage1_job("ses_second0000")["status"] == "pending"
     )
     snap = snapshot(store, Settings(daily_token_budget=100), paths)
     assert "daily token budget" in snap["budget"]["waiting"] and snap["budget"]["left_today"] == 0
@@ -92,7 +92,9 @@ async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(store, paths,
         clock.advance(5 * MINUTE)
         await one_pass(store, host, paths, clock, max_rollouts_per_startup=8)
     assert len(host.prompts) == storm_calls  # no retries while the circuit is open
-    assert all(store.stage1_job(f"ses_storm{i}xxxx")["retry_remaining"] == 3 for i in range(3))
+    assert all(
+        store.stage1.stage1_job(f"ses_storm{i}xxxx")["retry_remaining"] == 3 for i in range(3)
+    )
     from tests.fakehost import good_reply
 
     host.reply = good_reply

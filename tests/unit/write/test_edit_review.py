@@ -139,14 +139,14 @@ def test_reject_through_the_cli(
 def test_accept_refuses_while_a_consolidation_runs(
     staged: Path, paths: Paths, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    claim = store.claim_phase2(worker_id="someone", ignore_cooldown=True)
+    claim = store.phase2.claim_phase2(worker_id="someone", ignore_cooldown=True)
     assert claim.claimed
     assert main(["review", "--accept-edit"]) == 1
     assert "busy" in capsys.readouterr().err
     assert edit_review.pending(paths) is not None
-    assert store.release_phase2(claim.token or "", None, status="done")
+    assert store.phase2.release_phase2(claim.token or "", None, status="done")
     assert main(["review", "--accept-edit"]) == 0
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     assert job is not None and job["status"] == "done"  # accepting an edit is not a run
 
 

@@ -53,7 +53,9 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.succeeded == 3 and report.failed == 0
     assert report.skipped["not_idle"] == 1
-    assert {o.session_id for o in store.outputs()} == {f"ses_old{i}aaaaaa" for i in range(3)}
+    assert {o.session_id for o in store.outputs.newest_first()} == {
+        f"ses_old{i}aaaaaa" for i in range(3)
+    }
     assert (
         host.helper_sessions == []
     )  # ours were deleted, the stale leftover too; neither was a candidate
@@ -72,13 +74,13 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
         "list_mcp_resource_templates": False,
         "read_mcp_resource": False,
     }
-    out = store.output("ses_old0aaaaaa")
+    out = store.outputs.output("ses_old0aaaaaa")
     assert (
         out.rollout_slug == "fixed_the_build"
         and out.cwd == "/srv/proj"
         and out.title == "session 0"
     )
-    totals = store.token_totals()["phase1"]
+    totals = store.ledger.token_totals()["phase1"]
     assert totals["calls"] == 3 and totals["input"] == 3 * 1200 and totals["output"] == 3 * 150
 
 
@@ -105,7 +107,7 @@ async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, c
         store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0
     ).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
-    assert store.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
+    assert store.outputs.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
 
 
 async def test_idle_and_age_windows(store, paths, clock) -> None:
@@ -116,9 +118,9 @@ async def test_idle_and_age_windows(store, paths, clock) -> None:
     host.add_session("ses_justright", updated=now - 6 * HOUR)
     report = await make(store, host, paths, clock).run_pass()
     assert report.skipped["not_idle"] == 1 and report.skipped["too_old"] == 1
-    assert [o.session_id for o in store.outputs()] == ["ses_justright"]
+    assert [o.session_id for o in store.outputs.newest_first()] == ["ses_justright"]
     report0 = await make(store, host, paths, clock, min_rollout_idle_hours=0).run_pass()
-    assert report0.succeeded == 1 and store.output("ses_fresh0000") is not None
+    assert report0.succeeded == 1 and store.outputs.output("ses_fresh0000") is not None
 
 
 async def test_schema_breaking_answer_fails_with_backoff_not_crash(
@@ -130,14 +132,16 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.failed == 3 and report.succeeded == 0
     assert "breaks the schema" in report.errors[0]
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = store.stage1.stage1_job("ses_old0aaaaaa")
     assert (
         job["status"] == "pending"
         and job["retry_remaining"] == 2
         and job["retry_at"] == clock.now_ms() + HOUR
     )
     assert host.helper_sessions == []  # helpers removed even on failure
-    assert store.token_totals()["phase1"]["calls"] == 3  # the tokens were spent and are recorded
+    assert (
+        store.ledger.token_totals()["phase1"]["calls"] == 3
+    )  # the tokens were spent and are recorded
     host.prompts.clear()
     host.reply = good_reply
     again = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
@@ -187,7 +191,7 @@ async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, 
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 2 and report.succeeded == 0
     assert fragment in report.errors[0]
-    assert store.output_count() == 0
+    assert store.outputs.output_count() == 0
     assert host.helper_sessions == []
 
 
@@ -214,7 +218,7 @@ async def test_host_faults_release_claims_without_burning_retries(
     assert report.failed == 0 and report.released == 2 and report.succeeded == 0
     assert fragment in (report.waiting or "")
     for sid in ("ses_old0aaaaaa", "ses_old1aaaaaa"):
-        job = store.stage1_job(sid)
+        job = store.stage1.stage1_job(sid)
         assert job["status"] == "pending" and job["retry_remaining"] == 3, dict(job)
         assert fragment in job["last_error"]
     assert host.helper_sessions == []
@@ -235,7 +239,7 @@ async def test_empty_answer_means_no_output_and_removes_stale_row(
 ) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
-    assert store.output("ses_old0aaaaaa") is not None
+    assert store.outputs.output("ses_old0aaaaaa") is not None
     host.reply = lambda b: {
         "structured": {"raw_memory": "", "rollout_summary": "", "rollout_slug": None}
     }
@@ -243,9 +247,9 @@ async def test_empty_answer_means_no_output_and_removes_stale_row(
     host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR + 2 * MINUTE)
     report = await p1.run_pass()
     assert report.no_output == 1
-    assert store.output("ses_old0aaaaaa") is None
-    assert store.stage1_job("ses_old0aaaaaa")["status"] == "done"
-    assert store.token_totals()["phase1"]["calls"] == 4
+    assert store.outputs.output("ses_old0aaaaaa") is None
+    assert store.stage1.stage1_job("ses_old0aaaaaa")["status"] == "done"
+    assert store.ledger.token_totals()["phase1"]["calls"] == 4
 
 
 async def test_empty_transcript(store, paths, clock) -> None:
@@ -280,13 +284,13 @@ async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> 
     )
     report = await make(store, host, paths, clock, disable_on_external_context=True).run_pass()
     assert report.polluted == 1 and host.prompts == []
-    assert store.memory_mode("ses_web00000") == "polluted"
+    assert store.outputs.memory_mode("ses_web00000") == "polluted"
     again = await make(store, host, paths, clock, disable_on_external_context=True).run_pass()
     assert again.skipped["mode_polluted"] == 1
     # without the option the same session is extracted normally
     host2 = FakeOpencode()
     host2.sessions, host2.messages = host.sessions, host.messages
-    store.set_mode("ses_web00000", "enabled")
+    store.outputs.set_mode("ses_web00000", "enabled")
     clock.advance(MINUTE)
     host.touch("ses_web00000", clock.now_ms() - 7 * HOUR)
     assert (await make(store, host2, paths, clock).run_pass()).succeeded == 1
@@ -309,7 +313,7 @@ async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> 
     report = await make(store, host, paths, clock).run_pass()
     assert report.succeeded == 1
     assert SECRET not in str(host.prompts)
-    out = store.output("ses_secret000")
+    out = store.outputs.output("ses_secret000")
     assert SECRET not in out.raw_memory and SECRET not in out.rollout_summary
     assert SECRET.encode() not in paths.db.read_bytes()
 
@@ -319,7 +323,10 @@ async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
     del host.sessions["ses_old2aaaaaa"]
     report = await make(store, host, paths, clock).run_pass()
     assert report.forgotten == 1
-    assert store.output("ses_old2aaaaaa") is None and store.stage1_job("ses_old2aaaaaa") is None
+    assert (
+        store.outputs.output("ses_old2aaaaaa") is None
+        and store.stage1.stage1_job("ses_old2aaaaaa") is None
+    )
 
 
 async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
@@ -330,7 +337,7 @@ async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None
     config = json.loads((paths.helper_dir / "opencode.json").read_text())
     assert config["agent"]["memoryd-extract"]["permission"]["*"] == "deny"
     assert "POST /instance/dispose" in host.calls
-    assert store.stage1_counts()["running"] == 0
+    assert store.stage1.stage1_counts()["running"] == 0
 
 
 async def test_cancellation_releases_claims_without_burning_retries(
@@ -345,7 +352,7 @@ async def test_cancellation_releases_claims_without_burning_retries(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = store.stage1.stage1_job("ses_old0aaaaaa")
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert host.helper_sessions == []
 
@@ -353,7 +360,7 @@ async def test_cancellation_releases_claims_without_burning_retries(
 async def test_generate_memories_off_extracts_nothing(store, host, paths, clock) -> None:
     report = await make(store, host, paths, clock, generate_memories=False).run_pass()
     assert report.claimed == 0 and host.prompts == []
-    assert store.memory_mode("ses_old0aaaaaa") == "disabled"
+    assert store.outputs.memory_mode("ses_old0aaaaaa") == "disabled"
 
 
 def test_slug_normalization() -> None:
@@ -370,7 +377,7 @@ async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
     }
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = store.stage1.stage1_job("ses_old0aaaaaa")
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     host.prompts.clear()
     host.reply = good_reply
@@ -388,7 +395,7 @@ async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) 
     host.prompts.clear()
     again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
     assert host.prompts == [] and again.claimed == 0 and "daily token budget" in again.waiting
-    assert store.stage1_counts()["failed"] == 0
+    assert store.stage1.stage1_counts()["failed"] == 0
 
 
 async def test_host_going_away_releases_without_burning_retries(store, host, paths, clock) -> None:
@@ -400,7 +407,7 @@ async def test_host_going_away_releases_without_burning_retries(store, host, pat
     host.reply = gone
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = store.stage1.stage1_job("ses_old0aaaaaa")
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
 
 
@@ -442,7 +449,7 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(
     host.calls.clear()
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.forgotten == 0 and report.claimed == 0
-    assert store.output("ses_old1aaaaaa") is not None
+    assert store.outputs.output("ses_old1aaaaaa") is not None
     assert not [c for c in host.calls if c.startswith("GET /session/ses_")]  # no per-session probes
 
 
@@ -464,7 +471,7 @@ async def test_cancel_releases_claims_still_waiting_for_a_slot(
     with pytest.raises(asyncio.CancelledError):
         await task
     for i in range(3):
-        job = store.stage1_job(f"ses_old{i}aaaaaa")
+        job = store.stage1.stage1_job(f"ses_old{i}aaaaaa")
         assert job["status"] == "pending" and job["retry_remaining"] == 3, (i, dict(job))
 
 
@@ -478,7 +485,7 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
     }
     report = await make(store, host, paths, clock).run_pass()
     assert report.forgotten == 0 and report.failed == 1
-    assert store.output("ses_old0aaaaaa") is not None
+    assert store.outputs.output("ses_old0aaaaaa") is not None
 
 
 async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
@@ -501,7 +508,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     settings = {"max_rollouts_per_startup": 8, "min_rollout_idle_hours": 0}
     await make(store, host, paths, clock, **settings).run_pass()
     assert "and use ruff" in json.dumps([p for p in host.prompts if "ses_old1aaaaaa" in str(p)])
-    assert store.output("ses_old1aaaaaa").source_updated_at == moved[0]
+    assert store.outputs.output("ses_old1aaaaaa").source_updated_at == moved[0]
     host.prompts.clear()
     report = await make(store, host, paths, clock, **settings).run_pass()
     assert report.claimed == 0 and host.prompts == []

@@ -93,7 +93,7 @@ async def test_staged_then_accepted(
     assert paths.memories not in paths.review_dir.parents
     diff = review.diff_text(paths)
     assert "-- first fact" in diff and "+- second fact" in diff
-    assert store.phase2_job()["status"] == "pending"
+    assert store.phase2.phase2_job()["status"] == "pending"
 
     # while it waits, phase 2 does not run (no model call)
     prompts = len(host.prompts)
@@ -110,8 +110,8 @@ async def test_staged_then_accepted(
     assert review.pending(paths) is None
     changes = [f"{c.status} {c.path}" for c in baseline(paths).diff().changes]
     assert changes == [f"A {AD_HOC_NOTES}/2027-01-15T09-00-00-late.md"]
-    job = store.phase2_job()
-    assert job["cooldown_until"] > clock.now_ms() and store.consumed_count() == 2
+    job = store.phase2.phase2_job()
+    assert job["cooldown_until"] > clock.now_ms() and store.outputs.consumed_count() == 2
     assert review.history(store)[0]["decision"] == "accepted"
     with pytest.raises(ReviewError):
         review.accept(store, Settings(review=True), paths)
@@ -142,7 +142,7 @@ async def test_rejected_consolidation_is_dropped_with_its_reason(
     assert review.pending(paths) is None
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert baseline(paths).head_files() == head  # the baseline did not move
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     assert job["status"] == "done" and job["cooldown_until"] > clock.now_ms()
     assert review.history(store)[0]["reason"] == "it made that up"
     with pytest.raises(ReviewError):
@@ -190,7 +190,7 @@ def _stage_by_hand(store: Store, paths: Paths, fact: str) -> Baseline:
     (mem / "memory_summary.md").write_text("v1\n- old\n")
     bl = baseline(paths)
     bl.reset()
-    claim = store.claim_phase2(worker_id="w", ignore_cooldown=True)
+    claim = store.phase2.claim_phase2(worker_id="w", ignore_cooldown=True)
     assert claim.token
     (mem / "MEMORY.md").write_text(f"# Memory\n- {fact}\n")
     (mem / "memory_summary.md").write_text(f"v1\n- {fact}\n")
@@ -199,7 +199,7 @@ def _stage_by_hand(store: Store, paths: Paths, fact: str) -> Baseline:
         bl,
         review.Staged(staged_at=1, consumed=[], watermark=0, claimed_input=claim.watermark),
     )
-    store.release_phase2(claim.token, "waiting: staged for review")
+    store.phase2.release_phase2(claim.token, "waiting: staged for review")
     return bl
 
 
@@ -212,7 +212,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
     review.accept(store, Settings(), paths)  # ...and the CLI decided first
     live = {p.name: p.read_text() for p in paths.memories.glob("*.md")}
     assert "new fact" in live["MEMORY.md"]
-    job = dict(store.phase2_job())
+    job = dict(store.phase2.phase2_job())
     real, calls = review.pending, []
 
     def racing_pending(p: Paths) -> review.Staged | None:
@@ -226,7 +226,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
         else:
             review.reject(store, paths, "too late")
     assert {p.name: p.read_text() for p in paths.memories.glob("*.md")} == live
-    after = store.phase2_job()
+    after = store.phase2.phase2_job()
     assert (after["status"], after["cooldown_until"], after["ownership_token"]) == (
         job["status"],
         job["cooldown_until"],
@@ -240,22 +240,22 @@ def test_a_forget_after_staging_is_not_held_back_by_the_cooldown(
     store: Store, paths: Paths, decide: str
 ) -> None:
     _stage_by_hand(store, paths, "new fact")
-    store.enqueue_phase2(urgent=True)  # what memory_forget does while the stage waits
+    store.phase2.enqueue_phase2(urgent=True)  # what memory_forget does while the stage waits
     if decide == "accept":
         review.accept(store, Settings(), paths)
     else:
         review.reject(store, paths, None)
-    job = store.phase2_job()
+    job = store.phase2.phase2_job()
     assert (job["cooldown_until"] or 0) <= store.clock.now_ms()
-    assert store.claim_phase2(worker_id="daemon").status == "claimed"
+    assert store.phase2.claim_phase2(worker_id="daemon").status == "claimed"
 
 
 def test_without_a_forget_a_decision_still_starts_the_cooldown(store: Store, paths: Paths) -> None:
     _stage_by_hand(store, paths, "new fact")
-    store.enqueue_phase2(urgent=False)
+    store.phase2.enqueue_phase2(urgent=False)
     review.accept(store, Settings(), paths)
-    assert store.phase2_job()["cooldown_until"] > store.clock.now_ms()
-    assert store.claim_phase2(worker_id="daemon").status == "skipped_cooldown"
+    assert store.phase2.phase2_job()["cooldown_until"] > store.clock.now_ms()
+    assert store.phase2.claim_phase2(worker_id="daemon").status == "skipped_cooldown"
 
 
 async def test_forgetting_a_session_the_stage_used_discards_the_stage(
@@ -277,7 +277,7 @@ async def test_forgetting_a_session_the_stage_used_discards_the_stage(
     assert "secret plan" not in block(paths)
     entry = review.history(store)[0]
     assert entry["decision"] == "discarded" and "ses_2" in entry["reason"]
-    assert store.phase2_job()["ownership_token"] is None  # the claim was given back
+    assert store.phase2.phase2_job()["ownership_token"] is None  # the claim was given back
     # phase 2 may run again at once; without ses_2 nothing differs from the live memory
     assert await run_pass(store, host, paths, clock, review=True) == "no_changes"
     assert review.pending(paths) is None
@@ -324,7 +324,7 @@ async def test_a_failed_accept_leaves_the_live_memory_and_the_stage(
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert "first fact" in block(paths)
     assert review.pending(paths) is not None
-    assert store.phase2_job()["status"] == "pending"
+    assert store.phase2.phase2_job()["status"] == "pending"
     monkeypatch.undo()
     review.accept(store, Settings(review=True), paths)
     assert "second fact" in block(paths)
