@@ -76,6 +76,7 @@ from memoryd.scopes import scope_key
 from memoryd.settings import Settings
 from memoryd.store.home import App
 from memoryd.tools import SearchIndex, default_index_path, memory_search
+from memoryd.tools.hits import SearchQuery
 from memoryd.write import passes
 from tests.fakehost import FakeOpencode
 
@@ -444,14 +445,18 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
     idx = SearchIndex(default_index_path(home.paths.data_dir), home.paths.memories, store)
     try:
         _, st = measure(
-            lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+            lambda: memory_search(
+                home.paths.memories, SearchQuery("deploy", ranked=True), index=idx
+            )
         )
         r["search_build_wall"], r["search_rss"] = st.wall, st.rss
         steady = []
         for i in range(SEARCH_RUNS):
             q = QUERIES[i % len(QUERIES)]
             _, st = measure(
-                lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx)
+                lambda q=q: memory_search(
+                    home.paths.memories, SearchQuery(q, ranked=True), index=idx
+                )
             )
             steady.append(st.wall)
         r["search_p95"] = pct(steady, 95)
@@ -461,7 +466,9 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
                 fh.write(f"\n- Appended by the benchmark ({i}): the staging deploy needs a flag.\n")
             bump_change_mark(home.paths.memories)
             _, st = measure(
-                lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+                lambda: memory_search(
+                    home.paths.memories, SearchQuery("deploy", ranked=True), index=idx
+                )
             )
             firsts.append(st.wall)
             r["search_first_cpu"] = st.cpu

@@ -27,6 +27,7 @@ from memoryd import __version__, tools
 from memoryd.errors import MemorydError
 from memoryd.host.live import LiveServer, find_server
 from memoryd.store.home import App
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.proposed import MCP, model_note
 from memoryd.tools.scope import Scope, ScopeMode
 
@@ -144,18 +145,20 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
             "memory_search",
             lambda: tools.memory_search(
                 root,
-                queries,
-                match_mode=match_mode,
-                line_count=line_count,
-                path=path,
-                context_lines=context_lines,
-                case_sensitive=case_sensitive,
-                normalized=normalized,
-                since=since,
-                until=until,
-                cursor=cursor,
-                max_results=max_results,
-                ranked=ranked,
+                SearchQuery(
+                    queries,
+                    match_mode=match_mode,
+                    line_count=line_count,
+                    path=path,
+                    context_lines=context_lines,
+                    case_sensitive=case_sensitive,
+                    normalized=normalized,
+                    since=since,
+                    until=until,
+                    cursor=cursor,
+                    max_results=max_results,
+                    ranked=ranked,
+                ),
                 index=t.index if ranked else None,
                 scope=me.with_mode(scope),
             ),

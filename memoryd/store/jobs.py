@@ -10,7 +10,7 @@ from Codex's memory store, so the pieces both use live here:
   provably gone (killed on this machine) is not held (:func:`lease_held`) and is taken over at once.
 * Stored error text is redacted and bounded (:func:`cut_error`).
 * Anything that changes phase 2's input enqueues the global job (:func:`enqueue_global`); the
-  output, mode and sync mixins call it too, inside their own transactions.
+  output and tombstone sub-stores call it too, inside their own transactions.
 
 All times are epoch milliseconds (see :mod:`memoryd.clock`).
 """

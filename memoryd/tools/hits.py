@@ -1,17 +1,45 @@
-"""What a search answers, whichever way it searched: one hit (:class:`SearchMatch`), the page of
-hits (:class:`SearchResult`), and how a hit's line is clipped.
+"""A search as asked and as answered, whichever way it searches: the question
+(:class:`SearchQuery`, built alike by the CLI, the MCP server, the web UI and the shim), one hit
+(:class:`SearchMatch`), the page of hits (:class:`SearchResult`), and how a hit's line is clipped.
 
 Shared by the plain search (:mod:`memoryd.tools.search`) and the ranked index
-(:mod:`memoryd.tools.index`), so neither imports the other for its result types.
+(:mod:`memoryd.tools.index`), so neither imports the other for these types.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryd.tools.common import Result
 from memoryd.tuning import SEARCH_MAX_LINE_CHARS
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """What a caller asks ``memory_search`` (checked there, so every edge gets the same errors).
+
+    ``queries`` may be omitted only with ``since``/``until``: the answer is then a chronological
+    listing of timestamp-named files (rollout summaries, notes). ``normalized`` compares only
+    letters and digits, casefolded and without accents, whatever ``case_sensitive`` says.
+    ``ranked`` uses the BM25 index; it ignores ``case_sensitive``, ``normalized`` and
+    ``context_lines`` (a hit is a whole section or paragraph). ``since``, ``until`` and
+    ``cursor`` are as the caller got them (text or numbers); the search parses them.
+    """
+
+    queries: Sequence[str] | str | None = None
+    match_mode: str = "any"
+    line_count: int | None = None
+    path: str | None = None
+    context_lines: int | None = 0
+    case_sensitive: bool = True
+    normalized: bool = False
+    since: object = None
+    until: object = None
+    cursor: object = None
+    max_results: int | None = None
+    ranked: bool = False
 
 
 @dataclass(frozen=True)

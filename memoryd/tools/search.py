@@ -32,7 +32,7 @@ from memoryd.tools.common import (
     time_window,
 )
 from memoryd.tools.files import decode, split_lines
-from memoryd.tools.hits import SearchMatch, SearchResult, clip
+from memoryd.tools.hits import SearchMatch, SearchQuery, SearchResult, clip
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import (
     SEARCH_MAX_CONTEXT_LINES,
@@ -267,32 +267,15 @@ def timeline(
 
 
 def memory_search(
-    root: Path,
-    queries: Sequence[str] | str | None = None,
-    *,
-    match_mode: str = "any",
-    line_count: int | None = None,
-    path: str | None = None,
-    context_lines: int | None = 0,
-    case_sensitive: bool = True,
-    normalized: bool = False,
-    since: object = None,
-    until: object = None,
-    cursor: object = None,
-    max_results: int | None = None,
-    ranked: bool = False,
-    index: SearchIndex | None = None,
-    scope: Scope = ALL,
+    root: Path, query: SearchQuery, *, index: SearchIndex | None = None, scope: Scope = ALL
 ) -> SearchResult:
-    """Search the memory folder (see the module docstring); the one entry point for MCP and CLI.
-
-    ``queries`` may be omitted only with ``since``/``until``: the answer is then a chronological
-    listing of timestamp-named files (rollout summaries, notes). ``normalized`` compares only
-    letters and digits, casefolded and without accents, whatever ``case_sensitive`` says.
-    ``ranked`` uses the BM25 index; it ignores ``case_sensitive``, ``normalized`` and
-    ``context_lines`` (a hit is a whole section or paragraph) and needs ``index``. ``scope``
-    leaves out other projects' folders and session memories (:mod:`memoryd.tools.scope`).
+    """Search the memory folder (see the module docstring and :class:`SearchQuery`); the one
+    entry point for the CLI, MCP, the web UI and the shim. Ranked search needs ``index``;
+    ``scope`` leaves out other projects' folders and session memories (:mod:`memoryd.tools.scope`).
     """
+    q = query
+    queries, match_mode, line_count, path = q.queries, q.match_mode, q.line_count, q.path
+    case_sensitive, normalized, ranked = q.case_sensitive, q.normalized, q.ranked
     qs = check_queries(queries)
     if match_mode not in MATCH_MODES:
         raise InvalidArgument(
@@ -303,12 +286,14 @@ def memory_search(
         if line_count is None:
             raise InvalidArgument("match_mode all_within_lines needs line_count")
         span = check_int("line_count", line_count, low=1, high=SEARCH_MAX_WINDOW_LINES)
-    ctx = check_int("context_lines", context_lines, low=0, high=SEARCH_MAX_CONTEXT_LINES, default=0)
-    limit = check_int(
-        "max_results", max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
+    ctx = check_int(
+        "context_lines", q.context_lines, low=0, high=SEARCH_MAX_CONTEXT_LINES, default=0
     )
-    start = parse_cursor(cursor)
-    window = time_window(since, until)
+    limit = check_int(
+        "max_results", q.max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
+    )
+    start = parse_cursor(q.cursor)
+    window = time_window(q.since, q.until)
     if split_path(path):
         scope.check("/".join(split_path(path)))
     timed = window != (None, None)

@@ -22,6 +22,7 @@ from memoryd.prompts import tool_specs
 from memoryd.scopes import is_scope_key
 from memoryd.store import Store
 from memoryd.tools.files import memory_read
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.index import SearchIndex, default_index_path
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
@@ -79,10 +80,8 @@ def call(
         try:
             return memory_search(
                 root,
-                [_text(args, "query")],
-                ranked=True,
+                SearchQuery([_text(args, "query")], ranked=True, max_results=SEARCH_RESULTS),
                 index=index,
-                max_results=SEARCH_RESULTS,
                 scope=scope,
             ).to_text()
         finally:

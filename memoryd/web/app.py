@@ -29,6 +29,7 @@ from memoryd.errors import MemorydError
 from memoryd.store.home import App
 from memoryd.store.outputs import MODES
 from memoryd.tools import proposed
+from memoryd.tools.hits import SearchQuery
 from memoryd.tuning import UI_SEARCH_RESULTS
 from memoryd.web import data
 from memoryd.web.markdown import render as markdown
@@ -155,12 +156,14 @@ class UI:
             try:
                 result = tools.memory_search(
                     a.paths.memories,
-                    [query],
-                    case_sensitive=False,
-                    ranked=True,
+                    SearchQuery(
+                        [query],
+                        case_sensitive=False,
+                        ranked=True,
+                        max_results=UI_SEARCH_RESULTS,
+                        context_lines=1,
+                    ),
                     index=index,
-                    max_results=UI_SEARCH_RESULTS,
-                    context_lines=1,
                 )
             except (tools.ToolError, MemorydError) as exc:
                 problem = str(exc)

@@ -21,6 +21,7 @@ from memoryd.read import block as readpath
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tools import SearchIndex, memory_list, memory_read, memory_search
+from memoryd.tools.hits import SearchQuery
 from memoryd.tuning import MEMORY_MAX_BYTES, SKILL_MAX_BYTES, SUMMARY_MAX_BYTES
 from memoryd.write.phase2 import redact_agent_files
 
@@ -159,10 +160,12 @@ def test_tools_refuse_or_skip_oversized_memory_files(tmp_path: Path, store: Stor
     assert isinstance(info.value, Refused)  # a tool error the edges turn into a message
     assert f"over its cap of {MEMORY_MAX_BYTES} bytes" in str(info.value)
     assert "MEMORY.md" not in [e.path for e in memory_list(root).entries]
-    assert memory_search(root, ["pangolin"]).matches == []
+    assert memory_search(root, SearchQuery(["pangolin"])).matches == []
     index = SearchIndex(tmp_path / "search.db", root, store)
     try:
-        assert memory_search(root, ["pangolin"], ranked=True, index=index).matches == []
+        assert (
+            memory_search(root, SearchQuery(["pangolin"], ranked=True), index=index).matches == []
+        )
     finally:
         index.close()
 
@@ -214,9 +217,11 @@ def test_tools_never_serve_a_hard_linked_file(tmp_path: Path, store: Store) -> N
             memory_read(root, rel)
     assert "MEMORY.md" not in [e.path for e in memory_list(root).entries]
     assert memory_list(root, "skills").entries == []
-    assert memory_search(root, ["pangolin"]).matches == []
+    assert memory_search(root, SearchQuery(["pangolin"])).matches == []
     index = SearchIndex(tmp_path / "search.db", root, store)
     try:
-        assert memory_search(root, ["pangolin"], ranked=True, index=index).matches == []
+        assert (
+            memory_search(root, SearchQuery(["pangolin"], ranked=True), index=index).matches == []
+        )
     finally:
         index.close()

@@ -19,6 +19,7 @@ from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tools import memory_add_note, memory_forget, memory_list, memory_read, memory_search
 from memoryd.tools.admin import memory_reset
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.scope import ALL, Scope
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
@@ -172,17 +173,20 @@ def test_reads_default_to_the_project_and_global(paths: Paths, scoped_store: Sto
     _layers(paths, "- shared word GLOBAL", **{A: "- shared word A", B: "- shared word B"})
     root = paths.memories
     me = Scope("project", A)
-    found = {m.path for m in memory_search(root, "shared word", scope=me).matches}
+    found = {m.path for m in memory_search(root, SearchQuery("shared word"), scope=me).matches}
     assert found == {"memory_summary.md", f"projects/{A}/memory_summary.md"}
-    found_all = {m.path for m in memory_search(root, "shared word", scope=ALL).matches}
+    found_all = {m.path for m in memory_search(root, SearchQuery("shared word"), scope=ALL).matches}
     assert f"projects/{B}/memory_summary.md" in found_all
     assert {
-        m.path for m in memory_search(root, "shared word", scope=me.with_mode("global")).matches
+        m.path
+        for m in memory_search(
+            root, SearchQuery("shared word"), scope=me.with_mode("global")
+        ).matches
     } == {"memory_summary.md"}
     with pytest.raises(NotFound):
         memory_read(root, f"projects/{B}/memory_summary.md", scope=me)
     with pytest.raises(NotFound):
-        memory_search(root, "word", path=f"projects/{B}", scope=me)
+        memory_search(root, SearchQuery("word", path=f"projects/{B}"), scope=me)
     assert [e.path for e in memory_list(root, "projects", scope=me).entries] == [f"projects/{A}"]
     assert "shared word A" in memory_read(root, f"projects/{A}/memory_summary.md", scope=me).content
 

@@ -21,6 +21,7 @@ from memoryd.sync import engine
 from memoryd.sync import git as transport
 from memoryd.sync.branch import BRANCH, session_key, session_path
 from memoryd.sync.checkouts import Checkout, match_project, normalise_url, origin_url
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.notes import memory_forget
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
@@ -118,7 +119,9 @@ def test_remote_sessions_are_searchable_at_once_and_scoped_by_repository(
     assert b.store.outputs.consumed_count() == 0
 
     key_b = scope_key(str(cb))
-    found = memory_search(b.paths.memories, "totals are computed", scope=Scope("project", key_b))
+    found = memory_search(
+        b.paths.memories, SearchQuery("totals are computed"), scope=Scope("project", key_b)
+    )
     assert len({m.path for m in found.matches}) == 1, found.matches
     hit = found.matches[0]
     assert hit.path.startswith(f"extensions/sync/resources/{a.id}/projects/{key_b}/sessions/")
@@ -126,9 +129,13 @@ def test_remote_sessions_are_searchable_at_once_and_scoped_by_repository(
     assert f"machine: {a.id}" in text and f"project: {key_b}" in text
     # another project of B's does not see it; the whole-memory scope does
     assert not memory_search(
-        b.paths.memories, "totals are computed", scope=Scope("project", scope_key(str(other)))
+        b.paths.memories,
+        SearchQuery("totals are computed"),
+        scope=Scope("project", scope_key(str(other))),
     ).matches
-    assert memory_search(b.paths.memories, "totals are computed", scope=Scope("all")).matches
+    assert memory_search(
+        b.paths.memories, SearchQuery("totals are computed"), scope=Scope("all")
+    ).matches
     snap = sync_snapshot(b.store, b.settings)
     assert snap["received"]["sessions"] == 1 and snap["received"]["machines"] == 1
     assert snap["last_success"] and snap["interval_s"] == b.settings.sync_interval_s

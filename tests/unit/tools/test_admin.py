@@ -22,6 +22,7 @@ from memoryd.tools import (
     memory_reset,
     memory_search,
 )
+from memoryd.tools.hits import SearchQuery
 from tests.conftest import T0
 
 
@@ -152,7 +153,7 @@ def test_reset_clears_folder_outputs_and_index(
     store.outputs.set_mode("ses_keep", "disabled")
     index = SearchIndex(paths.data_dir / "search.db", folder, store)
     try:
-        assert memory_search(folder, ["pangolin"], ranked=True, index=index).total == 2
+        assert memory_search(folder, SearchQuery(["pangolin"], ranked=True), index=index).total == 2
         r = memory_reset(store, paths, True, index=index)
         assert r.index_cleared and "memory reset" in r.to_text()
         assert folder.exists() and os.listdir(folder) == []
@@ -160,7 +161,7 @@ def test_reset_clears_folder_outputs_and_index(
             store.outputs.output("ses_a") is None
             and store.outputs.memory_mode("ses_keep") == "disabled"
         )
-        assert memory_search(folder, ["pangolin"], ranked=True, index=index).total == 0
+        assert memory_search(folder, SearchQuery(["pangolin"], ranked=True), index=index).total == 0
     finally:
         index.close()
 

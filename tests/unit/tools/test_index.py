@@ -15,7 +15,9 @@ from memoryd.folder.layout import RAW_MEMORIES_FILE
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
+from memoryd.tools.scope import ALL
 from tests.conftest import T0
 
 
@@ -51,7 +53,9 @@ def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
 
 
 def ranked(root: Path, index: SearchIndex, *queries: str, **kw: object):  # type: ignore[no-untyped-def]
-    return memory_search(root, list(queries), ranked=True, index=index, **kw)  # type: ignore[arg-type]
+    scope = kw.pop("scope", ALL)
+    query = SearchQuery(list(queries), ranked=True, **kw)  # type: ignore[arg-type]
+    return memory_search(root, query, index=index, scope=scope)  # type: ignore[arg-type]
 
 
 def write(root: Path, rel: str, text: str) -> Path:

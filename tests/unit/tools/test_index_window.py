@@ -21,6 +21,7 @@ from memoryd.scopes import scope_key
 from memoryd.store import Store
 from memoryd.store.outputs import MARK_SQL, SIGNATURES_SQL, Outputs
 from memoryd.tools import SearchIndex, memory_search
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.scope import ALL, Scope
 from tests.conftest import T0
 
@@ -42,7 +43,9 @@ def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
 
 
 def ranked(root: Path, index: SearchIndex, *queries: str, **kw: object):  # type: ignore[no-untyped-def]
-    return memory_search(root, list(queries), ranked=True, index=index, **kw)  # type: ignore[arg-type]
+    scope = kw.pop("scope", ALL)
+    query = SearchQuery(list(queries), ranked=True, **kw)  # type: ignore[arg-type]
+    return memory_search(root, query, index=index, scope=scope)  # type: ignore[arg-type]
 
 
 def note(root: Path, rel: str, text: str, *, age_days: float) -> None:
