@@ -61,7 +61,7 @@ from memoryd.folder.linediff import (
 from memoryd.fsutil import read_regular_with_mode
 from memoryd.tuning import GIT_MODE_EXEC, GIT_MODE_FILE, GIT_MODE_TREE, RACY_WINDOW_NS
 
-__all__ = ["Baseline", "Change", "WorkspaceDiff", "default_exclude"]
+__all__ = ["Baseline", "default_exclude"]
 
 log = logging.getLogger(__name__)
 

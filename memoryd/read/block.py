@@ -79,7 +79,6 @@ from memoryd.settings import Settings
 from memoryd.tuning import BLOCK_TOKEN_BUDGET, RACY_WINDOW_NS
 
 __all__ = [
-    "BLOCK_TOKEN_BUDGET",
     "SUMMARY_BEGIN",
     "SUMMARY_END",
     "TEMPLATE",

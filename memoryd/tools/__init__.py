@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from memoryd.errors import InvalidArgument, NotFound, Refused, ToolError
 from memoryd.tools.files import ListEntry, ListResult, ReadResult, memory_list, memory_read
 from memoryd.tools.hits import SearchMatch, SearchResult
-from memoryd.tools.index import RefreshStats, SearchIndex, default_index_path
+from memoryd.tools.index import SearchIndex, default_index_path
+from memoryd.tools.index_refresh import RefreshStats
 from memoryd.tools.notes import ForgetResult, NoteResult, memory_add_note, memory_forget
 from memoryd.tools.search import memory_search
 

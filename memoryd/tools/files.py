@@ -195,4 +195,4 @@ def memory_read(
     )
 
 
-__all__ = ["READ_MAX_BYTES", "ListEntry", "ListResult", "ReadResult", "memory_list", "memory_read"]
+__all__ = ["ListEntry", "ListResult", "ReadResult", "memory_list", "memory_read"]

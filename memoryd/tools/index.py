@@ -66,22 +66,18 @@ from memoryd.folder.guard import open_path, read_file, split_path
 from memoryd.folder.layout import SUMMARIES_DIR
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
-from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import iso
 from memoryd.tools.files import decode
 from memoryd.tools.hits import SearchMatch, SearchResult, clip
-from memoryd.tools.index_refresh import IndexRefresh, RefreshStats
+from memoryd.tools.index_refresh import IndexRefresh
 from memoryd.tools.scope import ALL, REMOTE_RESOURCES, Scope
 from memoryd.tuning import INDEX_BUSY_TIMEOUT_S, RANKED_WINDOW
 
 __all__ = [
     "INDEX_FILE",
     "SCHEMA_VERSION",
-    "Chunk",
-    "RefreshStats",
     "SearchIndex",
     "build_match",
-    "chunk_text",
     "default_index_path",
 ]
 

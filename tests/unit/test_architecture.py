@@ -378,3 +378,34 @@ def test_the_racy_window_and_git_modes_are_tuning_constants() -> None:
         if re.search(r"^\w*RACY\w* = |= 0o(100644|100755|040000)\b", text, re.M):
             offenders.append(mod)
     assert not offenders, offenders
+
+
+# The one package that is an API of its own: the memory tools, one surface for the CLI, the MCP
+# server and the web UI (its admin tools load on first use, so `memoryd tool` stays lean).
+REEXPORTING = {"memoryd.tools"}
+
+
+def test_no_module_re_exports_what_another_defines() -> None:
+    """Every importer names the module that defines a name: ``__all__`` lists only a module's
+    own definitions (mypy --strict refuses implicit re-exports of the rest)."""
+    offenders = {}
+    for mod, path in modules().items():
+        if mod in REEXPORTING:
+            continue
+        tree = ast.parse(path.read_text())
+        defined, listed = set(), []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    defined.add(t.id)
+                    if t.id == "__all__" and isinstance(node.value, ast.List | ast.Tuple):
+                        listed = [ast.literal_eval(e) for e in node.value.elts]
+        foreign = [n for n in listed if n not in defined]
+        if foreign:
+            offenders[mod] = foreign
+    assert not offenders, offenders

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memoryd.clock import HOUR, ManualClock
 from memoryd.folder.audit import is_agent_owned
-from memoryd.folder.baseline import Change, WorkspaceDiff
+from memoryd.folder.linediff import Change, WorkspaceDiff
 from memoryd.folder.workspace import Workspace
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths

@@ -12,13 +12,8 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from memoryd.errors import BaselineError, MemorydError
-from memoryd.folder.baseline import (
-    DIFF_FILE_NAME,
-    Baseline,
-    Change,
-    WorkspaceDiff,
-    default_exclude,
-)
+from memoryd.folder.baseline import DIFF_FILE_NAME, Baseline, default_exclude
+from memoryd.folder.linediff import Change, WorkspaceDiff
 
 GIT = shutil.which("git")
 

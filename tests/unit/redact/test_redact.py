@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from memoryd.redact import REDACTED, contains_secret, find_secrets, redact
+from memoryd.redact import contains_secret, find_secrets, redact
+from memoryd.redact.tokens import REDACTED
 
 # Secret-shaped strings are built at import time so no literal token sits in the repository.
 _ALNUM = string.ascii_letters + string.digits

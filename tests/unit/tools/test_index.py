@@ -15,8 +15,9 @@ from memoryd.folder.layout import RAW_MEMORIES_FILE
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
+from memoryd.tools.chunks import chunk_text
 from memoryd.tools.hits import SearchQuery
-from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
+from memoryd.tools.index import SCHEMA_VERSION, build_match
 from memoryd.tools.scope import ALL
 from tests.conftest import T0
 
