@@ -816,7 +816,7 @@ def backlog_child(n: int) -> None:
     from memoryd.paths import Paths
     from memoryd.settings import Settings
     from memoryd.store import Store
-    from memoryd.tokens import trim_heap
+    from memoryd.tokenizer import trim_heap
     from memoryd.write.phase1 import Phase1
     from memoryd.write.phase2 import Phase2
     from tests.fakehost import FakeOpencode, write_memory
@@ -867,11 +867,11 @@ def backlog_child(n: int) -> None:
                 trim_heap()  # as the daemon does after every pass
                 samples.append(rss())
 
-            while store.output_count() < n and passes < n:
+            while store.outputs.output_count() < n and passes < n:
                 passes += 1
                 # The daemon consolidates at most once per cooldown (6 h, 360 of these passes);
                 # every 8th pass keeps a growing folder in the measurement at a bench's cost.
-                await one_pass(passes % 8 == 0 or store.output_count() >= n - 16)
+                await one_pass(passes % 8 == 0 or store.outputs.output_count() >= n - 16)
             drained = len(samples)
             seconds = time.monotonic() - t0
             for _ in range(6):  # the daemon after the backlog: nothing left to do
@@ -879,7 +879,7 @@ def backlog_child(n: int) -> None:
             steady = max(samples[2:6] or samples)
             return {
                 "passes": passes,
-                "outputs": store.output_count(),
+                "outputs": store.outputs.output_count(),
                 "seconds": seconds,
                 "rss_steady_kb": steady,
                 "rss_drained_kb": samples[drained - 1],

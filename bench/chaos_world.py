@@ -35,9 +35,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from memoryd.clock import SystemClock
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.layout import RAW_MEMORIES_FILE, SUMMARIES_DIR, is_tracked
+from memoryd.folder.workspace import Workspace
 from memoryd.paths import Paths
-from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR, Workspace, is_tracked
-from memoryd.write.baseline import Baseline
 from tests.e2e.consolidator import ScriptedConsolidator, is_consolidation
 from tests.e2e.mockllm import MockLLM, is_extraction, last_user_text, transcript_of
 from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode

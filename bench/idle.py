@@ -52,7 +52,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench._common import fmt_s, machine, table
-from memoryd.status import DAEMON, LAST_PASS
+from memoryd.store.keys import DAEMON, LAST_PASS
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SLEEP_SRC = "import time; time.sleep({seconds})"

@@ -54,7 +54,7 @@ if str(REPO) not in sys.path:
 import httpx
 
 import memoryd.prompts as prompts_mod
-import memoryd.tokens as tokens_mod
+import memoryd.tokenizer as tokens_mod
 import memoryd.write.phase1 as phase1_mod
 import memoryd.write.transcript as transcript_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
@@ -498,7 +498,7 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
         ]
         everything = "\n".join(json.dumps(b) for b in host.prompts)
         leaked = sum(1 for s in data for secret in s.secrets if secret in everything)
-        outputs = len(store.outputs())
+        outputs = len(store.outputs.newest_first())
         await client.aclose()
         store.close()
         prof_text = None

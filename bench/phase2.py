@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import memoryd.write.baseline as baseline_mod
+import memoryd.folder.baseline as baseline_mod
 from bench._common import (
     FILES,
     PROJECTS,
@@ -67,9 +67,10 @@ from bench._common import (
     table,
 )
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
+from memoryd.folder.baseline import Baseline
+from memoryd.folder.layout import DIFF_FILE, RAW_MEMORIES_FILE, is_tracked
+from memoryd.folder.workspace import Workspace
 from memoryd.store.outputs import Output
-from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
-from memoryd.write.baseline import Baseline
 
 NOW_MS = 1_800_000_000_000
 GIT = shutil.which("git")
@@ -568,7 +569,7 @@ def _timing_fsync(acc: Timing) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
-    """Accumulate the time memoryd.write.baseline spends rendering each file's patch (difflib), by path."""
+    """Accumulate the time memoryd.folder.baseline spends rendering each file's patch (difflib), by path."""
     real = baseline_mod.file_patch
 
     def file_patch(path: str, *args: Any) -> str:

@@ -302,7 +302,7 @@ def judge(
     items = []
     try:
         for sc in scenarios:
-            out = store.output(sids[sc.name])
+            out = store.outputs.output(sids[sc.name])
             if out is not None and stored_bytes is not None:
                 stored_bytes.append(len((out.raw_memory + out.rollout_summary).encode("utf-8")))
             j = Judged(

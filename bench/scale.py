@@ -62,17 +62,19 @@ import httpx
 from bench._common import PROJECTS, TASKS, WORDS, machine, profile_text, table
 from bench.phase1 import make_session
 from bench.phase2 import _raw_memory, _summary
-from memoryd.app import App
 from memoryd.clock import DAY, HOUR, ManualClock
+from memoryd.folder import baseline_proc
+from memoryd.folder.workspace import Workspace
 from memoryd.host.connect import HostConnection
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import render_block, sync_block
 from memoryd.scopes import scope_key
 from memoryd.settings import Settings
+from memoryd.store.home import App
 from memoryd.tools import SearchIndex, default_index_path, memory_search
-from memoryd.workspace import Workspace
-from memoryd.write import baseline_proc, passes
+from memoryd.tools.hits import SearchQuery
+from memoryd.write import passes
 from tests.fakehost import FakeOpencode
 
 # The store's clock is a ManualClock two days behind the wall clock: the consolidation's check
@@ -246,10 +248,10 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
         host.add_session(
             sid, updated=updated, title=f"{task} in {proj}", directory=cwd, turns=[], worktree=cwd
         )
-        claim = store.claim_stage1(sid, updated, max_running=1, worker_id="bench")
+        claim = store.stage1.claim_stage1(sid, updated, max_running=1, worker_id="bench")
         assert claim.claimed and claim.token
         slug = "-".join([*task.split(), *rng.choices(WORDS, k=rng.randint(0, 4))])
-        store.mark_stage1_succeeded(
+        store.stage1.mark_stage1_succeeded(
             sid,
             claim.token,
             raw_memory=_raw_memory(rng, proj, task),
@@ -261,7 +263,7 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
             worktree=cwd,
         )
         if i % 7 == 0 and i * 360 < 60 * n:  # the last two months' memories were cited
-            store.record_usage([sid])
+            store.outputs.record_usage([sid])
     hclock = HostClock(host)
     return Home(base, paths, clock, settings, host, hclock, app, names)
 
@@ -409,7 +411,7 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
 
     store, settings = home.app.store, home.settings
     limit = settings.max_raw_memories_for_consolidation
-    selected = store.phase2_selection(limit, settings.max_unused_days)
+    selected = store.outputs.phase2_selection(limit, settings.max_unused_days)
     r["selected"] = len(selected)
     r["inputs_bytes"] = sum(
         len(o.raw_memory.encode()) + len(o.rollout_summary.encode()) for o in selected
@@ -430,14 +432,18 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
     idx = SearchIndex(default_index_path(home.paths.data_dir), home.paths.memories, store)
     try:
         _, st = measure(
-            lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+            lambda: memory_search(
+                home.paths.memories, SearchQuery("deploy", ranked=True), index=idx
+            )
         )
         r["search_build_wall"], r["search_rss"] = st.wall, st.rss
         steady = []
         for i in range(SEARCH_RUNS):
             q = QUERIES[i % len(QUERIES)]
             _, st = measure(
-                lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx)
+                lambda q=q: memory_search(
+                    home.paths.memories, SearchQuery(q, ranked=True), index=idx
+                )
             )
             steady.append(st.wall)
         r["search_p95"] = pct(steady, 95)
@@ -447,7 +453,9 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
                 fh.write(f"\n- Appended by the benchmark ({i}): the staging deploy needs a flag.\n")
             bump_change_mark(home.paths.memories)
             _, st = measure(
-                lambda: memory_search(home.paths.memories, "deploy", ranked=True, index=idx)
+                lambda: memory_search(
+                    home.paths.memories, SearchQuery("deploy", ranked=True), index=idx
+                )
             )
             firsts.append(st.wall)
             r["search_first_cpu"] = st.cpu

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bench._common import PROJECTS, TASKS, WORDS, machine, table
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.paths import Paths
 from memoryd.read.block import render_block
 from memoryd.scopes import scope_key

@@ -47,12 +47,7 @@ if str(REPO) not in sys.path:
 
 from bench._common import PROJECTS, table
 from memoryd.clock import DAY, HOUR, ManualClock
-from memoryd.paths import bump_change_mark
-from memoryd.store import Output, Store
-from memoryd.tools import SearchIndex, default_index_path, memory_search
-from memoryd.tools.common import stamp_text
-from memoryd.tools.search import SearchResult
-from memoryd.workspace import (
+from memoryd.folder.layout import (
     AD_HOC_NOTES,
     MEMORY_FILE,
     RAW_MEMORIES_FILE,
@@ -64,6 +59,12 @@ from memoryd.workspace import (
     render_rollout_summary,
     sanitize_slug,
 )
+from memoryd.paths import bump_change_mark
+from memoryd.store import Store
+from memoryd.store.outputs import Output
+from memoryd.tools import SearchIndex, default_index_path, memory_search
+from memoryd.tools.common import stamp_text
+from memoryd.tools.hits import SearchQuery, SearchResult
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests and bench/phase1.py)
 MB = 1_000_000
@@ -375,11 +376,11 @@ def generate(base: Path, target_mb: float, seed: int) -> Corpus:
     try:
         for out in selected + extra:
             clock.set(out.generated_at)
-            claim = store.claim_stage1(
+            claim = store.stage1.claim_stage1(
                 out.session_id, out.source_updated_at, max_running=10**9, worker_id="bench"
             )
             assert claim.claimed and claim.token
-            assert store.mark_stage1_succeeded(
+            assert store.stage1.mark_stage1_succeeded(
                 out.session_id, claim.token, raw_memory=out.raw_memory, rollout_summary=out.rollout_summary,
                 rollout_slug=out.rollout_slug, cwd=out.cwd, title=out.title,
             )  # fmt: skip
@@ -500,12 +501,14 @@ def measure_query(q: Query, root: Path, idx: SearchIndex, runs: int) -> Row:
     qs = list(q.queries)
 
     def plain() -> None:
-        dt, res = timed(lambda: memory_search(root, qs, case_sensitive=q.case_sensitive))
+        dt, res = timed(
+            lambda: memory_search(root, SearchQuery(qs, case_sensitive=q.case_sensitive))
+        )
         row.plain.append(dt)
         row.plain_total = res.total
 
     def ranked() -> None:
-        dt, res = timed(lambda: memory_search(root, qs, ranked=True, index=idx))
+        dt, res = timed(lambda: memory_search(root, SearchQuery(qs, ranked=True), index=idx))
         row.ranked.append(dt)
         row.ranked_total = f"{res.total}{'+' if res.total_capped else ''}"
         row.ranked_stage = res.strategy
@@ -529,7 +532,7 @@ def measure_index_changes(
     root = c.root
 
     def next_query() -> tuple[float, dict[str, float]]:
-        dt, res = timed(lambda: memory_search(root, "deploy", ranked=True, index=idx))
+        dt, res = timed(lambda: memory_search(root, SearchQuery("deploy", ranked=True), index=idx))
         return dt, dict(res.refresh or {})
 
     for k in range(TOUCHES):
@@ -588,7 +591,9 @@ def _run_size(base: Path, target_mb: float, runs: int, seed: int) -> SizeResult:
         t = time.perf_counter()
         idx = SearchIndex(default_index_path(c.data_dir), root, store)
         fig.open_s = time.perf_counter() - t
-        dt, first = timed(lambda: memory_search(root, "deploy", ranked=True, index=idx))
+        dt, first = timed(
+            lambda: memory_search(root, SearchQuery("deploy", ranked=True), index=idx)
+        )
         fig.build_s, fig.build = fig.open_s + dt, dict(first.refresh or {})
         db = default_index_path(c.data_dir)
         wal = db.with_name(db.name + "-wal")
@@ -603,8 +608,8 @@ def _run_size(base: Path, target_mb: float, runs: int, seed: int) -> SizeResult:
         print(f"no-op refresh (every ranked query pays it): p50 {fmt_ms(pct(fig.noop, 50))}, "
               f"p95 {fmt_ms(pct(fig.noop, 95))}")  # fmt: skip
         # One discarded round of each mode so that no query pays the others' first-use costs.
-        memory_search(root, "warm", case_sensitive=False)
-        memory_search(root, "warm up", ranked=True, index=idx)
+        memory_search(root, SearchQuery("warm", case_sensitive=False))
+        memory_search(root, SearchQuery("warm up", ranked=True), index=idx)
         run_grep(Query("warm", ("warm",), case_sensitive=False), root)
 
         rows = []

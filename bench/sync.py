@@ -59,9 +59,10 @@ from memoryd.paths import Paths
 from memoryd.redact import find_secrets
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.sync.branch import MACHINES, session_path
 from memoryd.sync.engine import run_sync
-from memoryd.sync.layout import MACHINES, session_path
 from memoryd.sync.publish import build_publication
+from memoryd.tools.hits import SearchQuery
 from memoryd.tools.notes import memory_forget
 from memoryd.tools.search import memory_search
 
@@ -221,7 +222,9 @@ def run(outputs: int, base: Path) -> dict[str, tuple[float, int, int]]:
         def arrive() -> None:
             a.sync()
             b.sync()
-            assert memory_search(b.paths.memories, needle).matches, "not searchable on B"
+            assert memory_search(b.paths.memories, SearchQuery(needle)).matches, (
+                "not searchable on B"
+            )
 
         res["extracted on A → searchable on B"] = timed(proxy, arrive)
         # a forget rewrites the branch: one root commit, pushed by compare-and-swap

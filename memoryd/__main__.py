@@ -1,7 +1,7 @@
 import sys
 
 if sys.argv[1:2] == ["tool"]:  # the shim's per-call path: skip loading the full CLI
-    from memoryd.tools.host import main as tool_main
+    from memoryd.toolcall import main as tool_main
 
     raise SystemExit(tool_main(sys.argv[2:]))
 

@@ -2,8 +2,8 @@
 
 Some work needs a large library or table for a moment and then leaves the daemon's heap bigger
 for good (glibc keeps freed pages, and Python never unloads a module): the tokenizer's table
-(~45 MB, :mod:`memoryd.tokens`) and dulwich with the baseline repository (~4 MB,
-:mod:`memoryd.write.baseline_proc`). They run in a child started on first use and ended by
+(~45 MB, :mod:`memoryd.tokenizer`) and dulwich with the baseline repository (~4 MB,
+:mod:`memoryd.folder.baseline_proc`). They run in a child started on first use and ended by
 :meth:`Child.close` after each pass, so the daemon idles at its own size.
 
 Wire format, on the child's stdin and stdout: frames of a 4-byte big-endian length and a JSON

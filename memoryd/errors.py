@@ -113,7 +113,7 @@ class TemplateError(MemorydError):
 
 
 class TokenizerError(MemorydError):
-    """Counting runs in a child process (:mod:`memoryd.tokens`); this says why it gave no answer."""
+    """Counting runs in a child process (:mod:`memoryd.tokenizer`); this says why it gave no answer."""
 
 
 class HostError(MemorydError):

@@ -36,10 +36,10 @@ def snapshot(store: Store, last_pass: Any) -> dict[str, dict[str, Any]]:
     if isinstance(last_pass, dict) and isinstance(last_pass.get("phase1"), dict):
         seen = last_pass["phase1"].get("hosts") or {}
     extracted = dict.fromkeys(HOSTS, 0)
-    for output in store.outputs():
+    for output in store.outputs.newest_first():
         extracted[host_of(output.session_id)] += 1
     errors: dict[str, dict[str, Any]] = {}
-    for job in store.stage1_last_errors(limit=50):
+    for job in store.stage1.stage1_last_errors(limit=50):
         host = host_of(job["session_id"])
         if host not in errors:  # newest first
             errors[host] = {

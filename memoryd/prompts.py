@@ -19,6 +19,7 @@ the structured-output format, and :data:`SKELETON_MARKERS` are the format-descri
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "SKELETON_MARKERS",
     "placeholders",
     "render",
+    "tool_specs",
 ]
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -134,3 +136,15 @@ def render(name: str, **variables: str) -> str:
     if problems:
         raise TemplateError(f"template {name}: {'; '.join(problems)}")
     return _PLACEHOLDER.sub(lambda m: variables[m.group(1)], text)
+
+
+def tool_specs() -> dict[str, dict[str, Any]]:
+    """The three lean tool definitions the shim registers (``opencode/tools.json``): rendered
+    into the shim at install, and read by ``memoryd tool`` for their names."""
+    try:
+        data = json.loads(_load(_resolve("opencode/tools.json")))
+    except ValueError as exc:
+        raise TemplateError(f"template opencode/tools.json is not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise TemplateError("template opencode/tools.json is not a JSON object")
+    return data

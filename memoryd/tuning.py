@@ -171,3 +171,19 @@ CLIENT_TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024  # a larger session file is refus
 CLIENT_TRANSCRIPT_MAX_FILES = 20_000  # files listed per client and pass (newest first)
 CLIENT_LINE_PROBLEMS_KEPT = 20  # malformed lines remembered per client for status
 CLIENT_TITLE_CHARS = 80  # a session without a title is named by its first request, cut here
+
+# -- files and git -----------------------------------------------------------------------------
+# How long a file's stat data is not trusted to prove it unchanged (git's "racy" entries): a file
+# rewritten within one timestamp tick can keep its mtime, size and inode. 2 s, not 1 s: the
+# coarsest mtime resolution memoryd may meet is 2 s (FAT/exFAT, some network mounts), and a
+# longer window only costs a re-read of files changed in the last two seconds. Used by the
+# baseline's stat cache, the folder signature, the block's stamp and the search index's mark.
+RACY_WINDOW_NS = 2_000_000_000
+INDEX_FULL_CHECK_S = 300  # the search index compares every file at least this often
+GIT_MODE_FILE = 0o100644  # git tree entry modes, for the baseline and the sync branch
+GIT_MODE_EXEC = 0o100755
+GIT_MODE_TREE = 0o040000
+
+# -- the daemon --------------------------------------------------------------------------------
+DAEMON_INTERVAL_S = 300.0  # between passes when no event asks for one (`memoryd run --interval`)
+DAEMON_GRACE_S = 8.0  # a stop waits this long for running work before cancelling it

@@ -12,26 +12,17 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memoryd import __version__
-from memoryd.app import App
+from memoryd.cli import locations as paths_cmd
 from memoryd.cli import logs as logs_cmd
 from memoryd.cli import mcp as mcp_cmd
 from memoryd.cli import memory as memory_cmd
-from memoryd.cli import paths as paths_cmd
+from memoryd.cli import remote as sync_cmd
 from memoryd.cli import run as run_cmd
 from memoryd.cli import service as service_cmd
 from memoryd.cli import setup as setup_cmd
 from memoryd.cli import status as status_cmd
-from memoryd.cli import sync as sync_cmd
 from memoryd.cli import tool as tool_cmd
 from memoryd.cli import ui as ui_cmd
-from memoryd.cli.exitcodes import (
-    EXIT_ERROR,
-    EXIT_HOST,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_STARTUP_FAILURE,
-    EXIT_USAGE,
-)
 from memoryd.cli.logs import LOG_NAME
 from memoryd.errors import (
     ConfigError,
@@ -40,7 +31,16 @@ from memoryd.errors import (
     StartupFailure,
     is_host_fault,
 )
+from memoryd.exitcodes import (
+    EXIT_ERROR,
+    EXIT_HOST,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STARTUP_FAILURE,
+    EXIT_USAGE,
+)
 from memoryd.runtime.logconfig import configure
+from memoryd.store.home import App
 
 GROUPS = (
     run_cmd,

@@ -7,8 +7,8 @@ import sys
 import time
 from collections import deque
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.store.home import App
 
 LOG_NAME = "memoryd.log"
 

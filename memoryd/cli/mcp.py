@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.exitcodes import EXIT_OK
+from memoryd.store.home import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_mcp(app: App, args: argparse.Namespace) -> int:
-    from memoryd.mcp_server import serve  # the SDK is only imported when serving
+    from memoryd.cli.mcp_server import serve  # the SDK is only imported when serving
 
     serve(app)
     return EXIT_OK

@@ -11,8 +11,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.store.home import App
 
 if TYPE_CHECKING:  # memoryd.tools loads only for these commands, never in the daemon
     from memoryd.tools.scope import Scope
@@ -143,6 +143,7 @@ def cmd_list(app: App, args: argparse.Namespace) -> int:
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
     from memoryd import tools  # not loaded by the daemon, which never needs it
+    from memoryd.tools.hits import SearchQuery
 
     index = (
         tools.SearchIndex(
@@ -154,18 +155,20 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
     try:
         result = tools.memory_search(
             app.paths.memories,
-            args.queries or None,
-            match_mode=args.match_mode,
-            line_count=args.line_count,
-            path=args.path,
-            context_lines=args.context_lines,
-            case_sensitive=not args.ignore_case,
-            normalized=args.normalized,
-            since=args.since,
-            until=args.until,
-            cursor=args.cursor,
-            max_results=args.max_results,
-            ranked=args.ranked,
+            SearchQuery(
+                args.queries or None,
+                match_mode=args.match_mode,
+                line_count=args.line_count,
+                path=args.path,
+                context_lines=args.context_lines,
+                case_sensitive=not args.ignore_case,
+                normalized=args.normalized,
+                since=args.since,
+                until=args.until,
+                cursor=args.cursor,
+                max_results=args.max_results,
+                ranked=args.ranked,
+            ),
             index=index,
             scope=_scope(args),
         )

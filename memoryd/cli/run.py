@@ -7,8 +7,9 @@ import asyncio
 import logging
 import sys
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.exitcodes import EXIT_ERROR, EXIT_OK
+from memoryd.store.home import App
+from memoryd.tuning import DAEMON_INTERVAL_S
 from memoryd.write.passes import run_pass
 from memoryd.write.phase1 import Phase1Report
 from memoryd.write.phase2 import Phase2Result, Phase2Status
@@ -27,8 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--interval",
         type=float,
-        default=300.0,
-        help="seconds between passes when looping (default 300)",
+        default=DAEMON_INTERVAL_S,
+        help=f"seconds between passes when looping (default {DAEMON_INTERVAL_S:g})",
     )
     p.set_defaults(handler=cmd_run)
 

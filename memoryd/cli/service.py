@@ -11,11 +11,11 @@ import argparse
 import shlex
 from typing import TYPE_CHECKING
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
+from memoryd.exitcodes import EXIT_OK
+from memoryd.store.home import App
 
 if TYPE_CHECKING:  # loaded by these commands only, never in the daemon (plistlib pulls in xml)
-    from memoryd.runtime.service import Report, Service, Status
+    from memoryd.runtime.manager import Report, Service, Status
 
 ACTION_TEXT = {
     "create": "created",
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _service(app: App, args: argparse.Namespace) -> Service:
-    from memoryd.runtime.service import Service
+    from memoryd.runtime.manager import Service
 
     return Service(args.platform, paths=app.paths)
 

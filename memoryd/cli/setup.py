@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK, EXIT_USAGE
+from memoryd.exitcodes import EXIT_OK, EXIT_USAGE
 from memoryd.host.install import Installer
 from memoryd.host.mcp_config import snippet
+from memoryd.store.home import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

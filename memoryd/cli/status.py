@@ -6,11 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from memoryd.app import App
-from memoryd.cli.exitcodes import EXIT_OK
 from memoryd.clock import iso_ms
-from memoryd.status import snapshot
+from memoryd.exitcodes import EXIT_OK
+from memoryd.store.home import App
 from memoryd.write import agent_edits, edit_review, review
+from memoryd.write.snapshot import snapshot
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

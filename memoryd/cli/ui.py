@@ -11,8 +11,8 @@ import re
 import signal
 from typing import TYPE_CHECKING
 
-from memoryd.app import App
 from memoryd.clock import iso_ms
+from memoryd.store.home import App
 from memoryd.write import edit_review, review
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_ui(app: App, args: argparse.Namespace) -> int:
-    from memoryd.web.server import run_ui  # the web stack loads only for this command
+    from memoryd.web.listen import run_ui  # the web stack loads only for this command
 
     port = app.settings.ui_port if args.port is None else args.port
     if not 0 <= port <= 65535:

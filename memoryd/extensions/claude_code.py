@@ -51,8 +51,7 @@ from pathlib import Path
 
 from memoryd.clock import HOUR, Clock
 from memoryd.errors import MemorydError, PathError, SourceUnreadable
-from memoryd.extensions.common import (
-    EXTENSIONS_DIR,
+from memoryd.extensions.shared import (
     INSTRUCTIONS,
     RESOURCES,
     current_bytes,
@@ -63,6 +62,7 @@ from memoryd.extensions.common import (
     remove_entry,
     sync_instructions,
 )
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
 from memoryd.paths import claude_config_dir
 from memoryd.scopes import find_worktree

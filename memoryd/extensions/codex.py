@@ -34,8 +34,7 @@ import os
 from pathlib import Path
 
 from memoryd.errors import MemorydError, PathError
-from memoryd.extensions.common import (
-    EXTENSIONS_DIR,
+from memoryd.extensions.shared import (
     INSTRUCTIONS,
     RESOURCES,
     ensure_dirs,
@@ -46,6 +45,7 @@ from memoryd.extensions.common import (
     sync_instructions,
     write_if_changed,
 )
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import lstat_or_none, real_dir
 from memoryd.settings import Settings
 from memoryd.tuning import CODEX_ARTIFACT_MAX_BYTES

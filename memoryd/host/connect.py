@@ -19,9 +19,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from memoryd.errors import HostError, HostUnreachable
+from memoryd.host.live import recorded_server
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.server import PrivateServer, ServerHandle, reap_orphaned_servers
-from memoryd.live_host import recorded_server
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.tuning import PRIVATE_SERVER_STOP_TIMEOUT_S

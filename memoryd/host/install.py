@@ -79,8 +79,6 @@ SHIM = "plugin/memoryd.js"
 
 def planned_files(paths: Paths) -> list[PlannedFile]:
     """The shim, with memoryd's paths and the command that answers its tools filled in."""
-    from memoryd.tools.host import SPECS  # the tools package is not for every command to load
-
     files = []
     shim = prompts.render(
         "opencode/memoryd.js",
@@ -93,7 +91,7 @@ def planned_files(paths: Paths) -> list[PlannedFile]:
         memoryd_version=json.dumps(__version__),
         tool_command=json.dumps([*server_command()[:-1], "tool"]),
         tool_env=json.dumps(server_env()),
-        tool_specs=json.dumps(SPECS),
+        tool_specs=json.dumps(prompts.tool_specs()),
     )
     files.append(PlannedFile(SHIM, shim.encode("utf-8")))
     return files

@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import IO
 
 from memoryd.errors import HostNotStarted, PortTaken
+from memoryd.host.live import DEFAULT_USERNAME
 from memoryd.owner import Owner, current_owner, note_server, owner_gone, process_start
 from memoryd.tuning import ORPHAN_SERVER_DEATH_WAIT_S
 
 log = logging.getLogger(__name__)
 
-DEFAULT_USERNAME = "opencode"
 LISTENING_RE = re.compile(r"opencode server listening on (?P<url>https?://\S+)")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PORT_ATTEMPTS = 3

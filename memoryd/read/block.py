@@ -1,7 +1,7 @@
 """The read path: the memory block the opencode shim injects into every turn of the user's agent.
 
 memoryd renders ``templates/read_path.md`` (how to use the memory folder, how to cite it) with the
-last *validated* ``memory_summary.md`` (:mod:`memoryd.validated`, never the live folder file a
+last *validated* ``memory_summary.md`` (:mod:`memoryd.folder.validated`, never the live folder file a
 consolidation may be editing or may have left invalid) and keeps the result in
 :attr:`Paths.readpath_block`. The
 shim only has to read that one file; everything that costs (tokenizing, truncating) happens here,
@@ -10,9 +10,9 @@ in the daemon, and only when an input really changed.
 Rules for the block:
 
 * **Budget.** The *whole* rendered block, instructions and summary, stays within
-  :data:`BLOCK_TOKEN_BUDGET` tokens (:func:`memoryd.tokens.count`). The instruction overhead is
+  :data:`BLOCK_TOKEN_BUDGET` tokens (:func:`memoryd.tokenizer.count`). The instruction overhead is
   measured by rendering with an empty summary (and the real fence lines, token included); the
-  summary gets what is left and is cut out of the middle (:func:`memoryd.tokens.truncate_middle`),
+  summary gets what is left and is cut out of the middle (:func:`memoryd.tokenizer.truncate_middle`),
   so both its head (profile, preferences) and its tail (the newest index lines) survive. Token
   counts of concatenated text are not strictly additive, so the result is re-checked and the
   summary share shrunk until the block fits.
@@ -30,7 +30,7 @@ Rules for the block:
   that could pass for a fence line (:mod:`memoryd.read.fence`), so no text in it can close the
   fence and continue outside it as if memoryd had written it.
 * **Bounded, plain files.** A summary is read through
-  :func:`memoryd.workspace_audit.read_memory_file`: one over its cap, hard-linked or not regular
+  :func:`memoryd.folder.audit.read_memory_file`: one over its cap, hard-linked or not regular
   gives no text, before anything is read or tokenized.
 * **Deterministic.** The same summary bytes, memory folder and template give the same block bytes.
 
@@ -64,20 +64,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memoryd import prompts, tokens
+from memoryd import prompts
+from memoryd import tokenizer as tokens
 from memoryd.errors import PathError
+from memoryd.folder.audit import read_memory_file
+from memoryd.folder.layout import SUMMARY_FILE
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.fsutil import atomic_write, read_json_quiet, read_regular
 from memoryd.paths import Paths, templates_dir
 from memoryd.read import fence
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.settings import Settings
-from memoryd.tuning import BLOCK_TOKEN_BUDGET
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace_audit import read_memory_file
+from memoryd.tuning import BLOCK_TOKEN_BUDGET, RACY_WINDOW_NS
 
 __all__ = [
-    "BLOCK_TOKEN_BUDGET",
     "SUMMARY_BEGIN",
     "SUMMARY_END",
     "TEMPLATE",
@@ -90,7 +91,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TEMPLATE = "read_path.md"
-SUMMARY_FILE = "memory_summary.md"
 VERSION_LINE = "v1"
 SUMMARY_BEGIN = fence.BEGIN_LINE  # "{token}" is this install's fence token
 SUMMARY_END = fence.END_LINE
@@ -99,7 +99,6 @@ NO_GLOBAL = "(nothing that holds across projects yet)"
 
 # Bump when the rendering rules change, so stamps written by an older memoryd are not trusted.
 STAMP_VERSION = 4
-RACY_WINDOW_NS = 2_000_000_000
 _MAX_FIT_ROUNDS = 8
 
 

@@ -127,6 +127,6 @@ def _count(store: Store, path: Path, lines: list[str], result: IngestResult) -> 
             log.warning("%s: malformed line ignored", path.name)
             continue
         records.append(rec)
-    new, updated = store.record_citations(records)
+    new, updated = store.outputs.record_citations(records)
     result.new_parts += new
     result.outputs_updated += updated

@@ -32,11 +32,8 @@ from typing import NamedTuple
 from memoryd.redact import code, commands, printed, shapes, shell, spans, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.tokens import REDACTED, Rule
-from memoryd.redact.values import MIN_SECRET_LEN
 
 __all__ = [
-    "MIN_SECRET_LEN",
-    "REDACTED",
     "RULE_FAMILIES",
     "contains_secret",
     "find_secrets",

@@ -32,7 +32,7 @@ from memoryd.redact.spans import (
     segment_start,
     sub_where,
 )
-from memoryd.redact.tokens import REDACTED, looks_random
+from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import password_like, plain
 
 # --- stdin ----------------------------------------------------------------------------------------
@@ -395,4 +395,4 @@ EDITS = (
     ("cli-password", ("-p", "--user", "/p", "securestring", "snmp", "-u"), _password_flags),
 )
 
-__all__ = ["EDITS", "REDACTED"]
+__all__ = ["EDITS"]

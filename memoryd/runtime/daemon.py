@@ -27,22 +27,24 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 
-from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import HostError, MemorydError, StartupFailure
-from memoryd.live_host import recorded_server
+from memoryd.folder import baseline_proc
+from memoryd.host.live import recorded_server
 from memoryd.runtime import sdnotify
 from memoryd.runtime.events import EventFollower
 from memoryd.runtime.lock import HomeLock
-from memoryd.status import DAEMON
+from memoryd.store.home import App
+from memoryd.store.keys import DAEMON
 from memoryd.tuning import (
     BACKLOG_RETRY_S,
     COALESCED_DELAY_S,
+    DAEMON_GRACE_S,
+    DAEMON_INTERVAL_S,
     EVENT_DEBOUNCE_S,
     SYNC_CHECK_S,
     TICK_S,
 )
-from memoryd.write import baseline_proc
 from memoryd.write.passes import PassResult, daemon_tick, run_pass
 from memoryd.write.phase2 import Phase2Status
 
@@ -76,7 +78,11 @@ def _stoppable(
 
 class Daemon:
     def __init__(
-        self, app: App, *, interval_s: float = 300.0, graceful_timeout_s: float = 8.0
+        self,
+        app: App,
+        *,
+        interval_s: float = DAEMON_INTERVAL_S,
+        graceful_timeout_s: float = DAEMON_GRACE_S,
     ) -> None:
         self.app = app
         self.interval_s = interval_s
@@ -95,10 +101,9 @@ class Daemon:
         self._pass_running = False
         self._requested_at: datetime | None = None  # a pass asked for while one was running
 
-    # -- signals: flags only ----------------------------------------------------------------
-
     def handle_exit(self, sig: int, frame: FrameType | None = None) -> None:
-        if self.should_exit:  # a second SIGINT or SIGTERM forces
+        """Signals only set flags (a second SIGINT or SIGTERM forces)."""
+        if self.should_exit:
             self.force_exit = True
         self.should_exit = True
         self._exit.set()
@@ -194,7 +199,7 @@ class Daemon:
         """With ``ui = true``, serve the web UI on the daemon's loop (same store, same process)."""
         if not self.app.settings.ui:
             return
-        from memoryd.web.server import make_server, write_url_file
+        from memoryd.web.listen import make_server, write_url_file
 
         try:
             self._ui = make_server(self.app, self.app.settings.ui_port)
@@ -349,16 +354,16 @@ class Daemon:
 
     async def _on_event(self, kind: str, session_id: str) -> None:
         if kind == "deleted":
-            store = self.app.store
-            if store.output(session_id) is None and store.stage1_job(session_id) is None:
+            store, sid = self.app.store, session_id
+            if store.outputs.output(sid) is None and store.stage1.stage1_job(sid) is None:
                 return  # not ours to forget (memoryd's own helper sessions end up here too)
-            if store.delete_session_memory(session_id):
+            if store.outputs.delete_session_memory(session_id):
                 log.info("session %s deleted in opencode; consolidation will forget it", session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "compacted":
             # A save point: what the session held before this compaction is extracted now,
             # without waiting for it to go idle (once; see Phase1 and since_save_point).
-            self.app.store.record_compaction(session_id)
+            self.app.store.stage1.record_compaction(session_id)
             self._bring_forward(EVENT_DEBOUNCE_S)
         elif kind == "idle" and self.app.settings.min_rollout_idle_hours == 0:
             self._bring_forward(EVENT_DEBOUNCE_S)
@@ -367,12 +372,15 @@ class Daemon:
         job = self.scheduler.get_job("pass") if self.scheduler and not stopped else None
         next_pass = job.next_run_time.isoformat() if job and job.next_run_time else None
         state = daemon_state(self._follower, next_pass, stopped=stopped)
-        # Heartbeats bump events_seen every 10 s; that alone is not worth a disk write.
-        key = {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
-        if key == self._recorded:
+        if (key := _without_heartbeats(state)) == self._recorded:
             return
         self._recorded = key
-        self.app.store.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
+        self.app.store.ledger.put_state(DAEMON, {**state, "at": self.app.clock.now_ms()})
+
+
+def _without_heartbeats(state: dict[str, Any]) -> dict[str, Any]:
+    """Heartbeats bump ``events_seen`` every 10 s; that alone is not worth a disk write."""
+    return {**state, "events": {k: v for k, v in state["events"].items() if k != "events_seen"}}
 
 
 def daemon_state(

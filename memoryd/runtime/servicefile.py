@@ -1,6 +1,6 @@
 """The service file itself: a systemd user unit or a launchd agent, rendered from the environment.
 
-Split from :mod:`memoryd.runtime.service` (which installs, starts and reports on it): rendering is
+Split from :mod:`memoryd.runtime.manager` (which installs, starts and reports on it): rendering is
 pure and has no manager to talk to, so it reads and tests on its own. The choices it encodes
 (absolute interpreter, passed-through variables, restart policy) are explained there.
 """
@@ -96,7 +96,7 @@ def _environment_line(name: str, value: str) -> str:
 
 def _no_restart_status() -> tuple[int, ...]:
     # Imported here: the codes belong to cli/, and cli/ imports this module.
-    from memoryd.cli.exitcodes import NO_RESTART_STATUS
+    from memoryd.exitcodes import NO_RESTART_STATUS
 
     return NO_RESTART_STATUS
 

@@ -17,13 +17,13 @@ from memoryd.store.db import write_tx
 from memoryd.store.jobs import (
     GLOBAL,
     GLOBAL_KEY,
-    URGENT_KEY,
     Claim,
-    _cut,
-    _enqueue_global,
-    _held,
-    _owned,
+    cut_error,
+    enqueue_global,
+    lease_held,
+    owned_row,
 )
+from memoryd.store.keys import PHASE2_URGENT
 from memoryd.tuning import (
     DEFAULT_RETRIES,
     PHASE2_COOLDOWN_MS,
@@ -34,20 +34,23 @@ from memoryd.tuning import (
 
 def _urgent_input(conn: sqlite3.Connection) -> int:
     """The input version of the last urgent enqueue (0 when none)."""
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (URGENT_KEY,)).fetchone()
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (PHASE2_URGENT,)).fetchone()
     try:
         return int(row[0]) if row else 0
     except (TypeError, ValueError):
         return 0
 
 
-class GlobalJobMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Phase2Job:
+    """The singleton consolidation job: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def enqueue_phase2(self, watermark: int | None = None, *, urgent: bool = False) -> None:
         with write_tx(self._conn) as c:
-            _enqueue_global(
+            enqueue_global(
                 c, self._clock.now_ms() if watermark is None else watermark, urgent=urgent
             )
 
@@ -91,7 +94,7 @@ class GlobalJobMixin:
                     ),
                 )
                 return Claim("claimed", GLOBAL_KEY, token, 0)
-            if _held(row, now):
+            if lease_held(row, now):
                 return Claim("skipped_running", GLOBAL_KEY)
             if row["retry_at"] is not None and row["retry_at"] > now:
                 return Claim("skipped_backoff", GLOBAL_KEY)
@@ -140,7 +143,7 @@ class GlobalJobMixin:
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
-            job = _owned(c, GLOBAL, GLOBAL_KEY, token)
+            job = owned_row(c, GLOBAL, GLOBAL_KEY, token)
             if job is None:
                 return False
             # Input enqueued while this run worked is not in what it consumed: stay pending for it.
@@ -185,7 +188,7 @@ class GlobalJobMixin:
                    retry_at = ?, retry_remaining = MAX(retry_remaining - 1, 0), last_error = ?
                    WHERE kind = ? AND job_key = ? AND status = 'running'
                    AND (ownership_token = ? OR ownership_token IS NULL)""",
-                (now, now + PHASE2_RETRY_DELAY_MS, _cut(error), GLOBAL, GLOBAL_KEY, token),
+                (now, now + PHASE2_RETRY_DELAY_MS, cut_error(error), GLOBAL, GLOBAL_KEY, token),
             ).rowcount
             return n == 1
 
@@ -199,7 +202,7 @@ class GlobalJobMixin:
                     """UPDATE jobs SET status = ?, lease_until = NULL, ownership_token = NULL,
                        retry_at = NULL, last_error = ? WHERE kind = ? AND job_key = ?
                        AND status = 'running' AND ownership_token = ?""",
-                    (status, _cut(note) if note else None, GLOBAL, GLOBAL_KEY, token),
+                    (status, cut_error(note) if note else None, GLOBAL, GLOBAL_KEY, token),
                 ).rowcount
                 == 1
             )
@@ -222,7 +225,7 @@ class GlobalJobMixin:
                 raise LeaseHeld()
             c.execute("DELETE FROM stage1_outputs")
             c.execute("DELETE FROM jobs")
-            c.execute("DELETE FROM kv WHERE key = ?", (URGENT_KEY,))
+            c.execute("DELETE FROM kv WHERE key = ?", (PHASE2_URGENT,))
             c.execute(
                 """INSERT INTO jobs (kind, job_key, status, finished_at, retry_remaining, input_watermark,
                    last_success_watermark, cooldown_until) VALUES (?, ?, 'done', ?, ?, 0, 0, ?)""",

@@ -5,12 +5,12 @@ One ``memory_stage1`` row per session (:mod:`memoryd.store.stage1`) and one
 from Codex's memory store, so the pieces both use live here:
 
 * A claim hands out a lease and a fresh ownership token; every finalize is guarded by that token
-  (:func:`_owned`), so a worker whose lease expired and was taken over can no longer write.
+  (:func:`owned_row`), so a worker whose lease expired and was taken over can no longer write.
 * Every claim records its owning process (:mod:`memoryd.owner`); a live lease whose owner is
-  provably gone (killed on this machine) is not held (:func:`_held`) and is taken over at once.
-* Stored error text is redacted and bounded (:func:`_cut`).
-* Anything that changes phase 2's input enqueues the global job (:func:`_enqueue_global`); the
-  output, mode and sync mixins call it too, inside their own transactions.
+  provably gone (killed on this machine) is not held (:func:`lease_held`) and is taken over at once.
+* Stored error text is redacted and bounded (:func:`cut_error`).
+* Anything that changes phase 2's input enqueues the global job (:func:`enqueue_global`); the
+  output and tombstone sub-stores call it too, inside their own transactions.
 
 All times are epoch milliseconds (see :mod:`memoryd.clock`).
 """
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memoryd.owner import Owner, owner_gone
+from memoryd.store.keys import PHASE2_URGENT
 from memoryd.tuning import DEFAULT_RETRIES, MAX_ERROR_CHARS
 
 STAGE1 = "memory_stage1"
 GLOBAL = "memory_consolidate_global"
 GLOBAL_KEY = "global"
-URGENT_KEY = "phase2_urgent_input"  # kv: input version of the last urgent enqueue
 
 
 ClaimStatus = Literal[
@@ -53,7 +53,7 @@ class Claim:
         return self.status == "claimed"
 
 
-def _held(row: sqlite3.Row | None, now: int) -> bool:
+def lease_held(row: sqlite3.Row | None, now: int) -> bool:
     """A running job whose lease is live and whose owner is not provably gone."""
     return (
         row is not None
@@ -63,7 +63,7 @@ def _held(row: sqlite3.Row | None, now: int) -> bool:
     )
 
 
-def _cut(error: str) -> str:
+def cut_error(error: str) -> str:
     """Error text is stored and shown: redact it (provider errors can echo request content), bound it.
 
     The redactor is imported here, not at the top: its patterns cost ~40 ms to load, and every
@@ -85,7 +85,7 @@ class SavePoint:
     compactions: int
 
 
-def _owned(c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
+def owned_row(c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Row | None:
     """The job row, only while ``token`` still owns its running claim (every finalize checks this)."""
     row: sqlite3.Row | None = c.execute(
         "SELECT * FROM jobs WHERE kind = ? AND job_key = ? AND status = 'running' AND ownership_token = ?",
@@ -94,7 +94,7 @@ def _owned(c: sqlite3.Connection, kind: str, key: str, token: str) -> sqlite3.Ro
     return row
 
 
-def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = False) -> None:
+def enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = False) -> None:
     """Mark phase 2 as having new input; keeps a running job running, cancels a failure backoff.
 
     ``urgent`` (something must be forgotten) also lifts the cost cooldown: a user who asks to
@@ -128,5 +128,5 @@ def _enqueue_global(conn: sqlite3.Connection, watermark: int, *, urgent: bool = 
                SELECT ?, CAST(input_watermark AS TEXT), ? FROM jobs WHERE kind = ? AND job_key = ?
                ON CONFLICT (key) DO UPDATE SET value = excluded.value,
                updated_at = excluded.updated_at""",
-            (URGENT_KEY, watermark, GLOBAL, GLOBAL_KEY),
+            (PHASE2_URGENT, watermark, GLOBAL, GLOBAL_KEY),
         )

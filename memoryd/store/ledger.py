@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from memoryd.clock import DAY, Clock
 from memoryd.store.db import write_tx
+from memoryd.store.keys import NOTE_WRITE
 
-NOTE_WRITE = "note_write:"  # kv key prefix: a user's note written or deleted by memoryd
 NOTE_WRITE_END = "note_write;"  # the first key past that prefix (';' follows ':')
 
 
@@ -32,9 +32,12 @@ class CallUsage:
         return self.input_tokens + self.output_tokens + self.reasoning_tokens
 
 
-class LedgerMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Ledger:
+    """The model-call ledger, small named state and note writes: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     # -- small named state (last pass, host seen) ------------------------------------------
 

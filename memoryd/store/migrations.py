@@ -4,6 +4,12 @@ Migrations are keyed by name (not a counter) in ``_memoryd_migrations``: names s
 merges and give an audit trail. A database that records a migration this build does not know was
 written by a newer memoryd and is refused rather than half-understood. ``PRAGMA user_version``
 mirrors the count so outside tools can probe the schema cheaply.
+
+The apply order is :data:`MIGRATIONS`, one explicit list at the end of the migrations, and not the
+numbers in the names: they were numbered on parallel branches and merged in another order
+(m010 before m008 before m006). A name is what existing databases recorded, so it never changes;
+the order never changes either (``user_version`` is a position in it). A new migration is
+appended with the next free number.
 """
 
 from __future__ import annotations
@@ -24,9 +30,6 @@ class Migration:
     apply: Callable[[sqlite3.Connection], None]
 
 
-MIGRATIONS: list[Migration] = []
-
-
 def _run(conn: sqlite3.Connection, script: str) -> None:
     # Not executescript(): it commits the open transaction first, which would make the
     # migration and its record non-atomic.
@@ -35,12 +38,6 @@ def _run(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
-    MIGRATIONS.append(Migration(fn.__name__, fn))
-    return fn
-
-
-@migration
 def m001_jobs_and_outputs(conn: sqlite3.Connection) -> None:
     _run(
         conn,
@@ -82,7 +79,6 @@ def m001_jobs_and_outputs(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m002_session_meta(conn: sqlite3.Connection) -> None:
     _run(
         conn,
@@ -98,7 +94,6 @@ def m002_session_meta(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m003_model_calls_and_state(conn: sqlite3.Connection) -> None:
     _run(
         conn,
@@ -129,7 +124,6 @@ def m003_model_calls_and_state(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m004_citation_seen(conn: sqlite3.Connection) -> None:
     _run(
         conn,
@@ -143,7 +137,6 @@ def m004_citation_seen(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
     """Claims name their owning process; helper sessions are recorded before they are prompted."""
     _run(
@@ -160,7 +153,6 @@ def m005_claim_owner_and_helpers(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m010_output_signature_index(conn: sqlite3.Connection) -> None:
     """A covering index of what identifies an output's version: the search index's watermark
     and its signature check then read this index, not every row's (large, overflowing) text."""
@@ -173,7 +165,6 @@ def m010_output_signature_index(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
     """Sessions forgotten on this machine, published so every other machine forgets them too."""
     _run(
@@ -187,7 +178,6 @@ def m008_sync_tombstones(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m006_project_scopes(conn: sqlite3.Connection) -> None:
     """Every output learns its opencode project and worktree (filled in by the next discovery).
 
@@ -216,7 +206,6 @@ def m006_project_scopes(conn: sqlite3.Connection) -> None:
     )
 
 
-@migration
 def m011_output_version_index(conn: sqlite3.Connection) -> None:
     """The signature index also covers where an output belongs (worktree, cwd): the search
     index keeps each output's project key and must notice the backfill filling it in."""
@@ -228,6 +217,23 @@ def m011_output_version_index(conn: sqlite3.Connection) -> None:
             ON stage1_outputs (session_id, source_updated_at, generated_at, worktree, cwd);
         """,
     )
+
+
+# The apply order, oldest first (see the module docstring: the list decides, not the numbers).
+MIGRATIONS: list[Migration] = [
+    Migration(fn.__name__, fn)
+    for fn in (
+        m001_jobs_and_outputs,
+        m002_session_meta,
+        m003_model_calls_and_state,
+        m004_citation_seen,
+        m005_claim_owner_and_helpers,
+        m010_output_signature_index,
+        m008_sync_tombstones,
+        m006_project_scopes,
+        m011_output_version_index,
+    )
+]
 
 
 def applied(conn: sqlite3.Connection) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Literal
 from memoryd.clock import DAY, Clock
 from memoryd.scopes import scope_key, scope_root
 from memoryd.store.db import write_tx
-from memoryd.store.jobs import STAGE1, _enqueue_global
+from memoryd.store.jobs import STAGE1, enqueue_global
 from memoryd.tuning import PHASE2_FRESH_SHARE
 
 MemoryMode = Literal["enabled", "disabled", "polluted"]
@@ -63,9 +63,25 @@ class Output:
         )
 
 
-class OutputsMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+# The search index's view of the outputs; both read only the covering index
+# ``idx_stage1_outputs_version`` (tests/unit/tools/test_index_window.py checks the plans).
+_ENABLED = """FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
+    WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'"""
+SIGNATURES_SQL = (
+    "SELECT o.session_id, o.source_updated_at, o.generated_at, o.worktree, o.cwd " + _ENABLED
+)
+MARK_SQL = (
+    "SELECT COUNT(*), TOTAL(o.source_updated_at), TOTAL(o.generated_at), COUNT(o.worktree) "
+    + _ENABLED
+)
+
+
+class Outputs:
+    """Stage-1 outputs, memory modes and usage: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     # -- outputs --------------------------------------------------------------------------
 
@@ -75,11 +91,25 @@ class OutputsMixin:
         ).fetchone()
         return Output.from_row(r) if r else None
 
-    def outputs(self) -> list[Output]:
+    def newest_first(self) -> list[Output]:
         rows = self._conn.execute(
             "SELECT * FROM stage1_outputs ORDER BY source_updated_at DESC, session_id DESC"
         )
         return [Output.from_row(r) for r in rows]
+
+    def enabled_signatures(self) -> list[tuple[str, int, int, str | None, str | None]]:
+        """Each enabled session's output version: id, source update, generation, worktree, cwd.
+
+        Reads only the covering index ``idx_stage1_outputs_version``, not the outputs' (large,
+        overflowing) rows; the search index compares it with what it indexed."""
+        return [tuple(r) for r in self._conn.execute(SIGNATURES_SQL)]
+
+    def enabled_mark(self) -> str:
+        """One line that changes whenever an enabled output's version does (the search index's
+        watermark): count, summed times and how many worktrees are known (the backfill fills
+        those in without a new version of the text)."""
+        row = self._conn.execute(MARK_SQL).fetchone()
+        return f"outputs:{row[0]}:{row[1]:.0f}:{row[2]:.0f}:{row[3]}"
 
     def phase2_selection(self, limit: int, max_unused_days: int) -> list[Output]:
         """What phase 2 consolidates: enabled sessions with content, used or updated recently enough.
@@ -188,7 +218,7 @@ class OutputsMixin:
 
     def forget_project(self, key: str) -> list[str]:
         """Forget every output of one project: like forgetting each of its sessions. Returns their ids."""
-        ids = [o.session_id for o in self.outputs() if o.scope == key]
+        ids = [o.session_id for o in self.newest_first() if o.scope == key]
         for sid in ids:
             self.delete_session_memory(sid)
             self.set_mode(sid, "disabled", f"forgotten with project {key}")
@@ -217,7 +247,7 @@ class OutputsMixin:
             c.execute("DELETE FROM save_points WHERE session_id = ?", (session_id,))
             c.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
             if row is not None and row["selected_for_phase2"]:
-                _enqueue_global(c, now, urgent=True)
+                enqueue_global(c, now, urgent=True)
                 return True
             return False
 
@@ -326,4 +356,4 @@ class OutputsMixin:
                     (session_id,),
                 ).fetchone()
                 if row is not None and row["selected_for_phase2"]:
-                    _enqueue_global(c, now, urgent=True)
+                    enqueue_global(c, now, urgent=True)

@@ -15,9 +15,12 @@ from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.store.db import write_tx
 
 
-class OwnersMixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Owners:
+    """What a killed memoryd left: its claims and helper sessions: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def release_orphaned_claims(self) -> list[tuple[str, str]]:
         """Return running jobs whose owner is gone to ``pending``; the (kind, key) pairs released."""

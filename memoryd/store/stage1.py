@@ -22,7 +22,15 @@ from typing import Any
 from memoryd.clock import Clock
 from memoryd.owner import Owner, current_owner
 from memoryd.store.db import write_tx
-from memoryd.store.jobs import STAGE1, Claim, SavePoint, _cut, _enqueue_global, _held, _owned
+from memoryd.store.jobs import (
+    STAGE1,
+    Claim,
+    SavePoint,
+    cut_error,
+    enqueue_global,
+    lease_held,
+    owned_row,
+)
 from memoryd.tuning import DEFAULT_RETRIES, STAGE1_LEASE_MS, STAGE1_RETRY_DELAY_MS
 
 
@@ -46,9 +54,12 @@ def _save_point(
     )
 
 
-class Stage1Mixin:
-    _conn: sqlite3.Connection
-    _clock: Clock
+class Stage1Jobs:
+    """The per-session stage-1 jobs and their save points: one part of :class:`memoryd.store.Store`, sharing its connection."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
 
     def claim_stage1(
         self,
@@ -74,7 +85,7 @@ class Stage1Mixin:
                 and (row["last_success_watermark"] or 0) >= watermark
             ):
                 return Claim("skipped_up_to_date", session_id)
-            if _held(row, now):
+            if lease_held(row, now):
                 return Claim("skipped_running", session_id)
             # A crashed owner's claim is taken over as it stood: its backoff and retries unchanged.
             orphan = row is not None and row["status"] == "running"
@@ -90,7 +101,7 @@ class Stage1Mixin:
                     "SELECT * FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?",
                     (STAGE1, now),
                 )
-                if _held(r, now)
+                if lease_held(r, now)
             )
             if running >= max_running:
                 return Claim("skipped_cap", session_id)
@@ -176,7 +187,7 @@ class Stage1Mixin:
         """
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
-            job = _owned(c, STAGE1, session_id, token)
+            job = owned_row(c, STAGE1, session_id, token)
             if job is None:
                 return False
             wm = job["input_watermark"]
@@ -208,13 +219,13 @@ class Stage1Mixin:
             )
             self._finish_stage1(c, session_id, wm, now)
             _save_point(c, session_id, job["started_at"], save_point, now)
-            _enqueue_global(c, wm)
+            enqueue_global(c, wm)
             return True
 
     def advance_stage1_claim(self, session_id: str, token: str, watermark: int) -> bool:
         """The session as read now is newer than when it was claimed: the output will claim it."""
         with write_tx(self._conn) as c:
-            if _owned(c, STAGE1, session_id, token) is None:
+            if owned_row(c, STAGE1, session_id, token) is None:
                 return False
             c.execute(
                 "UPDATE jobs SET input_watermark = MAX(input_watermark, ?) WHERE kind = ? AND job_key = ?",
@@ -228,7 +239,7 @@ class Stage1Mixin:
         """Finish with nothing worth remembering; a stale output row for the session is removed."""
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
-            job = _owned(c, STAGE1, session_id, token)
+            job = owned_row(c, STAGE1, session_id, token)
             if job is None:
                 return False
             _save_point(c, session_id, job["started_at"], save_point, now)
@@ -237,13 +248,13 @@ class Stage1Mixin:
             ).rowcount
             self._finish_stage1(c, session_id, job["input_watermark"], now)
             if deleted:
-                _enqueue_global(c, job["input_watermark"])
+                enqueue_global(c, job["input_watermark"])
             return True
 
     def mark_stage1_failed(self, session_id: str, token: str, error: str) -> bool:
         now = self._clock.now_ms()
         with write_tx(self._conn) as c:
-            if _owned(c, STAGE1, session_id, token) is None:
+            if owned_row(c, STAGE1, session_id, token) is None:
                 return False
             c.execute(
                 """
@@ -252,7 +263,7 @@ class Stage1Mixin:
                     finished_at = ?, lease_until = NULL, ownership_token = NULL, retry_at = ?, last_error = ?
                 WHERE kind = ? AND job_key = ?
                 """,
-                (now, now + STAGE1_RETRY_DELAY_MS, _cut(error), STAGE1, session_id),
+                (now, now + STAGE1_RETRY_DELAY_MS, cut_error(error), STAGE1, session_id),
             )
             return True
 
@@ -261,7 +272,7 @@ class Stage1Mixin:
     ) -> bool:
         """Give a claim back without burning a retry (shutdown, budget waits)."""
         with write_tx(self._conn) as c:
-            if _owned(c, STAGE1, session_id, token) is None:
+            if owned_row(c, STAGE1, session_id, token) is None:
                 return False
             c.execute(
                 """
@@ -269,7 +280,7 @@ class Stage1Mixin:
                     retry_at = NULL, last_error = ?
                 WHERE kind = ? AND job_key = ?
                 """,
-                (_cut(note), STAGE1, session_id),
+                (cut_error(note), STAGE1, session_id),
             )
             return True
 

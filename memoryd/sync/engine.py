@@ -35,15 +35,16 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import Clock
 from memoryd.errors import MemorydError, PushRaceLost, SyncBlocked, SyncError
-from memoryd.extensions.common import EXTENSIONS_DIR
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import SYNC_STATE
+from memoryd.sync.branch import MACHINES, TOMBSTONES
+from memoryd.sync.git import Flat, SyncRepo, blob_id, display_remote
 from memoryd.sync.inputs import import_sync, remote_tombstones
-from memoryd.sync.layout import MACHINES, TOMBSTONES
 from memoryd.sync.publish import Publication, build_publication, machine_id
-from memoryd.sync.transport import Flat, SyncRepo, blob_id, display_remote
 from memoryd.tuning import (
     SYNC_BACKOFF_MAX_MS,
     SYNC_BACKOFF_MIN_MS,
@@ -53,7 +54,6 @@ from memoryd.tuning import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-STATE_KEY = "sync"
 PENDING_LISTED = 20  # changed paths status lists (the counts are always complete)
 
 
@@ -219,13 +219,13 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 
 def sync_state(store: Store) -> dict[str, Any]:
-    saved = store.get_state(STATE_KEY)
+    saved = store.ledger.get_state(SYNC_STATE)
     return dict(saved) if isinstance(saved, dict) else {}
 
 
 def _save(store: Store, **changes: Any) -> dict[str, Any]:
     state = {**sync_state(store), **changes}
-    store.put_state(STATE_KEY, state)
+    store.ledger.put_state(SYNC_STATE, state)
     return state
 
 
@@ -276,12 +276,12 @@ async def _render_inputs(store: Store, settings: Settings, paths: Paths) -> dict
     Phase 2 renders the same files again (same layout, no change) before its diff; while a
     consolidation holds its lease the folder is left alone and the next sync or pass renders it.
     """
-    if store.phase2_running():
+    if store.tombstones.phase2_running():
         return None
     paths.ensure_dir(paths.memories)
-    forgotten = set(store.tombstones())
-    forgotten |= {sid for sid, mode in store.memory_modes().items() if mode != "enabled"}
-    roots = store.output_roots()
+    forgotten = set(store.tombstones.tombstones())
+    forgotten |= {sid for sid, mode in store.outputs.memory_modes().items() if mode != "enabled"}
+    roots = store.tombstones.output_roots()
     state = sync_state(store)
     # Same head, same local checkouts and forgets as the last render: nothing to redo (rendering
     # redacts every session again, seconds at hundreds of sessions).
@@ -362,13 +362,13 @@ async def _one_round(
             detail,
         )
         return SyncOutcome("failed", detail, pending=pending)
-    honoured = store.honour_tombstones(ex.remote_tombstones)
+    honoured = store.tombstones.honour_tombstones(ex.remote_tombstones)
     if honoured:
         log.info("sync: forgot %d session(s) another machine forgot", len(honoured))
     changed = ex.others_before != ex.others_after
     if changed or honoured:
         # Forgetting (a removal, a tombstone) lifts the cooldown, as a local forget does.
-        store.enqueue_phase2(urgent=ex.lost or bool(honoured))
+        store.phase2.enqueue_phase2(urgent=ex.lost or bool(honoured))
     status = "pushed" if ex.pushed else "up_to_date"
     common = {
         **base,

@@ -19,18 +19,18 @@ from dulwich.objects import ObjectID
 
 from memoryd.clock import iso_ms
 from memoryd.errors import SyncError
-from memoryd.extensions.common import (
-    EXTENSIONS_DIR,
+from memoryd.extensions.shared import (
     RESOURCES,
     ensure_dirs,
     remove_entry,
     sync_instructions,
     write_if_changed,
 )
+from memoryd.folder.layout import EXTENSIONS_DIR
 from memoryd.fsutil import real_dir
 from memoryd.redact import redact
 from memoryd.scopes import PROJECTS_DIR
-from memoryd.sync.layout import (
+from memoryd.sync.branch import (
     MACHINE_ID_RE,
     MAX_NOTE_BYTES,
     MAX_SESSION_BYTES,
@@ -45,8 +45,8 @@ from memoryd.sync.layout import (
     parse_tombstones,
     session_key,
 )
-from memoryd.sync.projects import Checkout, local_checkouts, match_project
-from memoryd.sync.transport import SyncRepo
+from memoryd.sync.checkouts import Checkout, local_checkouts, match_project
+from memoryd.sync.git import SyncRepo
 from memoryd.tuning import (
     SYNC_MAX_MACHINES,
     SYNC_MAX_NOTES_PER_MACHINE,

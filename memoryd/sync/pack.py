@@ -16,7 +16,7 @@ from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.pack import UnpackedObject, pack_objects_to_data
 from dulwich.repo import Repo
 
-TREE_MODE = 0o040000
+from memoryd.tuning import GIT_MODE_TREE
 
 
 def _walk(repo: Repo, tree: ObjectID, skip: set[ObjectID], out: list[ObjectID]) -> None:
@@ -28,7 +28,7 @@ def _walk(repo: Repo, tree: ObjectID, skip: set[ObjectID], out: list[ObjectID]) 
     obj = repo.object_store[tree]
     assert isinstance(obj, Tree)
     for entry in obj.items():
-        if entry.mode == TREE_MODE:
+        if entry.mode == GIT_MODE_TREE:
             _walk(repo, entry.sha, skip, out)
         elif entry.sha not in skip:
             skip.add(entry.sha)

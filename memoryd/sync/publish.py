@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import PathError
-from memoryd.extensions.common import read_source
+from memoryd.extensions.shared import read_source
+from memoryd.folder.layout import AD_HOC_NOTES
 from memoryd.redact import find_secrets
-from memoryd.store import Output, Store
-from memoryd.sync.layout import (
+from memoryd.store import Store
+from memoryd.store.keys import SYNC_MACHINE
+from memoryd.store.outputs import Output
+from memoryd.sync.branch import (
     MACHINE_FILE,
     MAX_NOTE_BYTES,
     NOTE_NAME_RE,
@@ -34,27 +37,24 @@ from memoryd.sync.layout import (
     session_path,
     tombstones_bytes,
 )
-from memoryd.sync.projects import folder_name, origin_url
+from memoryd.sync.checkouts import folder_name, origin_url
 from memoryd.tuning import SYNC_MAX_SESSIONS_PER_MACHINE
-from memoryd.workspace import AD_HOC_NOTES
 
 log = logging.getLogger(__name__)
-
-MACHINE_STATE = "sync_machine"
 
 
 def machine_id(store: Store) -> str:
     """This machine's stable id, created on first use and kept in memoryd's state."""
-    saved = store.get_state(MACHINE_STATE)
+    saved = store.ledger.get_state(SYNC_MACHINE)
     if isinstance(saved, dict) and isinstance(saved.get("id"), str):
         return str(saved["id"])
     mid = new_machine_id()
-    store.put_state(MACHINE_STATE, {"id": mid, "name": socket.gethostname()})
+    store.ledger.put_state(SYNC_MACHINE, {"id": mid, "name": socket.gethostname()})
     return mid
 
 
 def machine_name(store: Store) -> str:
-    saved = store.get_state(MACHINE_STATE)
+    saved = store.ledger.get_state(SYNC_MACHINE)
     if isinstance(saved, dict) and isinstance(saved.get("name"), str):
         return str(saved["name"])
     return socket.gethostname()
@@ -127,7 +127,7 @@ def build_publication(store: Store, memory_root: Path, max_unused_days: int) -> 
     files: dict[str, bytes] = {MACHINE_FILE: machine_bytes(mid, machine_name(store))}
     outputs = [
         Output.from_row(r)
-        for r in store.published_outputs(max_unused_days, SYNC_MAX_SESSIONS_PER_MACHINE)
+        for r in store.tombstones.published_outputs(max_unused_days, SYNC_MAX_SESSIONS_PER_MACHINE)
     ]
     repos: dict[str, str | None] = {}  # checkout root -> identity, read once per publication
     for out in outputs:
@@ -135,7 +135,7 @@ def build_publication(store: Store, memory_root: Path, max_unused_days: int) -> 
     notes = _notes(memory_root)
     for name, data in notes.items():
         files[f"{NOTES}/{name}"] = data
-    tombstones = store.tombstones()
+    tombstones = store.tombstones.tombstones()
     if tombstones:
         files[TOMBSTONES] = tombstones_bytes(tombstones)
     return Publication(mid, files, len(outputs), len(notes), len(tombstones))

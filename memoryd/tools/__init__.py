@@ -17,7 +17,7 @@ messages meant to be shown as they are.
 ``memory_reset``        forget everything, with confirmation (:mod:`memoryd.tools.admin`)
 ======================  =========================================================
 
-Path safety for all of them lives in :mod:`memoryd.tools.guard`.
+Path safety for all of them lives in :mod:`memoryd.folder.guard`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import InvalidArgument, NotFound, Refused, ToolError
 from memoryd.tools.files import ListEntry, ListResult, ReadResult, memory_list, memory_read
-from memoryd.tools.index import RefreshStats, SearchIndex, default_index_path
+from memoryd.tools.hits import SearchMatch, SearchResult
+from memoryd.tools.index import SearchIndex, default_index_path
+from memoryd.tools.index_refresh import RefreshStats
 from memoryd.tools.notes import ForgetResult, NoteResult, memory_add_note, memory_forget
-from memoryd.tools.search import SearchMatch, SearchResult, memory_search
+from memoryd.tools.search import memory_search
 
 if TYPE_CHECKING:
     from memoryd.tools.admin import (

@@ -1,6 +1,6 @@
 """``memory_inspect``, ``memory_mode`` and ``memory_reset``: looking at and steering the pipeline.
 
-Inspect is read-only and reuses :func:`memoryd.status.snapshot` (the same numbers ``memoryd
+Inspect is read-only and reuses :func:`memoryd.write.snapshot.snapshot` (the same numbers ``memoryd
 status`` prints), adding what a tool user wants next: the folder's files, how big the injected
 summary is, and how many sessions sit in each memory mode. Reset is the one destructive tool, so
 it demands ``confirm=True`` (exactly ``True``, not a truthy string) and refuses while a
@@ -15,21 +15,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from memoryd import tokens
-from memoryd.control import reset_memory
+from memoryd import tokenizer as tokens
 from memoryd.errors import InvalidArgument, LeaseHeld, NotFound, Refused
+from memoryd.folder.guard import open_root, read_file, walk_all
+from memoryd.folder.layout import SUMMARY_FILE
 from memoryd.paths import Paths
 from memoryd.settings import CODEX_ONLY_KEYS, UNKNOWN_CODEX_KEY, Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.store.outputs import MODES
 from memoryd.sync.urls import mask_remote
 from memoryd.tools.common import Result, iso
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_root, read_file, walk_all
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import INSPECT_MAX_ENTRIES
-from memoryd.workspace import SUMMARY_FILE
+from memoryd.write.reset import reset_memory
+from memoryd.write.snapshot import snapshot
 
 if TYPE_CHECKING:
     from memoryd.tools.index import SearchIndex
@@ -161,7 +161,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
                 chars, count = len(text), tokens.count(text)
             finally:
                 tokens.release()  # a long-lived server (MCP, web UI) must not keep the helper
-    modes: dict[str, int] = dict(Counter(store.memory_modes().values()))
+    modes: dict[str, int] = dict(Counter(store.outputs.memory_modes().values()))
     selection = [
         {
             "session_id": o.session_id,
@@ -170,7 +170,7 @@ def memory_inspect(store: Store, settings: Settings, paths: Paths) -> InspectRep
             "last_usage": iso(o.last_usage),
             "title": o.title,
         }
-        for o in store.phase2_selection(
+        for o in store.outputs.phase2_selection(
             settings.max_raw_memories_for_consolidation, settings.max_unused_days
         )
     ]
@@ -229,11 +229,11 @@ def memory_mode(
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidArgument("session_id is required")
-    output = store.output(session_id)
+    output = store.outputs.output(session_id)
     if output is not None and not scope.writable.allows_key(output.scope):
         raise Refused(f"session {session_id} belongs to another project; it cannot be changed here")
-    previous = store.memory_mode(session_id)
-    store.set_mode(session_id, mode)
+    previous = store.outputs.memory_mode(session_id)
+    store.outputs.set_mode(session_id, mode)
     return ModeResult(session_id=session_id, mode=mode, previous=previous)
 
 
@@ -257,13 +257,17 @@ def memory_reset(
     index: SearchIndex | None = None,
     scope: Scope = ALL,
 ) -> ResetResult:
-    """Forget everything (see :func:`memoryd.control.reset_memory`); needs ``confirm is True``.
+    """Forget everything (see :func:`memoryd.write.reset.reset_memory`); needs ``confirm is True``.
 
     A caller bound to one project (an MCP tool call) is refused while other projects have memory:
     wiping them is not its to decide.
     """
     others = sorted(
-        {o.scope for o in store.outputs() if o.scope and not scope.writable.allows_key(o.scope)}
+        {
+            o.scope
+            for o in store.outputs.newest_first()
+            if o.scope and not scope.writable.allows_key(o.scope)
+        }
     )
     if others:
         raise Refused(

@@ -1,7 +1,7 @@
 """Small pieces every tool shares: argument checks, time bounds, result serialisation.
 
 Timestamps in file names follow the memory folder's convention (``%Y-%m-%dT%H-%M-%S``, UTC,
-see :mod:`memoryd.workspace`); a time filter is expressed in epoch milliseconds like everything
+see :mod:`memoryd.folder.workspace`); a time filter is expressed in epoch milliseconds like everything
 else in memoryd (:mod:`memoryd.clock`).
 """
 
@@ -13,8 +13,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from memoryd.errors import InvalidArgument
+from memoryd.folder.layout import STAMP_FORMAT
 
-STAMP_FORMAT = "%Y-%m-%dT%H-%M-%S"
 STAMP_LEN = 19
 _STAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from memoryd.errors import InvalidArgument
+from memoryd.folder.guard import entries, open_path, servable, split_path
 from memoryd.tools.common import Result, check_int
-from memoryd.tools.guard import entries, open_path, servable, split_path
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import LIST_MAX_RESULTS, READ_MAX_BYTES
 
@@ -195,4 +195,4 @@ def memory_read(
     )
 
 
-__all__ = ["READ_MAX_BYTES", "ListEntry", "ListResult", "ReadResult", "memory_list", "memory_read"]
+__all__ = ["ListEntry", "ListResult", "ReadResult", "memory_list", "memory_read"]

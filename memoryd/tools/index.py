@@ -18,7 +18,7 @@ Decisions:
   writers bump after editing files in place (:func:`memoryd.paths.bump_change_mark`; phase 2
   does, for the consolidator's writes) and one aggregate over the enabled outputs. Equal
   watermark, no walk. An in-place edit nobody marked (a hand edit) is caught by the full
-  comparison at least every :data:`~memoryd.tools.index_refresh.FULL_CHECK_S` seconds.
+  comparison at least every :data:`~memoryd.tuning.INDEX_FULL_CHECK_S` seconds.
 * **Outputs replace their renders.** With a store attached, ``raw_memories.md`` and
   ``rollout_summaries/`` are not indexed as files: they are renders of the outputs, which are
   indexed directly with their session ids (so one memory is not ranked twice, and a forgotten
@@ -65,26 +65,22 @@ from pathlib import Path
 from typing import Self
 
 from memoryd.errors import InvalidArgument, Refused
+from memoryd.folder.guard import open_path, read_file, split_path
+from memoryd.folder.layout import SUMMARIES_DIR
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
-from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import iso
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_path, read_file, split_path
-from memoryd.tools.index_refresh import IndexRefresh, RefreshStats
+from memoryd.tools.hits import SearchMatch, SearchResult, clip
+from memoryd.tools.index_refresh import IndexRefresh
 from memoryd.tools.scope import ALL, REMOTE_RESOURCES, Scope
-from memoryd.tools.search import SearchMatch, SearchResult, _clip
 from memoryd.tuning import INDEX_BUSY_TIMEOUT_S, RANKED_WINDOW
-from memoryd.workspace import SUMMARIES_DIR
 
 __all__ = [
     "INDEX_FILE",
     "SCHEMA_VERSION",
-    "Chunk",
-    "RefreshStats",
     "SearchIndex",
     "build_match",
-    "chunk_text",
     "default_index_path",
 ]
 
@@ -419,7 +415,7 @@ class SearchIndex(IndexRefresh):
             is_file = r["source"] == "file"
             if r["stamp"] not in when:
                 when[r["stamp"]] = iso(r["stamp"])
-            content = "\n".join(_clip(line) for line in r["body"].split("\n"))
+            content = "\n".join(clip(line) for line in r["body"].split("\n"))
             matches.append(
                 SearchMatch(
                     path=r["key"] if is_file else "",

@@ -22,33 +22,18 @@ from functools import partial
 from pathlib import Path
 
 from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.folder.guard import open_root, read_file, walk_files
+from memoryd.folder.layout import RAW_MEMORIES_FILE, SUMMARIES_DIR
 from memoryd.paths import change_mark_file
 from memoryd.scopes import PROJECTS_DIR, scope_key, scope_root
 from memoryd.store import Store
 from memoryd.tools.chunks import Chunk, chunk_text
 from memoryd.tools.common import stamp_ms
 from memoryd.tools.files import decode
-from memoryd.tools.guard import open_root, read_file, walk_files
-from memoryd.tuning import INDEX_OPTIMIZE_ADDED
-from memoryd.workspace import RAW_MEMORIES_FILE, SUMMARIES_DIR
+from memoryd.tuning import INDEX_FULL_CHECK_S, INDEX_OPTIMIZE_ADDED, RACY_WINDOW_NS
 
-FULL_CHECK_S = 300
-RACY_NS = 1_000_000_000
 _PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
 Pending = tuple[int, str, Callable[[], None]]  # (stamp, key, index it): a change to apply
-
-# Both read only the covering index ``idx_stage1_outputs_version`` of memory.db, not the
-# outputs' (large, overflowing) rows. COUNT(worktree) in the watermark: the backfill fills in
-# worktrees (so projects) without a new version of the text.
-_ENABLED = """FROM stage1_outputs o LEFT JOIN session_meta m ON m.session_id = o.session_id
-    WHERE COALESCE(m.memory_mode, 'enabled') = 'enabled'"""
-OUTPUT_SIGS_SQL = (
-    "SELECT o.session_id, o.source_updated_at, o.generated_at, o.worktree, o.cwd " + _ENABLED
-)
-OUTPUTS_MARK_SQL = (
-    "SELECT COUNT(*), TOTAL(o.source_updated_at), TOTAL(o.generated_at), COUNT(o.worktree) "
-    + _ENABLED
-)
 
 
 def output_sigs(store: Store | None) -> dict[str, tuple[int, int, str | None]]:
@@ -61,7 +46,7 @@ def output_sigs(store: Store | None) -> dict[str, tuple[int, int, str | None]]:
         return {}
     keys: dict[tuple[str | None, str | None], str | None] = {}
     out = {}
-    for sid, updated, generated, worktree, cwd in store._conn.execute(OUTPUT_SIGS_SQL):
+    for sid, updated, generated, worktree, cwd in store.outputs.enabled_signatures():
         if (worktree, cwd) not in keys:
             where = scope_root(worktree, cwd)
             keys[worktree, cwd] = scope_key(where) if where else None
@@ -296,7 +281,7 @@ class IndexRefresh:
         return differs
 
     def _index_output(self, sid: str, scope: str | None, stats: RefreshStats) -> None:
-        out = self.store.output(sid) if self.store is not None else None
+        out = self.store.outputs.output(sid) if self.store is not None else None
         if out is None:
             return
         head = " ".join(x for x in (out.title, out.rollout_slug, out.cwd) if x)
@@ -336,25 +321,24 @@ class IndexRefresh:
             newest = max(newest, mark.st_mtime_ns)
         except OSError:
             parts.append("mark:-")
-        if newest >= time.time_ns() - RACY_NS:
+        if newest >= time.time_ns() - RACY_WINDOW_NS:
             return ""
         if self.store is not None:
-            parts.append(self._outputs_mark(self.store._conn))
+            parts.append(self._outputs_mark(self.store))
         return "|".join(parts)
 
-    def _outputs_mark(self, conn: sqlite3.Connection) -> str:
+    def _outputs_mark(self, store: Store) -> str:
         """The outputs' aggregate, read again only when memory.db may have changed since.
 
         ``data_version`` moves when another connection (any process) commits, ``total_changes``
         when this one does; while both stand still the aggregate (~3 ms over 15 K outputs) is
         the one already read. A process that lives for one query gains nothing, a server does.
         """
-        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        version = store.data_version()
         cached = self._outputs_cache
         if cached is not None and cached[0] == version:
             return cached[1]
-        row = conn.execute(OUTPUTS_MARK_SQL).fetchone()
-        mark = f"outputs:{row[0]}:{row[1]:.0f}:{row[2]:.0f}:{row[3]}"
+        mark = store.outputs.enabled_mark()
         self._outputs_cache = (version, mark)
         return mark
 
@@ -372,7 +356,7 @@ class IndexRefresh:
         started = time.perf_counter()
         with self._lock:
             checked = self._meta("checked_at")
-            fresh = checked is not None and time.time() - float(checked) < FULL_CHECK_S
+            fresh = checked is not None and time.time() - float(checked) < INDEX_FULL_CHECK_S
             dirs = json.loads(self._meta("dirs") or "[]")
             before = self._watermark(dirs)
             if fresh and dirs and before and self._meta("watermark") == before:

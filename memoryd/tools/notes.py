@@ -28,13 +28,13 @@ from typing import Literal
 
 from memoryd.clock import Clock, SystemClock
 from memoryd.errors import InvalidArgument, NotFound, Refused
+from memoryd.folder.guard import ensure_dirs, entries, open_path, remove_file, split_path
+from memoryd.folder.layout import AD_HOC_NOTES, PROJECT_NOTES
 from memoryd.scopes import PROJECTS_DIR, is_scope_key
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso, stamp_text
-from memoryd.tools.guard import ensure_dirs, entries, open_path, remove_file, split_path
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import NOTE_MAX_CHARS, NOTE_TITLE_MAX_CHARS, SLUG_MAX_CHARS
-from memoryd.workspace import AD_HOC_NOTES, PROJECT_NOTES
 
 SESSION_ID_MAX_CHARS = 200
 USER = "user"  # the author of a note typed at the CLI or in the web UI
@@ -248,8 +248,8 @@ def memory_add_note(
             raise Refused(f"{folder} is not a directory")
         name = _create_exclusive(notes_dir.fd, f"{stamp_text(now)}-{slug}", data)
     if store is not None:
-        store.record_note_write(f"{folder}/{name}", data)  # a running consolidation keeps it
-        store.enqueue_phase2()
+        store.ledger.record_note_write(f"{folder}/{name}", data)  # a running consolidation keeps it
+        store.phase2.enqueue_phase2()
     return NoteResult(
         path=f"{folder}/{name}",
         created=iso(now) or "",
@@ -260,9 +260,9 @@ def memory_add_note(
 
 
 def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> ForgetResult:
-    output = store.output(session_id)
+    output = store.outputs.output(session_id)
     had_output = output is not None
-    had_job = store.stage1_job(session_id) is not None
+    had_job = store.stage1.stage1_job(session_id) is not None
     if not (had_output or had_job):
         # Imported here: the shim's `memoryd tool` path must not load settings (pydantic) or dulwich.
         from memoryd.sync.inputs import remote_session_present
@@ -270,9 +270,9 @@ def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> 
         if not remote_session_present(root, session_id):
             raise NotFound(f"memoryd holds no memory for session {session_id}")
         # Another machine's session: the tombstone makes every machine (its own included) forget it.
-        store.add_tombstone(session_id)
-        store.set_mode(session_id, "disabled", reason="forgotten on request")
-        store.enqueue_phase2(urgent=True)
+        store.tombstones.add_tombstone(session_id)
+        store.outputs.set_mode(session_id, "disabled", reason="forgotten on request")
+        store.phase2.enqueue_phase2(urgent=True)
         return ForgetResult(
             target="session", session_id=session_id, disabled=True, phase2_enqueued=True
         )
@@ -281,11 +281,11 @@ def _forget_session(store: Store, root: Path, session_id: str, scope: Scope) -> 
             f"session {session_id} belongs to project {output.scope}, not to this one; forget it "
             "from a session in that project or with `memoryd forget --session` in a shell"
         )
-    store.delete_session_memory(session_id)
-    store.set_mode(session_id, "disabled", reason="forgotten on request")
-    store.add_tombstone(session_id)  # published by sync, so other machines forget it too
+    store.outputs.delete_session_memory(session_id)
+    store.outputs.set_mode(session_id, "disabled", reason="forgotten on request")
+    store.tombstones.add_tombstone(session_id)  # published by sync, so other machines forget it too
     if had_output:
-        store.enqueue_phase2(urgent=True)
+        store.phase2.enqueue_phase2(urgent=True)
     return ForgetResult(
         target="session",
         session_id=session_id,
@@ -315,8 +315,8 @@ def _delete_note(store: Store, root: Path, full: str) -> ForgetResult:
         if node.kind != "file":
             raise InvalidArgument(f"{full}: is a directory, not a note")
         remove_file(node)
-    store.record_note_write(full, None)  # a running consolidation does not bring it back
-    store.enqueue_phase2(urgent=True)
+    store.ledger.record_note_write(full, None)  # a running consolidation does not bring it back
+    store.phase2.enqueue_phase2(urgent=True)
     return ForgetResult(target="note", note=full, phase2_enqueued=True)
 
 
@@ -324,9 +324,9 @@ def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
     """Every session of the project forgotten (and disabled), its notes deleted; phase 2 enqueued."""
     if not is_scope_key(key):
         raise InvalidArgument(f"{key!r} is not a project key (see `memoryd list projects --all`)")
-    sessions = store.forget_project(key)
+    sessions = store.outputs.forget_project(key)
     for sid in sessions:
-        store.add_tombstone(sid)  # published by sync, so other machines forget them too
+        store.tombstones.add_tombstone(sid)  # published by sync, so other machines forget them too
     notes = 0
     folder = f"{PROJECTS_DIR}/{key}/{PROJECT_NOTES}"
     try:
@@ -338,11 +338,11 @@ def _forget_project(store: Store, root: Path, key: str) -> ForgetResult:
         with open_path(root, f"{folder}/{name}") as node:
             if node.kind == "file":
                 remove_file(node)
-                store.record_note_write(f"{folder}/{name}", None)
+                store.ledger.record_note_write(f"{folder}/{name}", None)
                 notes += 1
     if not sessions and not notes:
         raise NotFound(f"memoryd holds no memory for project {key}")
-    store.enqueue_phase2(urgent=True)
+    store.phase2.enqueue_phase2(urgent=True)
     return ForgetResult(
         target="project", project=key, sessions=len(sessions), notes=notes, phase2_enqueued=True
     )

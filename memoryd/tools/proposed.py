@@ -29,7 +29,7 @@ from pathlib import Path
 from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument, NotFound, PathError
 from memoryd.fsutil import read_regular
-from memoryd.live_host import LiveServer
+from memoryd.host.live import LiveServer
 from memoryd.paths import Paths
 from memoryd.store import Store
 from memoryd.tools.common import Result, iso

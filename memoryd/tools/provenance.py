@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memoryd.errors import HostError, HostNotFound
-from memoryd.live_host import LiveServer, get_json
+from memoryd.host.live import LiveServer, get_json
 from memoryd.tuning import NOTE_ASK_USER_TURNS as USER_TURNS
 from memoryd.tuning import NOTE_GROUNDED_SHARE as GROUNDED_SHARE
 from memoryd.tuning import NOTE_HOST_TIMEOUT_S as TIMEOUT_S

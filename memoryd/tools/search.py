@@ -18,13 +18,12 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from memoryd.errors import InvalidArgument, ToolError
+from memoryd.folder.guard import read_file, split_path, walk_files
 from memoryd.tools.common import (
-    Result,
     check_int,
     in_window,
     iso,
@@ -33,11 +32,10 @@ from memoryd.tools.common import (
     time_window,
 )
 from memoryd.tools.files import decode, split_lines
-from memoryd.tools.guard import read_file, split_path, walk_files
+from memoryd.tools.hits import SearchMatch, SearchQuery, SearchResult, clip
 from memoryd.tools.scope import ALL, Scope
 from memoryd.tuning import (
     SEARCH_MAX_CONTEXT_LINES,
-    SEARCH_MAX_LINE_CHARS,
     SEARCH_MAX_QUERIES,
     SEARCH_MAX_QUERY_CHARS,
     SEARCH_MAX_RESULTS,
@@ -50,83 +48,6 @@ if TYPE_CHECKING:
 MatchMode = Literal["any", "all_on_same_line", "all_within_lines"]
 MATCH_MODES: tuple[str, ...] = ("any", "all_on_same_line", "all_within_lines")
 _HEADER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_ -]{0,40}: ")
-
-
-@dataclass(frozen=True)
-class SearchMatch:
-    """One hit. ``line``..``end_line`` is what matched; ``content`` starts at ``content_start_line``.
-
-    Ranked hits from stage-1 outputs have an empty ``path`` and carry ``session_id``; their
-    ``kind`` says which field matched (``raw_memory`` or ``rollout_summary``).
-    """
-
-    path: str
-    line: int
-    end_line: int
-    content_start_line: int
-    content: str
-    matched_queries: list[str] = field(default_factory=list)
-    kind: str = "file"
-    session_id: str | None = None
-    score: float | None = None
-    updated: str | None = None
-
-    def header(self) -> str:
-        span = f"{self.line}-{self.end_line}" if self.end_line != self.line else f"{self.line}"
-        where = (
-            f"{self.path}:{span}"
-            if self.path
-            else f"session {self.session_id} {self.kind} lines {span}"
-        )
-        extra = []
-        if self.session_id and self.path:
-            extra.append(f"session {self.session_id}")
-        if self.updated:
-            extra.append(self.updated)
-        if self.score is not None:
-            extra.append(f"score {self.score:.3g}")
-        if self.matched_queries:
-            extra.append("matched: " + ", ".join(repr(q) for q in self.matched_queries))
-        return where + (f"  ({'; '.join(extra)})" if extra else "")
-
-
-@dataclass(frozen=True)
-class SearchResult(Result):
-    matches: list[SearchMatch]
-    total: int
-    cursor: int
-    next_cursor: str | None
-    truncated: bool
-    mode: Literal["plain", "ranked", "timeline"]
-    files_searched: int = 0
-    strategy: str | None = None
-    refresh: dict[str, Any] | None = None
-    elapsed_ms: float = 0.0
-    total_capped: bool = False  # ranked: more chunks match than are scored; total is that window
-
-    def to_text(self) -> str:
-        if not self.matches:
-            if self.total and self.cursor >= self.total:
-                more = "+" if self.total_capped else ""
-                return f"no matches at cursor {self.cursor} (there are {self.total}{more})"
-            return "no matches"
-        what = {"timeline": "files", "ranked": "ranked results"}.get(self.mode, "matches")
-        first, last = self.cursor + 1, self.cursor + len(self.matches)
-        head = f"{what} {first}-{last} of {self.total}"
-        if self.total_capped:
-            head += f"+ (ranked among the {self.total} most recently indexed matches; add words to narrow)"
-        if self.strategy and self.strategy != "strict":
-            head += f" (no exact hit; relaxed to {self.strategy.replace('_', ' ')} matching)"
-        out = [head]
-        for m in self.matches:
-            out.append("")
-            out.append(m.header())
-            width = len(str(m.content_start_line + m.content.count("\n")))
-            for i, text in enumerate(m.content.split("\n")):
-                out.append(f"{m.content_start_line + i:>{width}}: {text}")
-        if self.next_cursor is not None:
-            out += ["", f"[more results: continue with cursor={self.next_cursor}]"]
-        return "\n".join(out)
 
 
 # -- query matching ------------------------------------------------------------------------------
@@ -204,15 +125,10 @@ def _file_matches(
     return [(s, e, everything) for s, e in _windows(hits, len(tq), span)]
 
 
-def _clip(line: str) -> str:
-    line = line.rstrip("\r\n")
-    return line if len(line) <= SEARCH_MAX_LINE_CHARS else line[:SEARCH_MAX_LINE_CHARS] + " […]"
-
-
 def _content(lines: list[str], start: int, end: int, context: int) -> tuple[int, str]:
     lo = max(0, start - context)
     hi = min(len(lines) - 1, end + context)
-    return lo + 1, "\n".join(_clip(lines[i]) for i in range(lo, hi + 1))
+    return lo + 1, "\n".join(clip(lines[i]) for i in range(lo, hi + 1))
 
 
 def first_content_line(lines: list[str]) -> tuple[int, str]:
@@ -224,7 +140,7 @@ def first_content_line(lines: list[str]) -> tuple[int, str]:
         i = 0  # no header block followed by a blank line: start from the top
     for j in range(i, len(lines)):
         if lines[j].strip():
-            return j + 1, _clip(lines[j])
+            return j + 1, clip(lines[j])
     return 1, ""
 
 
@@ -351,32 +267,15 @@ def timeline(
 
 
 def memory_search(
-    root: Path,
-    queries: Sequence[str] | str | None = None,
-    *,
-    match_mode: str = "any",
-    line_count: int | None = None,
-    path: str | None = None,
-    context_lines: int | None = 0,
-    case_sensitive: bool = True,
-    normalized: bool = False,
-    since: object = None,
-    until: object = None,
-    cursor: object = None,
-    max_results: int | None = None,
-    ranked: bool = False,
-    index: SearchIndex | None = None,
-    scope: Scope = ALL,
+    root: Path, query: SearchQuery, *, index: SearchIndex | None = None, scope: Scope = ALL
 ) -> SearchResult:
-    """Search the memory folder (see the module docstring); the one entry point for MCP and CLI.
-
-    ``queries`` may be omitted only with ``since``/``until``: the answer is then a chronological
-    listing of timestamp-named files (rollout summaries, notes). ``normalized`` compares only
-    letters and digits, casefolded and without accents, whatever ``case_sensitive`` says.
-    ``ranked`` uses the BM25 index; it ignores ``case_sensitive``, ``normalized`` and
-    ``context_lines`` (a hit is a whole section or paragraph) and needs ``index``. ``scope``
-    leaves out other projects' folders and session memories (:mod:`memoryd.tools.scope`).
+    """Search the memory folder (see the module docstring and :class:`SearchQuery`); the one
+    entry point for the CLI, MCP, the web UI and the shim. Ranked search needs ``index``;
+    ``scope`` leaves out other projects' folders and session memories (:mod:`memoryd.tools.scope`).
     """
+    q = query
+    queries, match_mode, line_count, path = q.queries, q.match_mode, q.line_count, q.path
+    case_sensitive, normalized, ranked = q.case_sensitive, q.normalized, q.ranked
     qs = check_queries(queries)
     if match_mode not in MATCH_MODES:
         raise InvalidArgument(
@@ -387,12 +286,14 @@ def memory_search(
         if line_count is None:
             raise InvalidArgument("match_mode all_within_lines needs line_count")
         span = check_int("line_count", line_count, low=1, high=SEARCH_MAX_WINDOW_LINES)
-    ctx = check_int("context_lines", context_lines, low=0, high=SEARCH_MAX_CONTEXT_LINES, default=0)
-    limit = check_int(
-        "max_results", max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
+    ctx = check_int(
+        "context_lines", q.context_lines, low=0, high=SEARCH_MAX_CONTEXT_LINES, default=0
     )
-    start = parse_cursor(cursor)
-    window = time_window(since, until)
+    limit = check_int(
+        "max_results", q.max_results, low=1, high=SEARCH_MAX_RESULTS, default=SEARCH_MAX_RESULTS
+    )
+    start = parse_cursor(q.cursor)
+    window = time_window(q.since, q.until)
     if split_path(path):
         scope.check("/".join(split_path(path)))
     timed = window != (None, None)

@@ -24,11 +24,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memoryd import tools
-from memoryd.app import App
 from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
+from memoryd.store.home import App
 from memoryd.store.outputs import MODES
 from memoryd.tools import proposed
+from memoryd.tools.hits import SearchQuery
 from memoryd.tuning import UI_SEARCH_RESULTS
 from memoryd.web import data
 from memoryd.web.markdown import render as markdown
@@ -45,7 +46,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 class UI:
-    """Routes and rendering for one :class:`memoryd.app.App` and one set of per-start secrets."""
+    """Routes and rendering for one :class:`memoryd.store.home.App` and one set of per-start secrets."""
 
     def __init__(self, app: App, keys: Secrets) -> None:
         self.app = app
@@ -155,12 +156,14 @@ class UI:
             try:
                 result = tools.memory_search(
                     a.paths.memories,
-                    [query],
-                    case_sensitive=False,
-                    ranked=True,
+                    SearchQuery(
+                        [query],
+                        case_sensitive=False,
+                        ranked=True,
+                        max_results=UI_SEARCH_RESULTS,
+                        context_lines=1,
+                    ),
                     index=index,
-                    max_results=UI_SEARCH_RESULTS,
-                    context_lines=1,
                 )
             except (tools.ToolError, MemorydError) as exc:
                 problem = str(exc)

@@ -1,8 +1,8 @@
 """What the pages show, gathered from the store, the status snapshot and the memory folder.
 
 Nothing here computes pipeline state of its own: the numbers come from
-:func:`memoryd.status.snapshot` (the same ones ``memoryd status`` prints), files are read through
-:mod:`memoryd.tools.guard` (no link is followed), and sessions are what the store holds.
+:func:`memoryd.write.snapshot.snapshot` (the same ones ``memoryd status`` prints), files are read through
+:mod:`memoryd.folder.guard` (no link is followed), and sessions are what the store holds.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from typing import Any
 
 from memoryd.clock import DAY, iso_ms
 from memoryd.errors import ToolError
+from memoryd.folder.guard import read_file, walk_files
+from memoryd.folder.layout import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
 from memoryd.paths import Paths
+from memoryd.scopes import PROJECTS_DIR
 from memoryd.settings import Settings
-from memoryd.status import snapshot
 from memoryd.store import Store
 from memoryd.tools.files import decode
-from memoryd.tools.guard import read_file, walk_files
 from memoryd.tuning import UI_CHART_DAYS as CHART_DAYS
 from memoryd.tuning import UI_MAX_LISTED as MAX_LISTED
-from memoryd.workspace import AD_HOC_NOTES, MEMORY_FILE, SUMMARIES_DIR, SUMMARY_FILE
+from memoryd.write.snapshot import snapshot
 
 CHART_W, CHART_H, CHART_PAD = 600, 160, 20
-PROJECTS_DIR = "projects"
 
 
 def dashboard(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def token_chart(store: Store) -> Chart:
     """Tokens per UTC day for the last 30 days, laid out as SVG bars (oldest on the left)."""
     now = store.clock.now_ms()
     first = now - now % DAY - (CHART_DAYS - 1) * DAY
-    per_day = store.tokens_per_day(first)
+    per_day = store.ledger.tokens_per_day(first)
     peak = max(per_day.values(), default=0)
     slot = (CHART_W - 2 * CHART_PAD) / CHART_DAYS
     inner = CHART_H - 2 * CHART_PAD
@@ -160,9 +160,9 @@ class SessionRow:
 
 def sessions(store: Store) -> list[SessionRow]:
     """Every session memoryd knows (extracted, with a job, or with a mode), newest first."""
-    outputs = {o.session_id: o for o in store.outputs()}
-    modes = store.memory_modes()
-    jobs = store.stage1_jobs()
+    outputs = {o.session_id: o for o in store.outputs.newest_first()}
+    modes = store.outputs.memory_modes()
+    jobs = store.stage1.stage1_jobs()
     rows = []
     for sid in set(outputs) | set(modes) | set(jobs):
         o, job = outputs.get(sid), jobs.get(sid)

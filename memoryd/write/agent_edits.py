@@ -1,7 +1,7 @@
 """Agent edits are not silent: a change of the agent-owned files is judged with opencode's help.
 
 Outside a consolidation memoryd notices, by stat data, that ``MEMORY.md``, a summary, ``skills/``
-or a project layer changed (:func:`memoryd.write.rollback.seen_change`). Adopting every such
+or a project layer changed (:func:`memoryd.folder.rollback.seen_change`). Adopting every such
 change as the user's hand edit let the user's own opencode agent, told by a web page, write what
 every later turn is shown (``bash``, ``write``, ``edit``, ``patch`` all reach the folder). So,
 only when a change was seen, memoryd reads the host sessions updated since shortly before it
@@ -33,12 +33,13 @@ from typing import Any
 
 from memoryd.clock import Clock
 from memoryd.errors import ConfinementError, HostError, HostNotFound
+from memoryd.folder import rollback
 from memoryd.host.models import Message, Part, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.redact import redact
-from memoryd.status import AGENT_EDIT_HELD
 from memoryd.store import Store
+from memoryd.store.keys import AGENT_EDIT_HELD
 from memoryd.tuning import (
     EDIT_INPUT_EXCERPT_CHARS,
     EDIT_LOOKBACK_MAX_MS,
@@ -46,7 +47,7 @@ from memoryd.tuning import (
     EDIT_MESSAGES_PAGE,
     EDIT_SCAN_MAX_CHARS,
 )
-from memoryd.write import edit_review, rollback
+from memoryd.write import edit_review
 from memoryd.write.edit_trace import Folder, names_folder, patch_names_folder
 from memoryd.write.helpers import is_own_helper
 
@@ -246,11 +247,11 @@ def _stage(
 
 def hold(store: Store, clock: Clock, files: list[str], error: Exception | str) -> None:
     """Keep a change waiting: opencode could not say whether a session made it."""
-    prev = store.get_state(AGENT_EDIT_HELD)
+    prev = store.ledger.get_state(AGENT_EDIT_HELD)
     same = isinstance(prev, dict) and prev.get("files") == files
     first = prev.get("since") if same and isinstance(prev, dict) else None
     now = clock.now_ms()
-    store.put_state(
+    store.ledger.put_state(
         AGENT_EDIT_HELD, {"files": files, "since": first or now, "at": now, "error": str(error)}
     )
     (log.warning if first is None else log.debug)(
@@ -277,13 +278,13 @@ async def refuse_host_writes(
 
 
 def _clear_hold(store: Store) -> None:
-    if store.get_state(AGENT_EDIT_HELD) is not None:
-        store.put_state(AGENT_EDIT_HELD, None)
+    if store.ledger.get_state(AGENT_EDIT_HELD) is not None:
+        store.ledger.put_state(AGENT_EDIT_HELD, None)
 
 
 def held(store: Store, paths: Paths) -> dict[str, Any] | None:
     """The held change, while the folder still holds one (a stale record says nothing)."""
-    got = store.get_state(AGENT_EDIT_HELD)
+    got = store.ledger.get_state(AGENT_EDIT_HELD)
     if not isinstance(got, dict) or rollback.is_judged(paths):
         return None
     return got

@@ -15,10 +15,10 @@ from memoryd.clock import DAY, HOUR, Clock, iso_ms
 from memoryd.errors import BudgetWait
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import CIRCUIT
 from memoryd.tuning import CIRCUIT_MS
 
 log = logging.getLogger(__name__)
-_CIRCUIT_KEY = "circuit"
 
 
 def model_key(model: str | None) -> str:
@@ -32,7 +32,7 @@ class Budget:
         self.clock = clock
 
     def circuits(self) -> dict[str, int]:
-        raw = self.store.get_state(_CIRCUIT_KEY)
+        raw = self.store.ledger.get_state(CIRCUIT)
         now = self.clock.now_ms()
         return (
             {k: v for k, v in (raw or {}).items() if isinstance(v, int) and v > now}
@@ -50,14 +50,15 @@ class Budget:
         if limit:
             spent = sum(
                 int(p["input"]) + int(p["output"]) + int(p["reasoning"])
-                for p in self.store.token_totals(since_ms=now - now % DAY).values()
+                for p in self.store.ledger.token_totals(since_ms=now - now % DAY).values()
             )
             if spent >= limit:
                 return f"daily token budget spent ({spent:,} of {limit:,}); resumes at {iso_ms(now - now % DAY + DAY)}"
         per_hour = self.settings.max_model_calls_per_hour
         if per_hour:
             calls = sum(
-                int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values()
+                int(p["calls"])
+                for p in self.store.ledger.token_totals(since_ms=now - HOUR).values()
             )
             if calls >= per_hour:
                 return f"{calls} model calls in the last hour (limit {per_hour})"
@@ -71,14 +72,14 @@ class Budget:
     def trip(self, model: str | None) -> None:
         circuits = self.circuits()
         circuits[model_key(model)] = self.clock.now_ms() + CIRCUIT_MS
-        self.store.put_state(_CIRCUIT_KEY, circuits)
+        self.store.ledger.put_state(CIRCUIT, circuits)
         log.warning("rate limited by the model provider; pausing %s for an hour", model_key(model))
 
     def state(self) -> dict[str, object]:
         now = self.clock.now_ms()
         spent = sum(
             int(p["input"]) + int(p["output"]) + int(p["reasoning"])
-            for p in self.store.token_totals(since_ms=now - now % DAY).values()
+            for p in self.store.ledger.token_totals(since_ms=now - now % DAY).values()
         )
         limit = self.settings.daily_token_budget
         return {
@@ -86,7 +87,8 @@ class Budget:
             "spent_today": spent,
             "left_today": max(limit - spent, 0) if limit else None,
             "calls_last_hour": sum(
-                int(p["calls"]) for p in self.store.token_totals(since_ms=now - HOUR).values()
+                int(p["calls"])
+                for p in self.store.ledger.token_totals(since_ms=now - HOUR).values()
             ),
             "max_model_calls_per_hour": self.settings.max_model_calls_per_hour,
             "circuits": {k: iso_ms(v) for k, v in self.circuits().items()},

@@ -28,16 +28,18 @@ from typing import Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
+from memoryd.folder import rollback
+from memoryd.folder.audit import is_agent_owned
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import REVIEW_HISTORY
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
-from memoryd.validated import ValidatedMemory
-from memoryd.workspace import is_agent_owned
-from memoryd.write import review, rollback
-from memoryd.write.baseline_proc import open_baseline
+from memoryd.write import review
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +193,8 @@ def _lease(store: Store) -> tuple[str | None, Any]:
 
     A failure backoff refuses the claim, but then nobody else can claim it either: go ahead.
     """
-    before = store.phase2_job()
-    claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
+    before = store.phase2.phase2_job()
+    claim = store.phase2.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
     if claim.claimed and claim.token is not None:
         return claim.token, before
     if claim.status == "skipped_backoff":
@@ -204,7 +206,7 @@ def _release(store: Store, token: str | None, before: Any) -> None:
     """Give the lease back exactly as it was: accepting an edit is not a consolidation."""
     if token is None:
         return
-    store.release_phase2(
+    store.phase2.release_phase2(
         token,
         before["last_error"] if before is not None else None,
         status=before["status"] if before is not None else "pending",
@@ -305,6 +307,6 @@ def used_calls(store: Store, waiting: StagedEdit | None) -> set[str]:
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
     """The review history both kinds of staged item share (the Review page lists it)."""
-    raw = store.get_state(review.HISTORY_KEY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(review.HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.ledger.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])

@@ -36,7 +36,8 @@ from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
-from memoryd.store import CallUsage, Store
+from memoryd.store import Store
+from memoryd.store.ledger import CallUsage
 from memoryd.write.budget import Budget
 
 log = logging.getLogger(__name__)
@@ -102,18 +103,20 @@ async def helper_session(
         nonce = uuid.uuid4().hex[:16]
         metadata = {**metadata, NONCE_KEY: nonce}
         pending = PENDING_PREFIX + nonce
-        store.record_helper(pending, str(metadata.get("memoryd", "helper")))
+        store.owners.record_helper(pending, str(metadata.get("memoryd", "helper")))
     try:
         session = await client.create_session(
             directory=directory, title=title, metadata=metadata, permission=permission
         )
     except BaseException:
         if store is not None and pending is not None:
-            store.mark_helper_lost(pending)  # it may exist anyway: the next pass looks for it
+            store.owners.mark_helper_lost(
+                pending
+            )  # it may exist anyway: the next pass looks for it
         raise
     try:
         if store is not None and pending is not None:
-            store.rename_helper(pending, session.id)
+            store.owners.rename_helper(pending, session.id)
         yield session
     finally:
         await asyncio.shield(_delete(client, session.id, store))
@@ -130,7 +133,7 @@ async def _delete(client: OpencodeClient, session_id: str, store: Store | None =
         log.warning("could not delete helper session %s: %s", session_id, exc)
         return False
     if store is not None:
-        store.forget_helper(session_id)
+        store.owners.forget_helper(session_id)
     return True
 
 
@@ -140,21 +143,21 @@ async def remove_orphaned_helpers(
     """Delete the helper sessions of a memoryd that was killed (recorded, owner provably gone),
     and those whose create answer never arrived (found in ``listed`` by their nonce)."""
     removed = 0
-    for sid in store.orphaned_helpers():
+    for sid in store.owners.orphaned_helpers():
         # Abort first: a delete alone does not stop a turn opencode is about to send to the
         # model (the storm saw such calls land after the helper was gone: paid for nothing).
         await client.abort(sid)
         if await _delete(client, sid, store):
             removed += 1
             log.info("removed helper session %s left by a memoryd that was killed", sid)
-    lost = store.lost_helper_nonces()
+    lost = store.owners.lost_helper_nonces()
     for s in listed:
         nonce = (s.metadata or {}).get(NONCE_KEY)
         if not isinstance(nonce, str) or nonce not in lost:
             continue
         await client.abort(s.id)
         if await _delete(client, s.id, store):
-            store.forget_helper(PENDING_PREFIX + nonce)
+            store.owners.forget_helper(PENDING_PREFIX + nonce)
             removed += 1
             log.info("removed helper session %s whose creation memoryd never heard back", s.id)
     return removed

@@ -8,16 +8,17 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd import tokens
-from memoryd.app import App
+from memoryd import tokenizer as tokens
 from memoryd.errors import HostError, MemorydError
+from memoryd.folder import baseline_proc, rollback
 from memoryd.host.client_sources import client_sources
 from memoryd.host.connect import open_host
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
-from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
-from memoryd.write import agent_edits, baseline_proc, rollback
+from memoryd.store.home import App
+from memoryd.store.keys import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
 
@@ -104,14 +105,16 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
         result = await _run_pass(app, force_consolidation=force_consolidation)
     except (MemorydError, OSError) as exc:
         with contextlib.suppress(MemorydError, OSError, sqlite3.Error):
-            app.store.put_state(LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)})
+            app.store.ledger.put_state(
+                LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": str(exc)}
+            )
         raise
     finally:
         # The daemon's baseline child ends with the pass, not with a tick: ticks run on the loop
         # while phase 2's file work is in a thread, and must never wait for it.
         baseline_proc.release(wait=False)
     problem = result.phase2.detail if result.phase2.status == Phase2Status.SKIPPED_DISK else None
-    app.store.put_state(
+    app.store.ledger.put_state(
         LAST_PASS_ERROR, {"at": app.clock.now_ms(), "error": problem} if problem else None
     )
     return result
@@ -126,7 +129,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         usage = tick(app)  # usage first: it decides what phase 2 selects
         log.debug("pass: waiting for opencode")
         host = await opening.ready()
-        store.put_state(
+        store.ledger.put_state(
             HOST_SEEN,
             {
                 "url": host.url,
@@ -150,7 +153,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
     log.debug("pass: recording the result")
     store.shrink()
     tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
-    store.put_state(
+    store.ledger.put_state(
         LAST_PASS,
         {
             "at": app.clock.now_ms(),

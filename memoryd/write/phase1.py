@@ -45,8 +45,10 @@ from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
-from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
-from memoryd.store.jobs import SavePoint
+from memoryd.store import Store
+from memoryd.store.jobs import STAGE1, Claim, SavePoint
+from memoryd.store.ledger import CallUsage
+from memoryd.store.outputs import MemoryMode
 from memoryd.tuning import (
     EXTRACTION_CONCURRENCY,
     ROLLOUT_SUMMARY_MAX_BYTES,
@@ -276,13 +278,13 @@ class Phase1(PhaseBase):
         # A killed memoryd's own opencode serve still drives the helpers it was given: stop it
         # first, or its claims and helpers stay held (memoryd.owner) until the next start does.
         await asyncio.to_thread(reap_orphaned_servers, self.paths.private_servers)
-        report.orphans_released = len(self.store.release_orphaned_claims())
-        report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
+        report.orphans_released = len(self.store.owners.release_orphaned_claims())
+        report.pruned = self.store.outputs.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         log.debug("phase 1: listing sessions")
         sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
-        report.backfilled = self.store.backfill_projects(
+        report.backfilled = self.store.outputs.backfill_projects(
             {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
         )
         roots = [
@@ -314,7 +316,7 @@ class Phase1(PhaseBase):
         for session in eligible:
             if len(claims) >= self.settings.max_rollouts_per_startup:
                 break
-            claim = self.store.claim_stage1(
+            claim = self.store.stage1.claim_stage1(
                 session.id,
                 session.time.updated,
                 max_running=self.settings.max_rollouts_per_startup,
@@ -338,13 +340,13 @@ class Phase1(PhaseBase):
         idle_cutoff = now - int(self.settings.min_rollout_idle_hours * HOUR)
         age_cutoff = now - self.settings.max_rollout_age_days * DAY
         default_mode: MemoryMode = "enabled" if self.settings.generate_memories else "disabled"
-        modes = self.store.memory_modes()
+        modes = self.store.outputs.memory_modes()
         new = [s.id for s in roots if s.id not in modes]
         if new:
-            self.store.stamp_modes_if_absent(new, default_mode)
+            self.store.outputs.stamp_modes_if_absent(new, default_mode)
             modes.update(dict.fromkeys(new, default_mode))
-        done = self.store.extracted_watermarks()
-        compacted = self.store.pending_compactions()
+        done = self.store.outputs.extracted_watermarks()
+        compacted = self.store.stage1.pending_compactions()
         self._compacted = compacted
         eligible = []
         for s in sorted(roots, key=lambda s: (s.time.updated, s.id), reverse=True):
@@ -371,18 +373,18 @@ class Phase1(PhaseBase):
     async def _forget_deleted(self, listed: set[str]) -> int:
         """Sessions we hold memory for that their host no longer has are forgotten."""
         forgotten = 0
-        for sid in sorted(self.store.known_session_ids() - listed):
+        for sid in sorted(self.store.outputs.known_session_ids() - listed):
             gone = self._sources.gone(sid)
             if gone is not None:  # a client session: its file is gone, or we cannot tell
                 if gone:
-                    self.store.delete_session_memory(sid)
+                    self.store.outputs.delete_session_memory(sid)
                     forgotten += 1
                     log.info("the session file of %s is gone; its memory is forgotten", sid)
                 continue
             try:
                 await self.client.get_session(sid)
             except HostNotFound:
-                self.store.delete_session_memory(sid)
+                self.store.outputs.delete_session_memory(sid)
                 forgotten += 1
                 log.info("session %s was deleted in the host; its memory is forgotten", sid)
             except HostError as exc:
@@ -405,7 +407,7 @@ class Phase1(PhaseBase):
             async with gate:  # inside the try: a claim still waiting here is released on cancel too
                 await self._extract_job(session, claim, report)
         except asyncio.CancelledError:
-            self.store.release_stage1(sid, claim.token)
+            self.store.stage1.release_stage1(sid, claim.token)
             report.released += 1
             raise
 
@@ -420,37 +422,37 @@ class Phase1(PhaseBase):
                 log.debug("phase 1: reading %s", sid)
                 fresh, messages = await self._sources.read(sid)
                 if fresh.time.updated > (claim.watermark or 0):
-                    self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
+                    self.store.stage1.advance_stage1_claim(sid, claim.token, fresh.time.updated)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
-                self.store.delete_session_memory(sid)
+                self.store.outputs.delete_session_memory(sid)
                 report.forgotten += 1
                 return
             transcript = build_transcript(messages)
             if transcript.citations:
                 # Fallback for hosts without the shim: count blocks left in stored replies, once per part.
-                self.store.record_citations(
+                self.store.outputs.record_citations(
                     [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
                 outside = await _outside(self.client, sid, transcript.tool_names)
                 if outside:
-                    self.store.set_mode(
+                    self.store.outputs.set_mode(
                         sid, "polluted", f"external context: {', '.join(outside[:5])}"
                     )
-                    self.store.mark_stage1_no_output(sid, claim.token)
+                    self.store.stage1.mark_stage1_no_output(sid, claim.token)
                     report.polluted += 1
                     return
-            earlier = self.store.save_point(sid)
+            earlier = self.store.stage1.save_point(sid)
             part, save = since_save_point(messages, earlier, compacted=sid in self._compacted)
             if len(part) != len(messages):
                 transcript = build_transcript(part)
             if transcript.empty and earlier is None:
-                if self.store.output(sid) is not None:
+                if self.store.outputs.output(sid) is not None:
                     raise ExtractionInvalid(
                         "the host returned an empty transcript for a session we hold memory for"
                     )
-                self.store.mark_stage1_no_output(sid, claim.token)
+                self.store.stage1.mark_stage1_no_output(sid, claim.token)
                 report.no_output += 1
                 return
             log.debug("phase 1: extracting %s", sid)
@@ -462,11 +464,11 @@ class Phase1(PhaseBase):
                     save, raw_memory=base.raw_memory, rollout_summary=base.rollout_summary
                 )
             if not base.raw_memory.strip():
-                self.store.mark_stage1_no_output(sid, claim.token, save_point=save)
+                self.store.stage1.mark_stage1_no_output(sid, claim.token, save_point=save)
                 report.no_output += 1
                 return
             slug = extracted.rollout_slug if extracted else None
-            ok = self.store.mark_stage1_succeeded(
+            ok = self.store.stage1.mark_stage1_succeeded(
                 sid,
                 claim.token,
                 raw_memory=redact(base.raw_memory),
@@ -485,11 +487,11 @@ class Phase1(PhaseBase):
         except Exception as exc:  # one policy for both phases: PhaseBase.judge
             failure = self.judge(exc, self.settings.extract_model)
             if failure.released:
-                self.store.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
+                self.store.stage1.release_stage1(sid, claim.token, f"waiting: {failure.reason}")
                 report.released += 1
                 report.waiting = failure.reason
             else:
-                self.store.mark_stage1_failed(sid, claim.token, failure.reason)
+                self.store.stage1.mark_stage1_failed(sid, claim.token, failure.reason)
                 report.failed += 1
                 report.errors.append(f"{sid}: {failure.reason}")
                 log.warning("extraction of %s failed: %s", sid, failure.reason)
@@ -537,6 +539,6 @@ class Phase1(PhaseBase):
         return extracted
 
     def _record_call(self, key: str, model: str | None, outcome: str, usage: CallUsage) -> None:
-        self.store.record_model_call(
+        self.store.ledger.record_model_call(
             phase="phase1", job_kind=STAGE1, job_key=key, model=model, outcome=outcome, usage=usage
         )

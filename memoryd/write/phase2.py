@@ -10,10 +10,10 @@ What the agent may change is narrow (``MEMORY.md``, ``memory_summary.md``, ``ski
 summary layers), and it is confined twice. In opencode: the session carries permission rules
 built for the folder (:mod:`memoryd.host.permissions`), the instance is booted afresh from a
 folder swept of everything outside memoryd's layout, and a run is refused when opencode would
-load config from the folder's parents (:mod:`memoryd.write.confine`). After it: every other
+load config from the folder's parents (:mod:`memoryd.folder.confine`). After it: every other
 tracked file is put back from a snapshot, every entry outside the layout is removed, and a run
 that needed either, or left invalid artifacts, fails. A run that fails, is aborted or is killed
-leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.write.rollback`),
+leaves the agent-owned files rolled back to the last validated copy (:mod:`memoryd.folder.rollback`),
 which is also all the read path ever injects. The baseline stays where it was so the next run
 sees the same diff. Only a validated run replaces the baseline (with a fresh single commit:
 redacted or forgotten text must not linger in git history) and marks which outputs were consumed.
@@ -40,7 +40,12 @@ from memoryd.errors import (
 )
 from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
-from memoryd.extensions.common import EXTENSIONS_DIR
+from memoryd.folder import rollback
+from memoryd.folder.audit import read_memory_file, with_user_writes
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.confine import planted_parent_config, sweep
+from memoryd.folder.layout import DIFF_FILE, EXTENSIONS_DIR
+from memoryd.folder.workspace import Workspace
 from memoryd.fsutil import atomic_write
 from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
 from memoryd.host.opencode import OpencodeClient
@@ -49,15 +54,13 @@ from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
 from memoryd.scopes import PROJECTS_DIR
-from memoryd.status import FOLDER_SWEPT
-from memoryd.store import GLOBAL, CallUsage, Output, Store
-from memoryd.store.jobs import GLOBAL_KEY
+from memoryd.store import Store
+from memoryd.store.jobs import GLOBAL, GLOBAL_KEY
+from memoryd.store.keys import FOLDER_SWEPT
+from memoryd.store.ledger import CallUsage
+from memoryd.store.outputs import Output
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
-from memoryd.workspace import DIFF_FILE, Workspace
-from memoryd.workspace_audit import read_memory_file, with_user_writes
-from memoryd.write import agent_edits, review, rollback
-from memoryd.write.baseline_proc import open_baseline
-from memoryd.write.confine import planted_parent_config, sweep
+from memoryd.write import agent_edits, review
 from memoryd.write.helpers import (
     PhaseBase,
     Verdict,
@@ -67,8 +70,8 @@ from memoryd.write.helpers import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline_proc import BaselineLike
-    from memoryd.write.linediff import WorkspaceDiff
+    from memoryd.folder.baseline_proc import BaselineLike
+    from memoryd.folder.linediff import WorkspaceDiff
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +250,9 @@ def _held(baseline: BaselineLike, writes: dict[str, bytes | None]) -> dict[str, 
 
 
 def _note_swept(p: PhaseBase, when: str, entries: list[str]) -> None:
-    p.store.put_state(FOLDER_SWEPT, {"at": p.clock.now_ms(), "when": when, "removed": entries})
+    p.store.ledger.put_state(
+        FOLDER_SWEPT, {"at": p.clock.now_ms(), "when": when, "removed": entries}
+    )
 
 
 async def _judge_edits(p: PhaseBase) -> Phase2Result | None:
@@ -280,7 +285,7 @@ class Phase2(PhaseBase):
         if (held := await _judge_edits(self)) is not None:
             return held
         log.debug("phase 2: claiming the consolidation")
-        claim = self.store.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
+        claim = self.store.phase2.claim_phase2(worker_id=self.worker_id, ignore_cooldown=force)
         if not claim.claimed:
             return Phase2Result(Phase2Status(claim.status))
         assert claim.token is not None
@@ -289,14 +294,14 @@ class Phase2(PhaseBase):
         try:
             result = await self._run_claimed(token)
         except asyncio.CancelledError:
-            self.store.release_phase2(token)
+            self.store.phase2.release_phase2(token)
             raise
         except OwnershipLost as exc:
             return Phase2Result(Phase2Status.HEARTBEAT_LOST, str(exc))
         except Exception as exc:  # one policy for both phases: PhaseBase.judge
             failure = self.judge(exc, self.settings.consolidation_model)
             if failure.released:  # the baseline is untouched: simply try again next pass
-                self.store.release_phase2(token, f"waiting: {failure.reason}")
+                self.store.phase2.release_phase2(token, f"waiting: {failure.reason}")
                 status = {
                     Verdict.WAIT_BUDGET: Phase2Status.SKIPPED_BUDGET,
                     Verdict.WAIT_HOST: Phase2Status.SKIPPED_HOST,
@@ -304,7 +309,7 @@ class Phase2(PhaseBase):
                 }[failure.verdict]
                 log.warning("phase 2 waits: %s", failure.reason)
                 return Phase2Result(status, failure.reason)
-            self.store.mark_phase2_failed(token, failure.reason)
+            self.store.phase2.mark_phase2_failed(token, failure.reason)
             log.warning("phase 2 failed: %s", failure.reason)
             return Phase2Result(Phase2Status.FAILED, failure.reason)
         return result
@@ -312,14 +317,16 @@ class Phase2(PhaseBase):
     def _sync_inputs(self) -> dict[str, Any]:
         """What the sync import needs from the DB, read here (on the store's thread)."""
         enabled = bool(self.settings.sync_remote)
-        forgotten = set(self.store.tombstones())
-        forgotten |= {sid for sid, mode in self.store.memory_modes().items() if mode != "enabled"}
+        forgotten = set(self.store.tombstones.tombstones())
+        forgotten |= {
+            sid for sid, mode in self.store.outputs.memory_modes().items() if mode != "enabled"
+        }
         return {
             "enabled": enabled,
             "own_id": _machine_id(self.store) if enabled else None,
             "forgotten": forgotten,
             "limit": self.settings.max_raw_memories_for_consolidation,
-            "local_roots": self.store.output_roots() if enabled else [],
+            "local_roots": self.store.tombstones.output_roots() if enabled else [],
         }
 
     def _prepare(
@@ -367,7 +374,7 @@ class Phase2(PhaseBase):
         self.paths.ensure_dir(self.paths.data_dir)
         ws = self.workspace()
         baseline = self.baseline()
-        selected = self.store.phase2_selection(
+        selected = self.store.outputs.phase2_selection(
             self.settings.max_raw_memories_for_consolidation, self.settings.max_unused_days
         )
         consumed = [(o.session_id, o.source_updated_at) for o in selected]
@@ -375,7 +382,7 @@ class Phase2(PhaseBase):
         since = (
             self.clock.now_ms()
         )  # before the diff: a note the user writes from here on is theirs
-        self.store.prune_note_writes(since)
+        self.store.ledger.prune_note_writes(since)
         # Large folders take a while to sync and diff; keep the event loop (signals, events) free.
         diff, problems, swept = await asyncio.to_thread(
             self._prepare, ws, baseline, selected, self._sync_inputs()
@@ -401,8 +408,8 @@ class Phase2(PhaseBase):
                 await self._consolidate_with_heartbeat(token, diff)
             finally:
                 log.debug("phase 2: auditing what the consolidator left")
-                writes = self.store.note_writes_since(since)
-                restored = ws.restore_protected(with_user_writes(ws, snapshot, writes))
+                writes = self.store.ledger.note_writes_since(since)
+                restored = ws.restore_protected(with_user_writes(ws.folder, snapshot, writes))
                 ws.remove_diff_file()
                 foreign = sweep(self.paths.memories)
                 redact_agent_files(self.paths.memories)
@@ -417,7 +424,7 @@ class Phase2(PhaseBase):
                 )
             if problems:
                 raise InvalidMemory(problems)
-            if not self.store.heartbeat_phase2(token):
+            if not self.store.phase2.heartbeat_phase2(token):
                 raise OwnershipLost()
             if self.settings.review:
                 result = await self._stage_for_review(token, baseline, consumed, watermark, changes)
@@ -458,13 +465,13 @@ class Phase2(PhaseBase):
             changes=changes,
         )
         await asyncio.to_thread(review.stage, self.paths, baseline, staged)
-        self.store.release_phase2(token, "waiting: a consolidation is staged for review")
+        self.store.phase2.release_phase2(token, "waiting: a consolidation is staged for review")
         return Phase2Result(Phase2Status.STAGED, consumed=len(consumed), changes=changes)
 
     def _finish(
         self, token: str, consumed: list[tuple[str, int]], *, consolidated: bool, watermark: int
     ) -> None:
-        if not self.store.mark_phase2_succeeded(
+        if not self.store.phase2.mark_phase2_succeeded(
             token,
             consumed,
             consolidated=consolidated,
@@ -474,7 +481,7 @@ class Phase2(PhaseBase):
             raise OwnershipLost()
 
     async def _consolidate_with_heartbeat(self, token: str, diff: WorkspaceDiff) -> None:
-        if not self.store.heartbeat_phase2(token):
+        if not self.store.phase2.heartbeat_phase2(token):
             raise OwnershipLost()
         agent = asyncio.create_task(self._consolidate(diff))
         try:
@@ -483,7 +490,7 @@ class Phase2(PhaseBase):
                 if done:
                     agent.result()
                     return
-                if not self.store.heartbeat_phase2(token):
+                if not self.store.phase2.heartbeat_phase2(token):
                     agent.cancel()
                     await asyncio.gather(agent, return_exceptions=True)
                     raise OwnershipLost()
@@ -545,7 +552,7 @@ class Phase2(PhaseBase):
                     usage = session_usage(await self.client.get_session(helper.id))
                 except HostError as exc:
                     log.warning("could not read token usage of the consolidation session: %s", exc)
-                self.store.record_model_call(
+                self.store.ledger.record_model_call(
                     phase="phase2",
                     job_kind=GLOBAL,
                     job_key=GLOBAL_KEY,

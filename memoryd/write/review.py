@@ -31,26 +31,27 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BaselineError, PathError, ReviewError
 from memoryd.extensions.codex import export_codex
-from memoryd.extensions.common import EXTENSIONS_DIR, RESOURCES
+from memoryd.extensions.shared import RESOURCES
+from memoryd.folder import rollback
+from memoryd.folder.audit import is_agent_owned
+from memoryd.folder.baseline_proc import open_baseline
+from memoryd.folder.layout import AD_HOC_NOTES, EXTENSIONS_DIR, is_tracked
 from memoryd.fsutil import atomic_write, read_json_object, read_regular
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.keys import REVIEW_HISTORY
 from memoryd.tuning import REVIEW_HISTORY_MAX, REVIEW_REASON_MAX_CHARS
-from memoryd.workspace import AD_HOC_NOTES, is_agent_owned, is_tracked
-from memoryd.write import rollback
-from memoryd.write.baseline_proc import open_baseline
 
 if TYPE_CHECKING:
-    from memoryd.write.baseline_proc import BaselineLike
+    from memoryd.folder.baseline_proc import BaselineLike
 
 log = logging.getLogger(__name__)
 
 STAGED = "staged"
 META = "meta.json"
 TREE = "tree"
-HISTORY_KEY = "review_history"
 WORKER = "memoryd-review"
 SYNC_RESOURCES = f"{EXTENSIONS_DIR}/sync/{RESOURCES}"
 
@@ -202,13 +203,13 @@ def diff_text(paths: Paths) -> str:
 
 
 def _record(store: Store, entry: dict[str, Any]) -> None:
-    raw = store.get_state(HISTORY_KEY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     history = raw if isinstance(raw, list) else []
-    store.put_state(HISTORY_KEY, [entry, *history][:REVIEW_HISTORY_MAX])
+    store.ledger.put_state(REVIEW_HISTORY, [entry, *history][:REVIEW_HISTORY_MAX])
 
 
 def history(store: Store) -> list[dict[str, Any]]:
-    raw = store.get_state(HISTORY_KEY)
+    raw = store.ledger.get_state(REVIEW_HISTORY)
     return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
 
 
@@ -218,14 +219,14 @@ def _claim(store: Store, paths: Paths, staged: Staged) -> str:
     Another accept or reject (the CLI and the web page race) may have decided it between our
     read and the claim; acting on it then would lay an empty tree over the live memory.
     """
-    before = store.phase2_job()
-    claim = store.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
+    before = store.phase2.phase2_job()
+    claim = store.phase2.claim_phase2(worker_id=WORKER, ignore_cooldown=True)
     if not claim.claimed or claim.token is None:
         raise ReviewError(f"the consolidation job is busy ({claim.status}); try again shortly")
     now = pending(paths)
     if now is None or now.staged_at != staged.staged_at or not (_staged_dir(paths) / TREE).is_dir():
         # Put the job back as it was: this claim did nothing.
-        store.release_phase2(
+        store.phase2.release_phase2(
             claim.token,
             before["last_error"] if before is not None else None,
             status=before["status"] if before is not None else "pending",
@@ -240,9 +241,9 @@ def forgotten_in_stage(store: Store, paths: Paths, staged: Staged) -> list[str]:
     A forgotten session's text may sit in the staged ``MEMORY.md``; accepting it would bring
     back what the user asked to forget, so such a stage is dropped instead.
     """
-    from memoryd.sync.layout import SESSIONS, session_key  # dulwich only when it is needed
+    from memoryd.sync.branch import SESSIONS, session_key  # dulwich only when it is needed
 
-    dead = set(store.tombstones())
+    dead = set(store.tombstones.tombstones())
     gone = sorted({sid for sid, _ in staged.consumed} & dead)
     tree = _staged_dir(paths) / TREE
     # Other machines' sessions the consolidator saw as inputs (file names are session keys).
@@ -301,7 +302,7 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         raise ReviewError("no consolidation is waiting for review")
     token = _claim(store, paths, staged)
     if drop_if_forgotten(store, paths):
-        store.release_phase2(token, "waiting: a staged consolidation used forgotten memory")
+        store.phase2.release_phase2(token, "waiting: a staged consolidation used forgotten memory")
         raise ReviewError(
             "the staged consolidation used memory that has since been forgotten; it was "
             "discarded and the next consolidation runs without it"
@@ -312,9 +313,9 @@ def accept(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
         rollback.record(paths, source="an accepted review")  # what turns see from now on
     except BaseException as exc:
         rollback.restore(paths, store.clock)  # the folder goes back to what turns still see
-        store.release_phase2(token, f"waiting: review accept failed: {exc}")
+        store.phase2.release_phase2(token, f"waiting: review accept failed: {exc}")
         raise
-    if not store.mark_phase2_succeeded(
+    if not store.phase2.mark_phase2_succeeded(
         token,
         staged.consumed,
         consolidated=True,
@@ -345,8 +346,12 @@ def reject(store: Store, paths: Paths, reason: str | None) -> dict[str, Any]:
         raise ReviewError("no consolidation is waiting for review")
     why = " ".join((reason or "").split())[:REVIEW_REASON_MAX_CHARS] or None
     token = _claim(store, paths, staged)
-    keep = [(o.session_id, o.source_updated_at) for o in store.outputs() if o.selected_for_phase2]
-    if not store.mark_phase2_succeeded(
+    keep = [
+        (o.session_id, o.source_updated_at)
+        for o in store.outputs.newest_first()
+        if o.selected_for_phase2
+    ]
+    if not store.phase2.mark_phase2_succeeded(
         token, keep, consolidated=True, watermark=0, claimed_input=staged.claimed_input
     ):
         raise ReviewError("lost the consolidation job while rejecting; try again")

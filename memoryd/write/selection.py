@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memoryd import tokens
+from memoryd import tokenizer as tokens
 from memoryd.tuning import CHARS_PER_TOKEN_CEILING, SELECTION_ENTRY_OVERHEAD_TOKENS
 
 RANK_TASK, RANK_USER, RANK_FINAL, RANK_AGENT, RANK_TOOL = -1, 0, 1, 2, 3

@@ -15,7 +15,7 @@ from tests.e2e.mockllm import MockLLM, ToolCall
 from tests.e2e.sandbox import OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env
 from tests.e2e.test_readpath_e2e import systems
-from tests.unit.test_fence import NAMED, _names_fence, _strokes
+from tests.unit.read.test_fence import NAMED, _names_fence, _strokes
 
 # One or two characters of every kind the unit tests cover exhaustively; the block's budget holds
 # only so many lines of them.

@@ -7,10 +7,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from memoryd.folder.validated import ValidatedMemory
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
 from memoryd.scopes import scope_key
-from memoryd.validated import ValidatedMemory
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, transcript_of
 from tests.e2e.sandbox import OpencodeSandbox

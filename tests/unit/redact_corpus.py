@@ -1,6 +1,6 @@
 """Labelled corpora for the redactor: secrets that must disappear, ordinary text that must not change.
 
-Shared by ``tests/unit/test_redact_corpus.py`` and ``bench/redact.py``. Secret values are generated
+Shared by ``tests/unit/redact/test_corpus.py`` and ``bench/redact.py``. Secret values are generated
 at import time from a fixed seed, with each provider's documented shape (prefix, alphabet, length),
 so no real or literal token sits in the repository and every run sees the same text.
 

@@ -173,7 +173,7 @@ def pinned(tmp_path: Path, upstream: Upstream) -> Map:
         ref=upstream.git("rev-parse", "HEAD"),
         mappings=[
             ("memoryd/write/phase1.py", [PHASE1]),
-            ("memoryd/workspace.py", [STORAGE, PHASE1]),
+            ("memoryd/folder/workspace.py", [STORAGE, PHASE1]),
             ("memoryd/redact.py", [SANITIZER]),
         ],
         watch=["codex-rs/memories/", TYPES],
@@ -228,7 +228,7 @@ def test_changed_mapped_file_reports_commits_and_diffstat(
     assert res.returncode == 1, res.stdout + res.stderr
     out = res.stdout
     assert "Changed upstream (mapped files)" in out
-    assert f"{PHASE1}  (ported by memoryd/write/phase1.py, memoryd/workspace.py)" in out
+    assert f"{PHASE1}  (ported by memoryd/write/phase1.py, memoryd/folder/workspace.py)" in out
     assert "Drop security risk scores from stage-1 input (#38363)" in out
     assert re.search(r"phase1\.rs \| 1 \+\n", out), out
     assert "1 file changed, 1 insertion(+)" in out
@@ -264,7 +264,7 @@ def test_renamed_mapped_file_names_the_new_path(
     assert res.returncode == 1, res.stdout + res.stderr
     out = res.stdout
     assert "Moved or vanished upstream" in out
-    assert f"{STORAGE}  (ported by memoryd/workspace.py)" in out
+    assert f"{STORAGE}  (ported by memoryd/folder/workspace.py)" in out
     assert "renamed to codex-rs/memories/write/src/storage_rs_moved.rs in " in out
     assert "Move storage (#4)" in out
     assert "DRIFT: 1 mapped upstream files moved or vanished, 0 changed" in out

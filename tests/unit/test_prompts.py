@@ -58,14 +58,14 @@ SAMPLES: dict[str, dict[str, str]] = {
     },
 }
 
-# The system prompt is paid for by every extraction request; keep it inside this window (issue 26:
-# Codex v2's size class, the whole fixed part of a request under 5 KB as sent through opencode).
+# The system prompt is paid for by every extraction request; keep it inside this window
+# (Codex v2's size class, the whole fixed part of a request under 5 KB as sent through opencode).
 SYSTEM_PROMPT_TOKEN_BUDGET = (500, 1_000)
 
 # The consolidation prompt is re-sent with every model step of a phase-2 run (a run takes several
 # steps, each also carrying the files read so far), so it is kept far below Codex's ~880 lines.
 # The floor catches a template that was emptied or cut short by accident.
-CONSOLIDATION_PROMPT_TOKEN_BUDGET = (1_000, 1_600)  # issue 26: the instructions under 6 KB
+CONSOLIDATION_PROMPT_TOKEN_BUDGET = (1_000, 1_600)  # the instructions under 6 KB
 
 
 def _all_templates() -> list[str]:
@@ -318,7 +318,7 @@ def test_consolidation_prompt_covers_the_contract():
     assert "Change nothing outside your three kinds of file" in flat
     for name in ("raw_memories.md", "rollout_summaries/", "extensions/", "SKILL.md"):
         assert name in text
-    # Notes are data whoever wrote them, and their header says whose words they are (issue 22).
+    # Notes are data whoever wrote them, and their header says whose words they are.
     assert "a note too, whoever wrote it" in flat
     assert "were written by the user" not in flat and "`author` line" in flat
     # memory_summary.md: first line v1, and the budget value is rendered as a token limit.
@@ -336,7 +336,7 @@ def test_consolidation_prompt_covers_the_contract():
 
 
 def test_consolidation_keeps_one_off_requests_out_of_preferences():
-    """Issue 26: task history, not a user profile."""
+    """Task history, not a user profile."""
     flat = _flat(_consolidation())
     assert "Task history is not a user profile." in flat
     assert "A request made once for one task stays with that task" in flat
@@ -390,12 +390,12 @@ def test_consolidate_agent_front_matter():
     assert 3 <= len(sentences) <= 5
 
 
-# --- content rules of the revised prompts (issue 17) ---------------------------------------------
+# --- content rules of the revised prompts ---------------------------------------------
 
 MARKERS = ("[user]", "[verified]", "[adopted]", "[proposed]", "[rejected]")
 # The standing sections, named alike in both extraction formats and in MEMORY.md.
 SECTIONS = ("Preferences", "Decisions", "Failures and fixes", "Knowledge")
-EXTRACTION_FIXED_BYTES_MAX = 5 * 1024  # issue 26 (was 16 KB)
+EXTRACTION_FIXED_BYTES_MAX = 5 * 1024  # (was 16 KB)
 
 
 def _system() -> str:
@@ -493,7 +493,7 @@ def test_rollout_summary_cap_matches_schema():
 
 
 def test_the_empty_answer_as_written_is_the_empty_answer():
-    """The prompt dropped its worked example (issue 26: 1.5 KB of every request); the one answer
+    """The prompt dropped its worked example (1.5 KB of every request); the one answer
     it spells out must still be what the validator reads as "nothing worth keeping"."""
     from memoryd.host.models import PromptResult
     from memoryd.write.phase1 import validate_extraction
@@ -511,8 +511,8 @@ def test_the_empty_answer_as_written_is_the_empty_answer():
 
 def test_consolidation_names_recency_as_rendered():
     """Every header field the prompt names is one memoryd really renders into the workspace."""
+    from memoryd.folder.layout import render_raw_memories, render_rollout_summary
     from memoryd.store.outputs import Output
-    from memoryd.workspace import render_raw_memories, render_rollout_summary
 
     flat = _flat(_consolidation())
     assert "Blocks are sorted by id, not age: use `updated_at:`" in flat

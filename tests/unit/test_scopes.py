@@ -1,4 +1,4 @@
-"""Issue 12: project scopes on the write side (keys, backfill, the workspace layout, validation)."""
+"""Project scopes on the write side (keys, backfill, the workspace layout, validation)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import sqlite3
 from pathlib import Path
 
 from memoryd.clock import HOUR, ManualClock
+from memoryd.folder.audit import is_agent_owned
+from memoryd.folder.linediff import Change, WorkspaceDiff
+from memoryd.folder.workspace import Workspace
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.scopes import checkout_root, find_worktree, is_scope_key, scope_key, scope_root
 from memoryd.settings import Settings
-from memoryd.store import Output, Store
+from memoryd.store import Store
 from memoryd.store.migrations import migrate
-from memoryd.workspace import Workspace, is_agent_owned
-from memoryd.write.baseline import Change, WorkspaceDiff
+from memoryd.store.outputs import Output
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import projects_block
 from tests.fakehost import FakeOpencode
@@ -105,7 +107,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     )
     conn.close()
     store = Store(paths.db, clock=clock)  # applies m006
-    assert store.output("ses_oldoutput1").scope is None
+    assert store.outputs.output("ses_oldoutput1").scope is None
     host = FakeOpencode()
     host.add_session(
         "ses_oldoutput1",
@@ -118,7 +120,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     report = asyncio.run(phase1.run_pass())
     assert report.backfilled == 1 and report.succeeded == 0  # no re-extraction
     assert host.prompts == []
-    got = store.output("ses_oldoutput1")
+    got = store.outputs.output("ses_oldoutput1")
     assert got.worktree == "/srv/a" and got.scope == scope_key("/srv/a")
     assert asyncio.run(phase1.run_pass()).backfilled == 0  # done once
     store.close()

