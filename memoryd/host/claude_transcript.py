@@ -18,7 +18,7 @@ from memoryd.host.client_records import (
     epoch_ms,
     parse_lines,
 )
-from memoryd.hosts import CLAUDE_CODE
+from memoryd.host.ids import CLAUDE_CODE
 from memoryd.tuning import CLIENT_TITLE_CHARS
 
 HOST = CLAUDE_CODE

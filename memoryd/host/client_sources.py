@@ -32,8 +32,8 @@ from memoryd.errors import FileTooLarge, HostNotFound, PathError, TranscriptUnre
 from memoryd.fsutil import lstat_or_none, read_regular, real_dir
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host.client_records import LineProblem, ParsedSession
+from memoryd.host.ids import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.host.models import Message, ProjectRef, Session, SessionTime
-from memoryd.hosts import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.paths import claude_config_dir, codex_home
 from memoryd.scopes import find_worktree
 from memoryd.settings import Settings

@@ -21,7 +21,7 @@ from memoryd.host.client_records import (
     epoch_ms,
     parse_lines,
 )
-from memoryd.hosts import CODEX
+from memoryd.host.ids import CODEX
 from memoryd.tuning import CLIENT_TITLE_CHARS
 
 HOST = CODEX

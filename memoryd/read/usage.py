@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.fsutil import pid_alive
-from memoryd.hosts import SESSION_ID_PREFIXES
+from memoryd.host.ids import SESSION_ID_PREFIXES
 from memoryd.store import Store
 from memoryd.tuning import SPOOL_SETTLE_S
 

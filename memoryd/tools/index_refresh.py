@@ -65,6 +65,15 @@ def _words(*texts: str) -> set[str]:
     return {word for text in texts for word in text.split()}
 
 
+def _held_words(c: sqlite3.Connection, ids: list[tuple[int]]) -> set[str]:
+    words: set[str] = set()
+    for (chunk_id,) in ids:
+        row = c.execute("SELECT body, head FROM fts WHERE rowid = ?", (chunk_id,)).fetchone()
+        if row is not None:
+            words |= _words(row[0], row[1])
+    return words
+
+
 def apply_oldest_first(todo: list[Pending]) -> None:
     """Index what changed oldest first, so chunk ids follow time: a ranked query with more
     matches than it scores takes the highest ids (see :meth:`SearchIndex._page`)."""
@@ -127,12 +136,7 @@ class IndexRefresh:
         """Remove a doc's chunks; with ``words``, also collect the words they held."""
         ids = [(r[0],) for r in c.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))]
         if words is not None:
-            for (chunk_id,) in ids:
-                row = c.execute(
-                    "SELECT body, head FROM fts WHERE rowid = ?", (chunk_id,)
-                ).fetchone()
-                if row is not None:
-                    words.update(_words(row[0], row[1]))
+            words.update(_held_words(c, ids))
         c.executemany("DELETE FROM fts WHERE rowid = ?", ids)
         c.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         return len(ids)

@@ -29,6 +29,7 @@ from pathlib import Path
 from memoryd.clock import Clock
 from memoryd.errors import InvalidArgument, NotFound, PathError
 from memoryd.fsutil import read_regular
+from memoryd.host.ids import OPENCODE
 from memoryd.host.live import LiveServer
 from memoryd.paths import Paths
 from memoryd.store import Store
@@ -43,7 +44,6 @@ ID_RE = re.compile(r"[0-9a-f]{8}")
 SUFFIX = ".json"
 TAKEN = ".taken"  # an accept in progress; one left by a crash is put back after a minute
 STALE_TAKEN_S = 60
-OPENCODE = "opencode"
 MCP = "mcp"
 
 

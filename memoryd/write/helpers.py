@@ -43,7 +43,7 @@ from memoryd.write.budget import Budget
 log = logging.getLogger(__name__)
 
 # the titles memoryd gives its helper sessions (a user's fork of one gets another title)
-# (a Claude Code or Codex session's extraction names its namespaced id: memoryd.hosts)
+# (a Claude Code or Codex session's extraction names its namespaced id: memoryd.host.ids)
 _HELPER_TITLE = re.compile(
     r"memoryd-(extract-(?:ses_[A-Za-z0-9]+|(?:claude-code|codex):[A-Za-z0-9-]+)|consolidate)"
 )

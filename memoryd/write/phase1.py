@@ -37,10 +37,10 @@ from memoryd.errors import (
 )
 from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.client_sources import FileSource, Sources, outside_tools
+from memoryd.host.ids import OPENCODE, host_of
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
-from memoryd.hosts import OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root

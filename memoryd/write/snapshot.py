@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd import hosts
 from memoryd.clock import DAY, iso_ms
+from memoryd.host import ids as hosts
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store

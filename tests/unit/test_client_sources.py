@@ -19,8 +19,8 @@ from memoryd.clock import HOUR, ManualClock
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host.client_records import CLAUDE_SKIPPED, CODEX_SKIPPED, epoch_ms
 from memoryd.host.client_sources import client_sources, outside_tools
+from memoryd.host.ids import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.host.opencode import OpencodeClient
-from memoryd.hosts import CLAUDE_CODE, CODEX, OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.scopes import scope_key
 from memoryd.settings import ExtensionsSettings, Settings
@@ -236,7 +236,7 @@ async def test_each_client_session_is_extracted_once_scoped_to_the_repository_ro
     assert "We always deploy with make ship" in inputs and "Our staging host is blue-7." in inputs
     root = str(world / "project")
     for sid in (f"claude-code:{CLAUDE_ID}", f"codex:{CODEX_ID}"):
-        out = store.output(sid)
+        out = store.outputs.output(sid)
         assert out is not None and out.worktree == root  # started in app/, scoped to the repo
         assert out.cwd == str(world / "project" / "app")
         assert out.scope == scope_key(root)
@@ -275,7 +275,9 @@ async def test_a_client_session_waits_for_the_idle_rule_and_a_new_turn_reextract
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
     assert "the CI runner is gamma-3" in extraction_inputs(host)[0]
-    assert store.output(f"codex:{CODEX_ID}").source_updated_at == epoch_ms(turn["timestamp"])
+    assert store.outputs.output(f"codex:{CODEX_ID}").source_updated_at == epoch_ms(
+        turn["timestamp"]
+    )
 
 
 async def test_a_deleted_transcript_is_forgotten_but_an_unreachable_home_forgets_nothing(
@@ -283,16 +285,16 @@ async def test_a_deleted_transcript_is_forgotten_but_an_unreachable_home_forgets
 ) -> None:
     host = FakeOpencode()
     await phase1(store, host, paths, clock, settings_for(world)).run_pass()
-    assert len(store.outputs()) == 2
+    assert len(store.outputs.newest_first()) == 2
     shutil.move(world / "codex", world / "codex-unmounted")  # the disk is gone, not the sessions
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
-    assert report.forgotten == 0 and store.output(f"codex:{CODEX_ID}") is not None
+    assert report.forgotten == 0 and store.outputs.output(f"codex:{CODEX_ID}") is not None
     shutil.move(world / "codex-unmounted", world / "codex")
     claude_file(world).unlink()
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
     assert report.forgotten == 1
-    assert store.output(f"claude-code:{CLAUDE_ID}") is None
-    assert store.output(f"codex:{CODEX_ID}") is not None
+    assert store.outputs.output(f"claude-code:{CLAUDE_ID}") is None
+    assert store.outputs.output(f"codex:{CODEX_ID}") is not None
 
 
 async def test_a_source_switched_off_keeps_its_memory(
@@ -303,7 +305,7 @@ async def test_a_source_switched_off_keeps_its_memory(
     off = settings_for(world)
     off.extensions.claude_sessions = False
     report = await phase1(store, host, paths, clock, off).run_pass()
-    assert report.forgotten == 0 and store.output(f"claude-code:{CLAUDE_ID}") is not None
+    assert report.forgotten == 0 and store.outputs.output(f"claude-code:{CLAUDE_ID}") is not None
 
 
 async def test_old_files_are_listed_without_being_read(
@@ -329,7 +331,9 @@ async def test_a_session_with_external_context_is_polluted_not_extracted(
     report = await phase1(
         store, host, paths, clock, settings_for(world, disable_on_external_context=True)
     ).run_pass()
-    assert report.polluted == 1 and store.memory_mode(f"claude-code:{CLAUDE_ID}") == "polluted"
+    assert (
+        report.polluted == 1 and store.outputs.memory_mode(f"claude-code:{CLAUDE_ID}") == "polluted"
+    )
 
 
 # -- status and the UI ---------------------------------------------------------------------------
@@ -340,17 +344,17 @@ async def test_status_and_the_dashboard_show_each_host(
 ) -> None:
     from starlette.testclient import TestClient
 
-    from memoryd.app import App
     from memoryd.cli.status import host_rows
-    from memoryd.status import LAST_PASS, snapshot
+    from memoryd.store.home import App
     from memoryd.web.app import create_app
     from memoryd.web.security import Secrets
+    from memoryd.write.snapshot import LAST_PASS, snapshot
 
     with claude_file(world).open("a") as fh:
         fh.write("{not json\n")
     host = FakeOpencode()
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
-    store.put_state(LAST_PASS, {"at": clock.now_ms(), "phase1": report.as_dict()})
+    store.ledger.put_state(LAST_PASS, {"at": clock.now_ms(), "phase1": report.as_dict()})
     hosts = snapshot(store, Settings(), paths)["hosts"]
     assert list(hosts) == [OPENCODE, CLAUDE_CODE, CODEX]
     assert (hosts[CLAUDE_CODE]["seen"], hosts[CLAUDE_CODE]["extracted"]) == (1, 1)
@@ -399,8 +403,8 @@ def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> 
     from memoryd.read.usage import ingest_spool
 
     sid = f"codex:{CODEX_ID}"
-    claim = store.claim_stage1(sid, 1, max_running=10, worker_id="w")
-    store.mark_stage1_succeeded(
+    claim = store.stage1.claim_stage1(sid, 1, max_running=10, worker_id="w")
+    store.stage1.mark_stage1_succeeded(
         sid,
         claim.token,
         raw_memory="r",
@@ -416,7 +420,7 @@ def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> 
     record = {"v": 1, "session_id": "ses_user1", "part_id": "prt_1", "cited": [sid], "ts": 1}
     spool.write_text(json.dumps(record) + "\n")
     ingest_spool(store, spool)
-    assert store.output(sid).usage_count == 1
+    assert store.outputs.output(sid).usage_count == 1
 
 
 def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: Path) -> None:
@@ -453,7 +457,7 @@ async def test_a_transcript_too_large_to_read_fails_its_job_naming_the_file(
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
     # the listing names it, and no session of the other client suffers
     assert any(str(big) in p and "too large" in p for p in report.hosts[CLAUDE_CODE]["problems"])
-    assert store.output(f"codex:{CODEX_ID}") is not None
-    assert store.output(f"claude-code:{CLAUDE_ID}") is None and report.failed == 1
-    job = store.stage1_job(f"claude-code:{CLAUDE_ID}")
+    assert store.outputs.output(f"codex:{CODEX_ID}") is not None
+    assert store.outputs.output(f"claude-code:{CLAUDE_ID}") is None and report.failed == 1
+    job = store.stage1.stage1_job(f"claude-code:{CLAUDE_ID}")
     assert job["status"] != "running" and str(big) in job["last_error"]
