@@ -74,7 +74,9 @@ def test_lint_clean() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_run_once_says_why_a_pass_stopped_in_status(monkeypatch, capsys) -> None:
+def test_run_once_says_why_a_pass_stopped_in_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 11: a ``run --once`` that cannot reach opencode exits 3 and ``status`` says why."""
     import json as _json
 

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -128,7 +129,7 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     assert store.helper_count() == 0  # deleted helpers leave no record
 
 
-def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
+def test_a_killed_memoryds_private_server_is_reaped(tmp_path: Path) -> None:
     import json
 
     from memoryd.host.server import reap_orphaned_servers
@@ -217,7 +218,7 @@ def test_a_dead_memoryd_whose_server_still_runs_is_not_gone(store: Store) -> Non
         server.wait()
 
 
-def test_records_name_the_server_memoryd_started(tmp_path) -> None:
+def test_records_name_the_server_memoryd_started(tmp_path: Path) -> None:
     from memoryd.owner import note_server
 
     server = _running_server()

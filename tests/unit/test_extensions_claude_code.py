@@ -259,7 +259,7 @@ def test_changed_source_replaces_the_project_folder(
 
 
 def test_changed_cwd_rewrites_scope(
-    claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock
+    claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock: ManualClock
 ) -> None:
     project = add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)

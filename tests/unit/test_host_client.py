@@ -753,7 +753,9 @@ def test_is_helper_session() -> None:
 
 
 @pytest.mark.anyio
-async def test_idempotent_requests_ride_out_transient_faults(monkeypatch) -> None:
+async def test_idempotent_requests_ride_out_transient_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 11: a reset or a 503 on a GET is retried with a short, bounded backoff; a POST is not
     (it may have happened), and a fault that persists still surfaces."""
     from memoryd import tuning

@@ -33,7 +33,9 @@ async def one_pass(
     return await Phase1(**common).run_pass(), await Phase2(**common).run()
 
 
-async def test_a_day_without_new_sessions_makes_no_model_calls(store, paths, clock) -> None:
+async def test_a_day_without_new_sessions_makes_no_model_calls(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode(consolidate=write_memory)
     for i in range(4):
         host.add_session(f"ses_idle{i}xxxx", updated=clock.now_ms() - 7 * HOUR - i)
@@ -51,7 +53,9 @@ async def test_a_day_without_new_sessions_makes_no_model_calls(store, paths, clo
     assert store.token_totals()["phase1"]["calls"] == 4
 
 
-async def test_budget_blocks_before_any_call(store, paths, clock) -> None:
+async def test_budget_blocks_before_any_call(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode(consolidate=write_memory)
     host.add_session("ses_first00000", updated=clock.now_ms() - 8 * HOUR)
     await one_pass(store, host, paths, clock, daily_token_budget=100)
@@ -73,7 +77,9 @@ async def test_budget_blocks_before_any_call(store, paths, clock) -> None:
     assert p1.succeeded == 1
 
 
-async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(store, paths, clock) -> None:
+async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode(consolidate=write_memory)
     for i in range(3):
         host.add_session(f"ses_storm{i}xxxx", updated=clock.now_ms() - 7 * HOUR - i)
@@ -127,7 +133,9 @@ def test_event_classification() -> None:
     assert session_event({"type": "session.idle", "properties": "garbage"}) is None
 
 
-async def test_event_during_a_pass_runs_one_more_pass_right_after(monkeypatch, paths) -> None:
+async def test_event_during_a_pass_runs_one_more_pass_right_after(
+    monkeypatch: pytest.MonkeyPatch, paths: Paths
+) -> None:
     """Issue 11: an idle event that lands while a pass runs is coalesced into one pass right after
     it, not dropped until the next timed pass (an hour here)."""
     import asyncio

@@ -40,7 +40,9 @@ def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **o
     )
 
 
-async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, clock) -> None:
+async def test_extracts_idle_sessions_and_cleans_up_helpers(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     now = clock.now_ms()
     host.add_session("ses_child0000", updated=now - 8 * HOUR, parent="ses_old0aaaaaa")
     host.add_session(
@@ -83,7 +85,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
 
 
 async def test_claims_per_pass_are_capped_and_second_pass_is_free(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     p1 = make(store, host, paths, clock)  # default cap 2
     first = await p1.run_pass()
@@ -95,7 +97,9 @@ async def test_claims_per_pass_are_capped_and_second_pass_is_free(
     assert third.claimed == 0 and third.up_to_date == 3 and host.prompts == []
 
 
-async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, clock) -> None:
+async def test_one_new_turn_means_exactly_one_reextraction(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
     host.prompts.clear()
@@ -108,7 +112,7 @@ async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, c
     assert store.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
 
 
-async def test_idle_and_age_windows(store, paths, clock) -> None:
+async def test_idle_and_age_windows(store: Store, paths: Paths, clock: ManualClock) -> None:
     host = FakeOpencode()
     now = clock.now_ms()
     host.add_session("ses_fresh0000", updated=now - 5 * HOUR)
@@ -122,7 +126,7 @@ async def test_idle_and_age_windows(store, paths, clock) -> None:
 
 
 async def test_schema_breaking_answer_fails_with_backoff_not_crash(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.reply = lambda body: {
         "structured": {"raw_memory": ["not", "a", "string"], "rollout_summary": "x"}
@@ -182,7 +186,9 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
         ),
     ],
 )
-async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, fragment) -> None:
+async def test_bad_model_answers_fail_the_job(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply, fragment
+) -> None:
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 2 and report.succeeded == 0
@@ -206,7 +212,7 @@ async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, 
     ],
 )
 async def test_host_faults_release_claims_without_burning_retries(
-    store, host, paths, clock, reply, fragment
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply, fragment
 ) -> None:
     """Issue 11: a 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
     host.reply = reply
@@ -222,7 +228,9 @@ async def test_host_faults_release_claims_without_burning_retries(
     assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
 
-async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None:
+async def test_text_json_fallback_is_accepted(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     host.reply = lambda b: {
         "text": '```json\n{"raw_memory": "r", "rollout_summary": "s", "rollout_slug": null}\n```'
     }
@@ -231,7 +239,7 @@ async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None
 
 
 async def test_empty_answer_means_no_output_and_removes_stale_row(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
@@ -248,14 +256,16 @@ async def test_empty_answer_means_no_output_and_removes_stale_row(
     assert store.token_totals()["phase1"]["calls"] == 4
 
 
-async def test_empty_transcript(store, paths, clock) -> None:
+async def test_empty_transcript(store: Store, paths: Paths, clock: ManualClock) -> None:
     host = FakeOpencode()
     host.add_session("ses_empty0000", updated=clock.now_ms() - 7 * HOUR, turns=[])
     report = await make(store, host, paths, clock).run_pass()
     assert report.no_output == 1 and host.prompts == []
 
 
-async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> None:
+async def test_polluted_sessions_are_skipped_when_asked(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode()
     now = clock.now_ms()
     s = host.add_session("ses_web00000", updated=now - 7 * HOUR, turns=[("user", "look this up")])
@@ -292,7 +302,9 @@ async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> 
     assert (await make(store, host2, paths, clock).run_pass()).succeeded == 1
 
 
-async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> None:
+async def test_secrets_never_reach_the_model_nor_the_db(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode()
     host.add_session(
         "ses_secret000",
@@ -314,7 +326,9 @@ async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> 
     assert SECRET.encode() not in paths.db.read_bytes()
 
 
-async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
+async def test_deleted_session_is_forgotten(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     del host.sessions["ses_old2aaaaaa"]
     report = await make(store, host, paths, clock).run_pass()
@@ -322,7 +336,9 @@ async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
     assert store.output("ses_old2aaaaaa") is None and store.stage1_job("ses_old2aaaaaa") is None
 
 
-async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
+async def test_missing_agent_is_a_clear_error(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     host.agents = ["build"]
     with pytest.raises(MemorydError, match=r"does not load the 'memoryd-extract' agent from .*"):
         await make(store, host, paths, clock).run_pass()
@@ -334,7 +350,7 @@ async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None
 
 
 async def test_cancellation_releases_claims_without_burning_retries(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.prompt_delay = 30
     task = asyncio.ensure_future(make(store, host, paths, clock).run_pass())
@@ -350,7 +366,9 @@ async def test_cancellation_releases_claims_without_burning_retries(
     assert host.helper_sessions == []
 
 
-async def test_generate_memories_off_extracts_nothing(store, host, paths, clock) -> None:
+async def test_generate_memories_off_extracts_nothing(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     report = await make(store, host, paths, clock, generate_memories=False).run_pass()
     assert report.claimed == 0 and host.prompts == []
     assert store.memory_mode("ses_old0aaaaaa") == "disabled"
@@ -363,7 +381,7 @@ def test_slug_normalization() -> None:
 
 
 async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.reply = lambda b: {
         "error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}
@@ -380,7 +398,9 @@ async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
     assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
 
-async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) -> None:
+async def test_daily_budget_makes_jobs_wait_not_fail(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     report = await make(
         store, host, paths, clock, daily_token_budget=1000, max_rollouts_per_startup=1
     ).run_pass()
@@ -391,7 +411,9 @@ async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) 
     assert store.stage1_counts()["failed"] == 0
 
 
-async def test_host_going_away_releases_without_burning_retries(store, host, paths, clock) -> None:
+async def test_host_going_away_releases_without_burning_retries(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     import httpx
 
     def gone(body):
@@ -404,7 +426,9 @@ async def test_host_going_away_releases_without_burning_retries(store, host, pat
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
 
 
-async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, paths, clock) -> None:
+async def test_stale_helpers_from_a_killed_memoryd_are_removed(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     now = clock.now_ms()
     host.add_session(
         "ses_stalehelp1",
@@ -434,7 +458,7 @@ async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, path
 
 
 async def test_archived_sessions_are_neither_extracted_nor_forgotten(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     host.sessions["ses_old1aaaaaa"]["time"]["archived"] = clock.now_ms()
@@ -447,7 +471,11 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(
 
 
 async def test_cancel_releases_claims_still_waiting_for_a_slot(
-    store, host, paths, clock, monkeypatch
+    store: Store,
+    host: FakeOpencode,
+    paths: Paths,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import memoryd.write.phase1 as phase1
 
@@ -468,7 +496,9 @@ async def test_cancel_releases_claims_still_waiting_for_a_slot(
         assert job["status"] == "pending" and job["retry_remaining"] == 3, (i, dict(job))
 
 
-async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, paths, clock) -> None:
+async def test_a_404_from_the_helper_does_not_forget_the_session(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     clock.advance(MINUTE)
     host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR)
@@ -482,7 +512,7 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
 
 
 async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     """Found by the chaos bench (issue 11, scenario 4): a turn that lands after the pass listed
     the sessions but before the extraction read the transcript was read, yet the output claimed
@@ -490,7 +520,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     listed = host._list
     moved: list[int] = []
 
-    def list_then_a_turn_lands(request):  # type: ignore[no-untyped-def]
+    def list_then_a_turn_lands(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
         page = listed(request)
         if not moved:
             moved.append(clock.now_ms() - 1)

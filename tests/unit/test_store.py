@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.paths import Paths
 from memoryd.store import CallUsage, Store
 from memoryd.store.jobs import STAGE1
 
@@ -141,7 +142,7 @@ def test_running_cap_counts_live_leases_only(store: Store, clock: ManualClock) -
     assert claim(store, "s3", cap=2).claimed
 
 
-def test_running_cap_holds_across_processes(paths, clock: ManualClock) -> None:
+def test_running_cap_holds_across_processes(paths: Paths, clock: ManualClock) -> None:
     """Two connections to one file (as two processes would have) share one cap."""
     paths.ensure_dir(paths.data_dir)
     a = Store(paths.db, clock=clock)

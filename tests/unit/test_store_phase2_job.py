@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.paths import Paths
 from memoryd.store import Store
 
 
@@ -149,7 +152,7 @@ def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
     assert store.claim_phase2(worker_id="a").status == "skipped_cooldown"
 
 
-def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
+def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path: Path) -> None:
     from memoryd.write.phase2 import redact_agent_files
 
     secret = "ghp_" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1xy"
@@ -190,7 +193,7 @@ def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None
 
 
 def test_out_of_order_stage1_finish_leaves_no_pending_input(
-    store: Store, paths, clock: ManualClock
+    store: Store, paths: Paths, clock: ManualClock
 ) -> None:
     """Issue 11: a newer session finalized first, an older one second, then one clean run that
     consumed both: nothing is pending any more."""
