@@ -21,6 +21,7 @@ from memoryd.store import Store
 from memoryd.write.helpers import remove_orphaned_helpers
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
@@ -63,9 +64,9 @@ def test_a_dead_owners_stage1_claim_is_taken_over_at_once(store: Store, clock: M
     assert other.claimed, "a crashed owner's claim still counts against the running cap"
     again = store.claim_stage1("ses_a", 100, max_running=2, worker_id="w2")
     assert again.claimed and again.token != first.token
-    assert store.stage1_job("ses_a")["retry_remaining"] == 3
+    assert present(store.stage1_job("ses_a"))["retry_remaining"] == 3
     # and the crashed worker can no longer finalize anything
-    assert not store.mark_stage1_failed("ses_a", first.token, "x")
+    assert not store.mark_stage1_failed("ses_a", present(first.token), "x")
 
 
 def test_a_live_owners_claim_still_waits_for_the_lease(store: Store, clock: ManualClock) -> None:
@@ -84,11 +85,11 @@ def test_release_orphaned_claims_returns_them_to_pending(store: Store, clock: Ma
     store.claim_phase2(worker_id="w1", owner=gone)
     released = store.release_orphaned_claims()
     assert sorted(released) == [("memory_consolidate_global", "global"), ("memory_stage1", "ses_a")]
-    job = store.stage1_job("ses_a")
+    job = present(store.stage1_job("ses_a"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert f"pid {gone.pid}" in job["last_error"]
-    assert store.stage1_job("ses_live")["status"] == "running"
-    assert store.phase2_job()["status"] == "pending"
+    assert present(store.stage1_job("ses_live"))["status"] == "running"
+    assert present(store.phase2_job())["status"] == "pending"
 
 
 def test_a_dead_owners_phase2_lease_is_taken_over(store: Store) -> None:

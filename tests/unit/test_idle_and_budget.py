@@ -14,6 +14,7 @@ from memoryd.store import Store
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +67,7 @@ async def test_budget_blocks_before_any_call(
     assert "daily token budget" in p1.waiting
     assert (
         store.stage1_job("ses_second0000") is None
-        or store.stage1_job("ses_second0000")["status"] == "pending"
+        or present(store.stage1_job("ses_second0000"))["status"] == "pending"
     )
     snap = snapshot(store, Settings(daily_token_budget=100), paths)
     assert "daily token budget" in snap["budget"]["waiting"] and snap["budget"]["left_today"] == 0
@@ -98,7 +99,9 @@ async def test_circuit_opens_on_429_storm_and_closes_after_an_hour(
         clock.advance(5 * MINUTE)
         await one_pass(store, host, paths, clock, max_rollouts_per_startup=8)
     assert len(host.prompts) == storm_calls  # no retries while the circuit is open
-    assert all(store.stage1_job(f"ses_storm{i}xxxx")["retry_remaining"] == 3 for i in range(3))
+    assert all(
+        present(store.stage1_job(f"ses_storm{i}xxxx"))["retry_remaining"] == 3 for i in range(3)
+    )
     from tests.fakehost import good_reply
 
     host.reply = good_reply

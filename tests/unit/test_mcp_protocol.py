@@ -14,6 +14,7 @@ from memoryd.clock import ManualClock
 from memoryd.mcp_server import MODEL_TOOLS
 from memoryd.paths import Paths
 from memoryd.store import Store
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 EXPECTED = {
@@ -35,7 +36,7 @@ def seed(home: Path) -> str:
     c = store.claim_stage1("ses_mcpseed0001", 1, max_running=2, worker_id="t")
     store.mark_stage1_succeeded(
         "ses_mcpseed0001",
-        c.token,
+        present(c.token),
         raw_memory="deploys with make ship",
         rollout_summary="shipping",
         rollout_slug=None,

@@ -16,6 +16,7 @@ from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
 from tests.fakehost import FakeOpencode, good_reply
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9c"
@@ -74,7 +75,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(
         "list_mcp_resource_templates": False,
         "read_mcp_resource": False,
     }
-    out = store.output("ses_old0aaaaaa")
+    out = present(store.output("ses_old0aaaaaa"))
     assert (
         out.rollout_slug == "fixed_the_build"
         and out.cwd == "/srv/proj"
@@ -109,7 +110,7 @@ async def test_one_new_turn_means_exactly_one_reextraction(
         store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0
     ).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
-    assert store.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
+    assert present(store.output("ses_old1aaaaaa")).source_updated_at == clock.now_ms() - 1
 
 
 async def test_idle_and_age_windows(store: Store, paths: Paths, clock: ManualClock) -> None:
@@ -134,7 +135,7 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.failed == 3 and report.succeeded == 0
     assert "breaks the schema" in report.errors[0]
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1_job("ses_old0aaaaaa"))
     assert (
         job["status"] == "pending"
         and job["retry_remaining"] == 2
@@ -220,7 +221,7 @@ async def test_host_faults_release_claims_without_burning_retries(
     assert report.failed == 0 and report.released == 2 and report.succeeded == 0
     assert fragment in (report.waiting or "")
     for sid in ("ses_old0aaaaaa", "ses_old1aaaaaa"):
-        job = store.stage1_job(sid)
+        job = present(store.stage1_job(sid))
         assert job["status"] == "pending" and job["retry_remaining"] == 3, dict(job)
         assert fragment in job["last_error"]
     assert host.helper_sessions == []
@@ -252,7 +253,7 @@ async def test_empty_answer_means_no_output_and_removes_stale_row(
     report = await p1.run_pass()
     assert report.no_output == 1
     assert store.output("ses_old0aaaaaa") is None
-    assert store.stage1_job("ses_old0aaaaaa")["status"] == "done"
+    assert present(store.stage1_job("ses_old0aaaaaa"))["status"] == "done"
     assert store.token_totals()["phase1"]["calls"] == 4
 
 
@@ -321,7 +322,7 @@ async def test_secrets_never_reach_the_model_nor_the_db(
     report = await make(store, host, paths, clock).run_pass()
     assert report.succeeded == 1
     assert SECRET not in str(host.prompts)
-    out = store.output("ses_secret000")
+    out = present(store.output("ses_secret000"))
     assert SECRET not in out.raw_memory and SECRET not in out.rollout_summary
     assert SECRET.encode() not in paths.db.read_bytes()
 
@@ -361,7 +362,7 @@ async def test_cancellation_releases_claims_without_burning_retries(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert host.helper_sessions == []
 
@@ -388,7 +389,7 @@ async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
     }
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     host.prompts.clear()
     host.reply = good_reply
@@ -422,7 +423,7 @@ async def test_host_going_away_releases_without_burning_retries(
     host.reply = gone
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
-    job = store.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
 
 
@@ -492,7 +493,7 @@ async def test_cancel_releases_claims_still_waiting_for_a_slot(
     with pytest.raises(asyncio.CancelledError):
         await task
     for i in range(3):
-        job = store.stage1_job(f"ses_old{i}aaaaaa")
+        job = present(store.stage1_job(f"ses_old{i}aaaaaa"))
         assert job["status"] == "pending" and job["retry_remaining"] == 3, (i, dict(job))
 
 
@@ -531,7 +532,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     settings = {"max_rollouts_per_startup": 8, "min_rollout_idle_hours": 0}
     await make(store, host, paths, clock, **settings).run_pass()
     assert "and use ruff" in json.dumps([p for p in host.prompts if "ses_old1aaaaaa" in str(p)])
-    assert store.output("ses_old1aaaaaa").source_updated_at == moved[0]
+    assert present(store.output("ses_old1aaaaaa")).source_updated_at == moved[0]
     host.prompts.clear()
     report = await make(store, host, paths, clock, **settings).run_pass()
     assert report.claimed == 0 and host.prompts == []

@@ -18,6 +18,7 @@ from memoryd.store import Store
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2, Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +61,7 @@ async def test_nothing_to_consolidate_makes_no_model_call(
     result = await p2.run()
     assert result.status is Phase2Status.NO_INPUTS and result.ok
     assert consolidation_prompts(host) == 0
-    assert store.phase2_job()["status"] == "done"
+    assert present(store.phase2_job())["status"] == "done"
 
 
 async def test_a_clean_run_consolidates_and_a_second_finds_no_changes(
@@ -89,7 +90,7 @@ async def test_invalid_memory_fails_the_run_and_keeps_the_baseline(
     result = await p2.run()
     assert result.status is Phase2Status.FAILED and not result.ok
     assert "invalid memory" in result.detail
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["status"] == "failed" and job["retry_at"] == clock.now_ms() + HOUR
     assert store.consumed_count() == 0  # nothing was marked as consolidated
 
@@ -129,7 +130,7 @@ async def test_losing_the_lease_mid_run_aborts_without_touching_the_job(
     p2 = await extracted(store, host, paths, clock)
     result = await p2.run()
     assert result.status is Phase2Status.HEARTBEAT_LOST and not result.ok
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["status"] == "running" and job["worker_id"] == "thief"
     assert store.consumed_count() == 0
 
@@ -144,7 +145,7 @@ async def test_a_spent_budget_waits_without_a_model_call_or_a_failure(
     assert result.status is Phase2Status.SKIPPED_BUDGET and result.ok
     assert "budget" in result.detail
     assert consolidation_prompts(host) == 0
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["status"] == "pending" and job["retry_remaining"] == 3  # no retry burned
 
 
@@ -168,7 +169,7 @@ async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
     result = await p2.run()
     assert result.status is Phase2Status.SKIPPED_DISK
     assert "Read-only file system" in result.detail
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["status"] == "pending" and job["retry_at"] is None and job["retry_remaining"] == 3
     assert consolidation_prompts(host) == 0
     monkeypatch.setattr(Workspace, "sync", real_sync)  # the disk is fixed: the next run just works

@@ -15,6 +15,7 @@ from memoryd.read import block as readpath
 from memoryd.read import fence
 from memoryd.read.citations import parse_citations
 from memoryd.settings import Settings
+from tests.narrow import present
 
 HEAD = "HEAD-SENTINEL the user prefers pnpm"
 TAIL = "TAIL-SENTINEL newest index line"
@@ -122,7 +123,7 @@ def test_instruction_overhead_is_compact(paths: Paths) -> None:
 
 def test_short_summary_is_not_cut(paths: Paths) -> None:
     _write_summary(paths, "v1\n## User profile\nWorks on memoryd.\n")
-    block = readpath.render_block(paths)
+    block = present(readpath.render_block(paths))
     assert "## User profile\nWorks on memoryd." in block
     assert not MARKER_RE.search(block)
 
@@ -249,7 +250,7 @@ def test_identical_input_identical_bytes(paths: Paths) -> None:
     _write_summary(paths, _generated(60_000))
     first = readpath.render_block(paths)
     readpath.prompts._load.cache_clear()
-    second = readpath.render_block(paths)
+    second = present(readpath.render_block(paths))
     assert first is not None and first.encode() == second.encode()
 
 
@@ -277,7 +278,9 @@ def test_no_rewrite_for_a_fresh_summary_either(paths: Paths, settings: Settings)
 def test_written_file_matches_render(paths: Paths, settings: Settings) -> None:
     _write_summary(paths, "v1\n## Preferences\n- small commits\n")
     readpath.sync_block(paths, settings)
-    assert paths.readpath_block.read_bytes() == readpath.render_block(paths).encode("utf-8")
+    assert paths.readpath_block.read_bytes() == present(readpath.render_block(paths)).encode(
+        "utf-8"
+    )
     assert paths.readpath_block.parent.is_dir()
 
 
@@ -478,7 +481,7 @@ def test_stamp_tracks_the_template(
 
 def test_block_carries_base_path_markers_and_citation_format(paths: Paths) -> None:
     _write_summary(paths, "v1\n## User profile\nBuilds daemons.\n")
-    block = readpath.render_block(paths)
+    block = present(readpath.render_block(paths))
     assert f"`{paths.memories}`" in block
     lines = block.split("\n")
     begin = lines.index(_begin(paths))

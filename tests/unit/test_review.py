@@ -20,6 +20,7 @@ from memoryd.write.baseline import Baseline
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +94,7 @@ async def test_staged_then_accepted(
     assert paths.memories not in paths.review_dir.parents
     diff = review.diff_text(paths)
     assert "-- first fact" in diff and "+- second fact" in diff
-    assert store.phase2_job()["status"] == "pending"
+    assert present(store.phase2_job())["status"] == "pending"
 
     # while it waits, phase 2 does not run (no model call)
     prompts = len(host.prompts)
@@ -110,7 +111,7 @@ async def test_staged_then_accepted(
     assert review.pending(paths) is None
     changes = [f"{c.status} {c.path}" for c in baseline(paths).diff().changes]
     assert changes == [f"A {AD_HOC_NOTES}/2027-01-15T09-00-00-late.md"]
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["cooldown_until"] > clock.now_ms() and store.consumed_count() == 2
     assert review.history(store)[0]["decision"] == "accepted"
     with pytest.raises(ReviewError):
@@ -142,7 +143,7 @@ async def test_rejected_consolidation_is_dropped_with_its_reason(
     assert review.pending(paths) is None
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert baseline(paths).head_files() == head  # the baseline did not move
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert job["status"] == "done" and job["cooldown_until"] > clock.now_ms()
     assert review.history(store)[0]["reason"] == "it made that up"
     with pytest.raises(ReviewError):
@@ -226,7 +227,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
         else:
             review.reject(store, paths, "too late")
     assert {p.name: p.read_text() for p in paths.memories.glob("*.md")} == live
-    after = store.phase2_job()
+    after = present(store.phase2_job())
     assert (after["status"], after["cooldown_until"], after["ownership_token"]) == (
         job["status"],
         job["cooldown_until"],
@@ -245,7 +246,7 @@ def test_a_forget_after_staging_is_not_held_back_by_the_cooldown(
         review.accept(store, Settings(), paths)
     else:
         review.reject(store, paths, None)
-    job = store.phase2_job()
+    job = present(store.phase2_job())
     assert (job["cooldown_until"] or 0) <= store.clock.now_ms()
     assert store.claim_phase2(worker_id="daemon").status == "claimed"
 
@@ -254,7 +255,7 @@ def test_without_a_forget_a_decision_still_starts_the_cooldown(store: Store, pat
     _stage_by_hand(store, paths, "new fact")
     store.enqueue_phase2(urgent=False)
     review.accept(store, Settings(), paths)
-    assert store.phase2_job()["cooldown_until"] > store.clock.now_ms()
+    assert present(store.phase2_job())["cooldown_until"] > store.clock.now_ms()
     assert store.claim_phase2(worker_id="daemon").status == "skipped_cooldown"
 
 
@@ -268,7 +269,7 @@ async def test_forgetting_a_session_the_stage_used_discards_the_stage(
     host.add_session("ses_2", title="two", updated=clock.now_ms() - HOUR, turns=[("user", "x")])
     clock.advance(7 * HOUR)
     assert await run_pass(store, host, paths, clock, review=True) == "staged"
-    assert "ses_2" in {sid for sid, _ in review.pending(paths).consumed}
+    assert "ses_2" in {sid for sid, _ in present(review.pending(paths)).consumed}
     memory_forget(store, paths.memories, session_id="ses_2")
     with pytest.raises(ReviewError, match="forgotten"):
         review.accept(store, Settings(review=True), paths)
@@ -277,7 +278,7 @@ async def test_forgetting_a_session_the_stage_used_discards_the_stage(
     assert "secret plan" not in block(paths)
     entry = review.history(store)[0]
     assert entry["decision"] == "discarded" and "ses_2" in entry["reason"]
-    assert store.phase2_job()["ownership_token"] is None  # the claim was given back
+    assert present(store.phase2_job())["ownership_token"] is None  # the claim was given back
     # phase 2 may run again at once; without ses_2 nothing differs from the live memory
     assert await run_pass(store, host, paths, clock, review=True) == "no_changes"
     assert review.pending(paths) is None
@@ -298,7 +299,7 @@ async def test_phase2_drops_a_stage_whose_session_was_forgotten(
         store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="t"
     )
     assert (await p2.run()).status == "staged"  # no force: the forget lifted the cooldown
-    assert {sid for sid, _ in review.pending(paths).consumed} == {"ses_1"}
+    assert {sid for sid, _ in present(review.pending(paths)).consumed} == {"ses_1"}
     assert review.history(store)[0]["decision"] == "discarded"
 
 
@@ -324,7 +325,7 @@ async def test_a_failed_accept_leaves_the_live_memory_and_the_stage(
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert "first fact" in block(paths)
     assert review.pending(paths) is not None
-    assert store.phase2_job()["status"] == "pending"
+    assert present(store.phase2_job())["status"] == "pending"
     monkeypatch.undo()
     review.accept(store, Settings(review=True), paths)
     assert "second fact" in block(paths)

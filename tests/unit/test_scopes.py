@@ -19,6 +19,7 @@ from memoryd.write.baseline import Change, WorkspaceDiff
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import projects_block
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "scope_keys.json"
 
@@ -105,7 +106,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     )
     conn.close()
     store = Store(paths.db, clock=clock)  # applies m006
-    assert store.output("ses_oldoutput1").scope is None
+    assert present(store.output("ses_oldoutput1")).scope is None
     host = FakeOpencode()
     host.add_session(
         "ses_oldoutput1",
@@ -118,7 +119,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     report = asyncio.run(phase1.run_pass())
     assert report.backfilled == 1 and report.succeeded == 0  # no re-extraction
     assert host.prompts == []
-    got = store.output("ses_oldoutput1")
+    got = present(store.output("ses_oldoutput1"))
     assert got.worktree == "/srv/a" and got.scope == scope_key("/srv/a")
     assert asyncio.run(phase1.run_pass()).backfilled == 0  # done once
     store.close()

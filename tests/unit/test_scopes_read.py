@@ -22,6 +22,7 @@ from memoryd.tools.scope import ALL, Scope
 from memoryd.validated import ValidatedMemory
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 A, B, C = scope_key("/srv/a"), scope_key("/srv/b"), scope_key("/srv/c")
 
@@ -259,9 +260,9 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     second = host.prompts[-1]["parts"][0]["text"]
     assert "AFTER-ONE" in second and "BEFORE-ONE" not in second
     assert "SUMMARY-ONE" not in second  # opencode's restatement of what was already saved
-    two = store.output(sid)
+    two = present(store.output(sid))
     assert two.raw_memory.startswith(one.raw_memory) and len(two.raw_memory) > len(one.raw_memory)
-    assert store.save_point(sid).compactions == 2
+    assert present(store.save_point(sid)).compactions == 2
 
     # idle at last: everything after the last save point, once, appended to what was saved
     clock.advance(7 * HOUR)
@@ -269,7 +270,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     assert asyncio.run(phase1.run_pass()).succeeded == 1
     tail = host.prompts[-1]["parts"][0]["text"]
     assert "TAIL" in tail and "AFTER-ONE" not in tail and "BEFORE-ONE" not in tail
-    assert store.output(sid).raw_memory.startswith(two.raw_memory)
+    assert present(store.output(sid)).raw_memory.startswith(two.raw_memory)
 
 
 def test_shim_tool_calls_see_their_project_and_global_only(

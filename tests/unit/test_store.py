@@ -8,6 +8,7 @@ from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.paths import Paths
 from memoryd.store import CallUsage, Store
 from memoryd.store.jobs import STAGE1
+from tests.narrow import present
 
 
 def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2):
@@ -44,21 +45,21 @@ def test_lease_expiry_allows_takeover_and_old_token_cannot_finalize(
     assert store.mark_stage1_failed("ses_a", first.token, "late") is False
     assert store.output("ses_a") is None
     assert succeed(store, "ses_a", second.token) is True
-    assert store.output("ses_a").raw_memory == "mem"
+    assert present(store.output("ses_a")).raw_memory == "mem"
 
 
 def test_success_stores_output_and_enqueues_phase2(store: Store) -> None:
     c = claim(store, wm=500)
     assert succeed(store, "ses_a", c.token)
-    out = store.output("ses_a")
+    out = present(store.output("ses_a"))
     assert out.source_updated_at == 500 and out.rollout_summary == "summary mem"
-    job = store.stage1_job("ses_a")
+    job = present(store.stage1_job("ses_a"))
     assert (
         job["status"] == "done"
         and job["last_success_watermark"] == 500
         and job["ownership_token"] is None
     )
-    p2 = store.phase2_job()
+    p2 = present(store.phase2_job())
     assert p2["status"] == "pending" and p2["input_watermark"] == 500
 
 
@@ -79,7 +80,7 @@ def test_no_output_deletes_stale_row_and_enqueues_only_then(store: Store) -> Non
     assert c.claimed
     assert store.mark_stage1_no_output("ses_b", c.token)
     assert store.output("ses_b") is None
-    assert store.phase2_job()["input_watermark"] == 20
+    assert present(store.phase2_job())["input_watermark"] == 20
     assert claim(store, "ses_b", 20).status == "skipped_up_to_date"
 
 
@@ -88,12 +89,12 @@ def test_failures_back_off_then_exhaust(store: Store, clock: ManualClock) -> Non
         c = claim(store)
         assert c.claimed, attempt
         assert store.mark_stage1_failed("ses_a", c.token, f"boom {attempt}")
-        job = store.stage1_job("ses_a")
+        job = present(store.stage1_job("ses_a"))
         assert job["retry_remaining"] == 2 - attempt
         assert job["retry_at"] == clock.now_ms() + HOUR
         assert claim(store).status == "skipped_backoff"
         clock.advance(HOUR)
-    job = store.stage1_job("ses_a")
+    job = present(store.stage1_job("ses_a"))
     assert job["status"] == "failed" and job["last_error"] == "boom 2"
     assert claim(store).status == "skipped_exhausted"
     clock.advance(10 * DAY)
@@ -110,7 +111,7 @@ def test_newer_session_update_revives_exhausted_and_backoff_jobs(
     assert claim(store, wm=100).status == "skipped_exhausted"
     revived = claim(store, wm=101)
     assert revived.claimed
-    assert store.stage1_job("ses_a")["retry_remaining"] == 3
+    assert present(store.stage1_job("ses_a"))["retry_remaining"] == 3
     store.mark_stage1_failed("ses_a", revived.token, "again")
     assert claim(store, wm=101).status == "skipped_backoff"
     assert claim(store, wm=102).claimed  # new activity cancels the backoff
@@ -122,14 +123,14 @@ def test_done_job_revived_by_newer_watermark(store: Store) -> None:
     c2 = claim(store, wm=200)
     assert c2.claimed
     succeed(store, "ses_a", c2.token, "v2")
-    assert store.output("ses_a").raw_memory == "v2"
-    assert store.output("ses_a").source_updated_at == 200
+    assert present(store.output("ses_a")).raw_memory == "v2"
+    assert present(store.output("ses_a")).source_updated_at == 200
 
 
 def test_release_does_not_burn_a_retry(store: Store) -> None:
     c = claim(store)
     assert store.release_stage1("ses_a", c.token)
-    job = store.stage1_job("ses_a")
+    job = present(store.stage1_job("ses_a"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert claim(store).claimed
 
@@ -153,7 +154,7 @@ def test_running_cap_holds_across_processes(paths: Paths, clock: ManualClock) ->
         assert a.claim_stage1("s3", 1, max_running=2, worker_id="a").status == "skipped_cap"
         assert b.claim_stage1("s3", 1, max_running=2, worker_id="b").status == "skipped_cap"
         # b cannot finalize a's job with its own token
-        tok_b = b.stage1_job("s2")["ownership_token"]
+        tok_b = present(b.stage1_job("s2"))["ownership_token"]
         assert b.mark_stage1_failed("s1", tok_b, "not mine") is False
     finally:
         a.close()
@@ -166,7 +167,7 @@ def test_upsert_never_goes_back_in_time_and_keeps_usage(store: Store) -> None:
     store.record_usage(["ses_a"])
     c2 = claim(store, wm=300)
     succeed(store, "ses_a", c2.token, "newer")
-    out = store.output("ses_a")
+    out = present(store.output("ses_a"))
     assert out.raw_memory == "newer" and out.usage_count == 1
 
 
@@ -174,7 +175,7 @@ def test_record_usage_ignores_unknown_and_dedupes(store: Store, clock: ManualClo
     c = claim(store, wm=1)
     succeed(store, "ses_a", c.token)
     assert store.record_usage(["ses_a", "ses_a", "ses_unknown"]) == 1
-    out = store.output("ses_a")
+    out = present(store.output("ses_a"))
     assert out.usage_count == 1 and out.last_usage == clock.now_ms()
 
 
@@ -241,6 +242,6 @@ def test_model_call_ledger(store: Store, clock: ManualClock) -> None:
 def test_error_text_is_bounded(store: Store) -> None:
     c = claim(store)
     store.mark_stage1_failed("ses_a", c.token, "x" * 10_000)
-    assert len(store.stage1_job("ses_a")["last_error"]) <= 4_000
+    assert len(present(store.stage1_job("ses_a"))["last_error"]) <= 4_000
     errs = store.stage1_last_errors()
     assert errs[0]["session_id"] == "ses_a" and errs[0]["retries_left"] == 2

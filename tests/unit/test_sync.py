@@ -29,6 +29,7 @@ from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
 from memoryd.workspace import AD_HOC_NOTES
 from tests.conftest import T0
+from tests.narrow import present
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 
@@ -56,7 +57,7 @@ class Machine:
         c = self.store.claim_stage1(sid, wm, max_running=100, worker_id="w")
         assert self.store.mark_stage1_succeeded(
             sid,
-            c.token,
+            present(c.token),
             raw_memory=f"- {fact}",
             rollout_summary=f"Summary: {fact}",
             rollout_slug="slug",
@@ -210,7 +211,9 @@ def test_a_session_remembered_on_a_reaches_b(
 
     out = b.sync()
     assert out.status == "pushed" and out.machines == 1 and out.inputs_changed
-    assert b.store.phase2_job()["input_watermark"]  # B's next pass knows there is new input
+    assert present(b.store.phase2_job())[
+        "input_watermark"
+    ]  # B's next pass knows there is new input
     got = b.inputs()
     session = got[f"resources/{a.id}/sessions/{session_key('ses_a1')}.md"]
     assert "session_id: ses_a1" in session and "Billing uses PostgreSQL 16" in session
@@ -241,7 +244,7 @@ def test_forgetting_on_a_removes_it_on_b_and_nothing_resurrects_it(
     assert f"machines/{a.id}/tombstones.json" in remote_files(remote)
     out = b.sync()
     assert out.inputs_changed
-    job = b.store.phase2_job()
+    job = present(b.store.phase2_job())
     assert job["cooldown_until"] is None  # forgetting is urgent on every machine
     left = b.inputs()
     assert [k for k in left if "/sessions/" in k] == [

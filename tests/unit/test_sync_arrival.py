@@ -24,6 +24,7 @@ from memoryd.tools.notes import memory_forget
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 from tests.conftest import T0
+from tests.narrow import present
 from tests.unit.test_sync import Machine, remote_files
 
 
@@ -32,7 +33,7 @@ def extract(m: Machine, sid: str, fact: str, *, cwd: str = "/home/dev/project") 
     c = m.store.claim_stage1(sid, T0, max_running=100, worker_id="w")
     assert m.store.mark_stage1_succeeded(
         sid,
-        c.token,
+        present(c.token),
         raw_memory=f"- {fact}" if fact else "",
         rollout_summary=f"Summary: {fact}" if fact else "",
         rollout_slug="slug",

@@ -23,13 +23,14 @@ from memoryd.tools import (
 )
 from memoryd.workspace import SUMMARY_FILE
 from tests.conftest import T0
+from tests.narrow import present
 
 
 def add_output(store: Store, sid: str, raw: str = "raw") -> None:
     claim = store.claim_stage1(sid, T0, max_running=100, worker_id="test")
     assert store.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary="sum",
         rollout_slug=None,
@@ -112,10 +113,10 @@ def test_disabling_a_consumed_session_enqueues_phase2(store: Store) -> None:
     add_output(store, "ses_a")
     claim = store.claim_phase2(worker_id="t", ignore_cooldown=True)
     store.mark_phase2_succeeded(
-        claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
+        present(claim.token), [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
     )
     memory_mode(store, "disabled", "ses_a")
-    assert store.phase2_job()["status"] == "pending"
+    assert present(store.phase2_job())["status"] == "pending"
 
 
 # -- reset ------------------------------------------------------------------------------------

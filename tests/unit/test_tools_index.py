@@ -17,6 +17,7 @@ from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
 from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
 from memoryd.workspace import RAW_MEMORIES_FILE
 from tests.conftest import T0
+from tests.narrow import present
 
 
 def add_output(
@@ -26,7 +27,7 @@ def add_output(
     assert claim.claimed
     assert store.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary=summary,
         rollout_slug=None,

@@ -23,6 +23,7 @@ from memoryd.tools import SearchIndex, memory_search
 from memoryd.tools.index_refresh import OUTPUT_SIGS_SQL, OUTPUTS_MARK_SQL
 from memoryd.tools.scope import ALL, Scope
 from tests.conftest import T0
+from tests.narrow import present
 
 A, B = scope_key("/srv/a"), scope_key("/srv/b")
 
@@ -60,7 +61,7 @@ def add_output(
     assert claim.claimed
     assert store.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary="",
         rollout_slug=None,

@@ -25,6 +25,7 @@ from memoryd.write.confine import OPENCODE_LOADED, planted_parent_config, sweep
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode, write_memory
+from tests.narrow import present
 
 LEGIT = [
     "MEMORY.md",
@@ -359,7 +360,7 @@ async def test_config_above_the_folder_refuses_the_run(tmp_path: Path) -> None:
     paths, store, clock, host = _validated_run(tmp_path)
     (paths.data_dir / "opencode.json").write_text('{"plugin": ["x"]}')
     assert await _pass(paths, store, clock, host) == "failed"
-    assert str(paths.data_dir / "opencode.json") in store.phase2_job()["last_error"]
+    assert str(paths.data_dir / "opencode.json") in present(store.phase2_job())["last_error"]
     assert not [p for p in host.prompts if p.get("agent") == "memoryd-consolidate"]
 
 
