@@ -12,3 +12,10 @@ def present(value: T | None) -> T:
     if value is None:
         raise AssertionError("expected a value, got None")
     return value
+
+
+def checked(kind: type[T], value: object) -> T:
+    """``value`` as the ``kind`` the test expects (dulwich's ``repo[sha]`` is any object kind)."""
+    if not isinstance(value, kind):
+        raise AssertionError(f"expected a {kind.__name__}, got {type(value).__name__}")
+    return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memoryd.clock import HOUR, MINUTE, ManualClock
@@ -11,8 +13,8 @@ from memoryd.runtime.events import session_event
 from memoryd.settings import Settings
 from memoryd.status import snapshot
 from memoryd.store import Store
-from memoryd.write.phase1 import Phase1
-from memoryd.write.phase2 import Phase2
+from memoryd.write.phase1 import Phase1, Phase1Report
+from memoryd.write.phase2 import Phase2, Phase2Result
 from tests.fakehost import FakeOpencode, write_memory
 from tests.narrow import present
 
@@ -24,11 +26,11 @@ async def no_tick(app: object, *, judge_edits: bool) -> None:
 
 
 async def one_pass(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw
-) -> tuple:
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw: Any
+) -> tuple[Phase1Report, Phase2Result]:
     settings = Settings(**kw)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = dict(
+    common: dict[str, Any] = dict(
         store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="d"
     )
     return await Phase1(**common).run_pass(), await Phase2(**common).run()
@@ -147,18 +149,17 @@ async def test_event_during_a_pass_runs_one_more_pass_right_after(
     from memoryd.read.usage import IngestResult
     from memoryd.runtime import daemon as daemon_mod
     from memoryd.write.passes import PassResult
-    from memoryd.write.phase1 import Phase1Report
-    from memoryd.write.phase2 import Phase2Result
+    from memoryd.write.phase2 import Phase2Status
 
     monkeypatch.setenv("MEMORYD_MIN_ROLLOUT_IDLE_HOURS", "0")
     started: list[float] = []
     release = asyncio.Event()
 
-    async def fake_pass(app: App, **kw) -> PassResult:
+    async def fake_pass(app: App, **kw: object) -> PassResult:
         started.append(asyncio.get_running_loop().time())
         if len(started) == 1:
             await release.wait()
-        return PassResult(Phase1Report(), Phase2Result("no_changes"), IngestResult())
+        return PassResult(Phase1Report(), Phase2Result(Phase2Status.NO_CHANGES), IngestResult())
 
     monkeypatch.setattr(daemon_mod, "run_pass", fake_pass)
     monkeypatch.setattr(daemon_mod, "daemon_tick", no_tick)

@@ -388,13 +388,13 @@ async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
         "error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}
     }
     report = await make(store, host, paths, clock).run_pass()
-    assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
+    assert report.failed == 0 and report.released == 2 and "Rate limit" in present(report.waiting)
     job = present(store.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     host.prompts.clear()
     host.reply = good_reply
     waiting = await make(store, host, paths, clock).run_pass()
-    assert host.prompts == [] and "circuit open" in waiting.waiting
+    assert host.prompts == [] and "circuit open" in present(waiting.waiting)
     clock.advance(HOUR + 1)
     assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
@@ -408,7 +408,9 @@ async def test_daily_budget_makes_jobs_wait_not_fail(
     assert report.succeeded == 1  # 1,350 tokens: now over the budget
     host.prompts.clear()
     again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
-    assert host.prompts == [] and again.claimed == 0 and "daily token budget" in again.waiting
+    assert (
+        host.prompts == [] and again.claimed == 0 and "daily token budget" in present(again.waiting)
+    )
     assert store.stage1_counts()["failed"] == 0
 
 
@@ -422,7 +424,7 @@ async def test_host_going_away_releases_without_burning_retries(
 
     host.reply = gone
     report = await make(store, host, paths, clock).run_pass()
-    assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
+    assert report.failed == 0 and report.released == 2 and "unreachable" in present(report.waiting)
     job = present(store.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
 

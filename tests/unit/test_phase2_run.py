@@ -7,6 +7,7 @@ restored, the lease lost mid-run, and a budget that makes the run wait.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from memoryd.clock import HOUR, ManualClock
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
-from memoryd.store import Store
+from memoryd.store import Output, Store
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2, Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
@@ -24,10 +25,10 @@ pytestmark = pytest.mark.anyio
 
 
 def phases(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **settings: object
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **settings: Any
 ) -> tuple[Phase1, Phase2]:
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = {
+    common: dict[str, Any] = {
         "store": store,
         "client": client,
         "settings": Settings(**settings),
@@ -162,7 +163,7 @@ async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
     p2 = await extracted(store, host, paths, clock)
     real_sync = Workspace.sync
 
-    def refuse(self: Workspace, selected: list) -> object:
+    def refuse(self: Workspace, selected: list[Output]) -> object:
         raise OSError(errno.EROFS, "Read-only file system", str(self.root / "raw_memories.md"))
 
     monkeypatch.setattr(Workspace, "sync", refuse)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from memoryd import tokens
+from memoryd import prompts, tokens
 from memoryd.paths import Paths, templates_dir
 from memoryd.read import block as readpath
 from memoryd.read import fence
@@ -79,7 +81,7 @@ def settings() -> Settings:
     [1_000, 20_000, 60_000],
     ids=["1KB", "20KB", "60KB"],  # the cap is 64 KiB
 )
-def test_budget_respected_head_and_tail_survive(paths: Paths, size) -> None:
+def test_budget_respected_head_and_tail_survive(paths: Paths, size: int) -> None:
     text = _generated(size)
     _write_summary(paths, text)
     block = readpath.render_block(paths)
@@ -109,7 +111,7 @@ def test_budget_holds_for_awkward_text(paths: Paths) -> None:
 
 
 def test_instruction_overhead_is_compact(paths: Paths) -> None:
-    empty = readpath.prompts.render(
+    empty = prompts.render(
         readpath.TEMPLATE,
         base_path=str(paths.memories),
         fence_token=fence.fence_token(paths),
@@ -133,25 +135,27 @@ def test_short_summary_is_not_cut(paths: Paths) -> None:
 
 def test_version_line_is_dropped(paths: Paths) -> None:
     _write_summary(paths, "v1\n## Preferences\n- tabs\n")
-    block = readpath.render_block(paths)
+    block = present(readpath.render_block(paths))
     assert f"{_begin(paths)}\n## Preferences\n- tabs\n{_end(paths)}" in block
 
 
 def test_version_line_dropped_with_crlf(paths: Paths) -> None:
     _write_summary(paths, "v1\r\n## Preferences\r\n")
-    block = readpath.render_block(paths)
+    block = present(readpath.render_block(paths))
     assert f"{_begin(paths)}\n## Preferences\n{_end(paths)}" in block
 
 
 def test_summary_without_version_line_is_kept(paths: Paths) -> None:
     _write_summary(paths, "v2\n## Preferences\n")
-    assert f"{_begin(paths)}\nv2\n## Preferences\n{_end(paths)}" in readpath.render_block(paths)
+    assert f"{_begin(paths)}\nv2\n## Preferences\n{_end(paths)}" in present(
+        readpath.render_block(paths)
+    )
     _write_summary(paths, "  v1\n## Preferences\n")  # not exactly "v1": shown as written (trimmed)
-    assert f"{_begin(paths)}\nv1\n## Preferences\n" in readpath.render_block(paths)
+    assert f"{_begin(paths)}\nv1\n## Preferences\n" in present(readpath.render_block(paths))
 
 
 @pytest.mark.parametrize("text", ["", "  \n\t\n", "v1", "v1\n", "v1\n\n   \n"])
-def test_blank_summary_means_no_block(paths: Paths, settings: Settings, text) -> None:
+def test_blank_summary_means_no_block(paths: Paths, settings: Settings, text: str) -> None:
     _write_summary(paths, text)
     assert readpath.render_block(paths) is None
     assert readpath.sync_block(paths, settings) is False
@@ -168,7 +172,7 @@ def test_absent_summary_means_no_block(paths: Paths, settings: Settings) -> None
 
 def test_values_are_inserted_literally(paths: Paths) -> None:
     _write_summary(paths, "v1\nquoted {{ base_path }} and {{memory_summary}} $1 \\1 \\g<0>\n")
-    block = readpath.render_block(paths)
+    block = present(readpath.render_block(paths))
     assert "quoted {{ base_path }} and {{memory_summary}} $1 \\1 \\g<0>" in block
 
 
@@ -249,7 +253,7 @@ def test_summary_cannot_forge_the_end_of_the_notes(paths: Paths) -> None:
 def test_identical_input_identical_bytes(paths: Paths) -> None:
     _write_summary(paths, _generated(60_000))
     first = readpath.render_block(paths)
-    readpath.prompts._load.cache_clear()
+    prompts._load.cache_clear()
     second = present(readpath.render_block(paths))
     assert first is not None and first.encode() == second.encode()
 
@@ -329,7 +333,7 @@ def test_summary_removed_removes_the_block(paths: Paths, settings: Settings) -> 
 
 
 def _forbid_render(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(_paths):
+    def boom(_paths: Paths) -> NoReturn:
         raise AssertionError("rendered although nothing changed")
 
     monkeypatch.setattr(readpath, "render_block", boom)
@@ -439,13 +443,13 @@ def test_corrupt_or_foreign_stamp_is_ignored(paths: Paths, settings: Settings) -
 def _clear_template_caches() -> None:
     """What a daemon restart does: forget every cached template path and text."""
     for name in ("_load", "_resolve"):
-        cache_clear = getattr(getattr(readpath.prompts, name, None), "cache_clear", None)
+        cache_clear = getattr(getattr(prompts, name, None), "cache_clear", None)
         if cache_clear is not None:
             cache_clear()
 
 
 @pytest.fixture
-def fresh_template_caches():
+def fresh_template_caches() -> Iterator[None]:
     _clear_template_caches()
     yield
     _clear_template_caches()
@@ -456,7 +460,7 @@ def test_stamp_tracks_the_template(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    fresh_template_caches,
+    fresh_template_caches: None,
 ) -> None:
     # A different template on disk (an upgrade, then a restart) must not hide behind an old stamp.
     _write_summary(paths, "v1\nsomething\n")
@@ -470,7 +474,7 @@ def test_stamp_tracks_the_template(
         encoding="utf-8",
     )
     monkeypatch.setattr(readpath, "templates_dir", lambda: other)
-    monkeypatch.setattr(readpath.prompts, "templates_dir", lambda: other)
+    monkeypatch.setattr(prompts, "templates_dir", lambda: other)
     _clear_template_caches()
     assert readpath.sync_block(paths, settings) is True
     assert paths.readpath_block.read_text(encoding="utf-8").startswith("## Recall")

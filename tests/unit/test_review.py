@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,7 @@ from tests.narrow import present
 pytestmark = pytest.mark.anyio
 
 
-def consolidator(fact: str):
+def consolidator(fact: str) -> Callable[[Path], None]:
     def write(root: Path) -> None:
         (root / "MEMORY.md").write_text(f"# Memory\n- {fact}\n")
         (root / "memory_summary.md").write_text(f"v1\n- {fact}\n")
@@ -34,11 +36,11 @@ def consolidator(fact: str):
 
 
 async def run_pass(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw: object
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw: Any
 ) -> str:
     settings = Settings(min_rollout_idle_hours=0, **kw)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = dict(
+    common: dict[str, Any] = dict(
         store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="t"
     )
     await Phase1(**common).run_pass()
@@ -213,7 +215,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
     review.accept(store, Settings(), paths)  # ...and the CLI decided first
     live = {p.name: p.read_text() for p in paths.memories.glob("*.md")}
     assert "new fact" in live["MEMORY.md"]
-    job = dict(store.phase2_job())
+    job = dict(present(store.phase2_job()))
     real, calls = review.pending, []
 
     def racing_pending(p: Paths) -> review.Staged | None:

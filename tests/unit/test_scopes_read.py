@@ -247,7 +247,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     first = host.prompts[-1]["parts"][0]["text"]
     assert "BEFORE-ONE" in first and "SUMMARY-ONE" not in first  # what the compaction summarised
     assert asyncio.run(phase1.run_pass()).succeeded == 0 and len(host.prompts) == 1  # once
-    one = store.output(sid)
+    one = present(store.output(sid))
 
     # the session goes on and is compacted again: only what came after the first save point
     clock.advance(MINUTE)

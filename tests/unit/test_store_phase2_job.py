@@ -119,7 +119,7 @@ def test_success_rewrites_selection_snapshot(store: Store) -> None:
     )
     assert (
         present(store.output("s1")).selected_for_phase2
-        and not store.output("s2").selected_for_phase2
+        and not present(store.output("s2")).selected_for_phase2
     )
     assert store.consumed_count() == 1
     assert present(store.phase2_job())["last_success_watermark"] == 20

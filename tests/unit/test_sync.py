@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dulwich.objects import Blob, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
@@ -29,7 +29,7 @@ from memoryd.sync.publish import build_publication, machine_id
 from memoryd.tools.notes import memory_add_note, memory_forget
 from memoryd.workspace import AD_HOC_NOTES
 from tests.conftest import T0
-from tests.narrow import present
+from tests.narrow import checked, present
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 
@@ -109,7 +109,7 @@ def remote_files(remote: Path) -> dict[str, bytes]:
     repo = Repo(str(remote))
     try:
         head = repo.refs[BRANCH]
-        tree = repo[repo[head].tree]
+        tree = repo[checked(Commit, repo[head]).tree]
         out: dict[str, bytes] = {}
         for entry in repo.object_store.iter_tree_contents(tree.id):
             out[entry.path.decode()] = repo.object_store[entry.sha].as_raw_string()
@@ -307,7 +307,7 @@ def test_both_pushing_at_once_loses_neither(
     pub_a = build_publication(a.store, a.paths.memories, 30)
     pub_b = build_publication(b.store, b.paths.memories, 30)
     real_fetch = transport.SyncRepo.fetch
-    raced = []
+    raced: list[bool] = []
 
     def fetch_then_b_pushes(self: transport.SyncRepo, url: str):  # type: ignore[no-untyped-def]
         head = real_fetch(self, url)
@@ -323,7 +323,7 @@ def test_both_pushing_at_once_loses_neither(
     assert f"machines/{a.id}/{session_path('ses_a')}" in files
     assert f"machines/{b.id}/{session_path('ses_b')}" in files
     repo = Repo(str(remote))
-    head = repo[repo.refs[BRANCH]]
+    head = checked(Commit, repo[repo.refs[BRANCH]])
     assert len(head.parents) == 1  # A's commit sits on top of B's, nothing was overwritten
     repo.close()
 
@@ -442,7 +442,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
     from memoryd.runtime import daemon as daemon_mod
     from memoryd.write.passes import PassResult
     from memoryd.write.phase1 import Phase1Report
-    from memoryd.write.phase2 import Phase2Result
+    from memoryd.write.phase2 import Phase2Result, Phase2Status
 
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the consolidation may trigger it
@@ -451,7 +451,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
 
     async def consolidated(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)  # the sync job's check at start finds nothing due
-        return PassResult(Phase1Report(), Phase2Result("succeeded"), IngestResult())
+        return PassResult(Phase1Report(), Phase2Result(Phase2Status.SUCCEEDED), IngestResult())
 
     monkeypatch.setattr(daemon_mod, "run_pass", consolidated)
     monkeypatch.setattr(daemon_mod, "daemon_tick", no_tick)
@@ -582,7 +582,12 @@ def test_blob_sizes_are_read_from_the_header_before_inflating(
         assert transport.object_size(store, ObjectID(b"3" * 40)) is None
         calls: list[ObjectID] = []
         real = store.get_raw
-        monkeypatch.setattr(store, "get_raw", lambda sha: calls.append(sha) or real(sha))
+
+        def counted(sha: ObjectID) -> tuple[int, bytes]:
+            calls.append(sha)
+            return real(sha)
+
+        monkeypatch.setattr(store, "get_raw", counted)
         assert loose.blob(Blob.from_string(big).id, 1024) is None
         assert calls == []  # refused without inflating it
         assert loose.blob(Blob.from_string(small).id, 1024) == small

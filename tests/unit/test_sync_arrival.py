@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 from memoryd.clock import DAY, ManualClock
@@ -24,7 +25,7 @@ from memoryd.tools.notes import memory_forget
 from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 from tests.conftest import T0
-from tests.narrow import present
+from tests.narrow import checked, present
 from tests.unit.test_sync import Machine, remote_files
 
 
@@ -189,7 +190,7 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
     assert not any(b"rotates weekly" in blob for blob in reachable_blobs(remote))
     repo = Repo(str(remote))
     try:
-        assert repo[repo.refs[BRANCH]].parents == []  # one root commit
+        assert checked(Commit, repo[repo.refs[BRANCH]]).parents == []  # one root commit
     finally:
         repo.close()
     files = remote_files(remote)
@@ -209,7 +210,7 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
     assert a.sync().status == "pushed"
     repo = Repo(str(remote))
     try:
-        assert len(repo[repo.refs[BRANCH]].parents) == 1
+        assert len(checked(Commit, repo[repo.refs[BRANCH]]).parents) == 1
     finally:
         repo.close()
 

@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import tiktoken
@@ -29,7 +31,7 @@ TEXTS = [
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_helper_left():
+def _no_helper_left() -> Iterator[None]:
     # one helper serves the module (each start loads the table: ~0.4 s); tests that need none
     # running release it first
     yield
@@ -37,7 +39,7 @@ def _no_helper_left():
 
 
 @pytest.fixture
-def no_helper():
+def no_helper() -> Iterator[None]:
     tokens.release()
     yield
     tokens.release()
@@ -49,19 +51,19 @@ def enc() -> tiktoken.Encoding:
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_helper_counts_as_tiktoken_in_process(enc: tiktoken.Encoding, text) -> None:
+def test_helper_counts_as_tiktoken_in_process(enc: tiktoken.Encoding, text: str) -> None:
     assert tokens.count(text) == len(enc.encode(text, disallowed_special=()))
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_helper_truncates_as_in_process(enc: tiktoken.Encoding, text) -> None:
+def test_helper_truncates_as_in_process(enc: tiktoken.Encoding, text: str) -> None:
     for budget in (5, 60, 1_000):
         cut = tokens.truncate_middle(text, budget)
         assert cut == tokens._truncate(enc, text, budget)
         assert (cut == text) == (len(enc.encode(text, disallowed_special=())) <= budget)
 
 
-def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper) -> None:
+def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper: None) -> None:
     assert tokens.count("a b c") == 3
     pid = tokens.helper_pid()
     assert pid is not None
@@ -91,14 +93,14 @@ def test_the_calling_process_never_loads_the_table(tmp_path: Path) -> None:
     assert out == ["6001", "False", "True", "True", "False"]
 
 
-def test_text_within_budget_in_bytes_starts_no_helper(no_helper) -> None:
+def test_text_within_budget_in_bytes_starts_no_helper(no_helper: None) -> None:
     assert tokens.truncate_middle("short", 100) == "short"
     assert tokens.count("") == 0
     assert not tokens.loaded()
 
 
 def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(
-    no_helper, monkeypatch: pytest.MonkeyPatch
+    no_helper: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         tokens, "_CHILD_SRC", "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)"
@@ -114,7 +116,7 @@ def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(
 
 
 def test_a_helper_that_hangs_times_out_and_is_killed(
-    no_helper, monkeypatch: pytest.MonkeyPatch
+    no_helper: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tokens, "_CHILD_SRC", "import time\ntime.sleep(60)")
     monkeypatch.setattr(tokens, "TOKENIZER_TIMEOUT_S", 0.5)
@@ -131,9 +133,9 @@ def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept() -> None:
     assert tokens.helper_pid() == pid
 
 
-def test_trim_heap_starts_no_process(no_helper, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trim_heap_starts_no_process(no_helper: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # ctypes.util.find_library runs `ldconfig -p`: a fork and a pipe on every tick of the daemon.
-    def refuse(*args, **kwargs):
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("trim_heap started a process")
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
@@ -143,7 +145,7 @@ def test_trim_heap_starts_no_process(no_helper, monkeypatch: pytest.MonkeyPatch)
     tokens.trim_heap()
 
 
-def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths) -> None:
+def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper: None, paths: Paths) -> None:
     paths.memories.mkdir(parents=True, exist_ok=True)
     summary = paths.validated_memory / "memory_summary.md"
     summary.parent.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ def test_counts_each_part_once_and_ignores_unknown(store: Store, tmp_path: Path)
     assert (r.lines, r.new_parts, r.outputs_updated) == (3, 2, 3)
     assert (
         present(store.output("ses_aaa")).usage_count == 2
-        and store.output("ses_bbb").usage_count == 1
+        and present(store.output("ses_bbb")).usage_count == 1
     )
     assert not spool.exists() and list(spool.parent.iterdir()) == []
 
