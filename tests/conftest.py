@@ -32,7 +32,8 @@ def memoryd_home(
     a fresh, not yet created folder of their own, without the cost of a numbered ``tmp_path``
     (a mkdir, a symlink swap and a delete at the end, for each of thousands of pure tests)."""
     if "tmp_path" in request.fixturenames:
-        home = request.getfixturevalue("tmp_path") / "memoryd-home"
+        tmp_path: Path = request.getfixturevalue("tmp_path")
+        home = tmp_path / "memoryd-home"
     else:
         home = _homes / f"memoryd-home-{next(_HOME_NUMBERS)}"
     monkeypatch.setenv("MEMORYD_HOME", str(home))

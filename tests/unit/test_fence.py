@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd import tokens
 from memoryd.errors import PathError
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
@@ -290,13 +291,13 @@ def test_a_cut_summary_leaves_no_fence_like_line(
     """The middle cut can start a line half way: what it leaves is judged again."""
     filler = "\n".join(f"- fact {i}: pytest fixtures and docker compose" for i in range(1200))
     _write_summary(paths, f"v1\n{filler}\nxEND MEMORY SUMMARY\n{SENTINEL.format(n=0)}\n")
-    real = readpath.tokens.truncate_middle
+    real = tokens.truncate_middle
 
     def cut_at_the_x(text: str, max_tokens: int) -> str:  # a cut that lands right after the x
         head = real(text, max_tokens).split("[…", 1)[0]
         return head + "[… cut …]\n\n" + text[text.index("xEND") + 1 :]
 
-    monkeypatch.setattr(readpath.tokens, "truncate_middle", cut_at_the_x)
+    monkeypatch.setattr(tokens, "truncate_middle", cut_at_the_x)
     block = readpath.render_block(paths)
     assert block is not None
     token = fence.fence_token(paths)

@@ -84,7 +84,10 @@ def apply(hunks: str, old: str) -> str:
 
 def check(old: bytes, new: bytes) -> str:
     hunks = _hunk_text(old, new)
-    decode = lambda d: d.decode("utf-8", errors="replace")  # noqa: E731
+
+    def decode(data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
+
     assert apply(hunks, decode(old)) == decode(new)
     return hunks
 

@@ -396,7 +396,7 @@ def test_racy_in_place_edit_with_unchanged_metadata_is_seen(
     # A filesystem with coarse timestamps: an in-place rewrite of the same size looks unchanged.
     real = readpath._lstat_sig
 
-    def coarse(p):
+    def coarse(p: Path) -> list[int] | None:
         sig = real(p)
         return None if sig is None else [*sig[:3], sig[3], sig[4] // 10**9 * 10**9, 0]
 

@@ -6,12 +6,12 @@ import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.paths import Paths
-from memoryd.store import CallUsage, Store
+from memoryd.store import CallUsage, Claim, Store
 from memoryd.store.jobs import STAGE1
 from tests.narrow import present
 
 
-def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2):
+def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2) -> Claim:
     return store.claim_stage1(sid, wm, max_running=cap, worker_id="w1")
 
 

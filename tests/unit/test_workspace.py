@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,7 +213,7 @@ def test_symlinks_anywhere_are_removed_not_followed(
         ("rollout_summaries/.tmp.md", False, False),
     ],
 )
-def test_path_classes(relpath, tracked, owned) -> None:
+def test_path_classes(relpath: str, tracked: bool, owned: bool) -> None:
     assert is_tracked(relpath) is tracked
     assert is_agent_owned(relpath) is owned
 
@@ -250,7 +251,7 @@ def test_stem_golden_vectors() -> None:
         ("x" * 80, "x" * 60),
     ],
 )
-def test_slug_sanitising(slug, expected) -> None:
+def test_slug_sanitising(slug: str | None, expected: str) -> None:
     assert sanitize_slug(slug) == expected
 
 
@@ -355,7 +356,7 @@ def test_sync_writes_files_and_only_on_change(ws: Workspace, root: Path) -> None
     assert changed.written == [f"rollout_summaries/{stems['ses_alpha']}.md"]
 
 
-def _kwargs(o: Output) -> dict[str, object]:
+def _kwargs(o: Output) -> dict[str, Any]:
     return {
         "session_id": o.session_id,
         "updated": o.source_updated_at,
@@ -597,7 +598,7 @@ def test_validate_memory_is_a_directory(ws: Workspace, root: Path) -> None:
 
 
 @pytest.mark.parametrize("content", ["", "v2\n", " v1\n", "v1 \n", "V1\n", "summary\nv1\n"])
-def test_validate_summary_without_v1(ws: Workspace, root: Path, content) -> None:
+def test_validate_summary_without_v1(ws: Workspace, root: Path, content: str) -> None:
     make_valid(root)
     (root / "memory_summary.md").write_text(content)
     assert ws.validate() == ["the first line of memory_summary.md must be exactly 'v1'"]
