@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,7 +115,7 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     recorded_at_prompt: list[int] = []
     base_reply = host.reply
 
-    def reply(body):
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
         recorded_at_prompt.append(store.helper_count())
         return base_reply(body)
 

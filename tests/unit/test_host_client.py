@@ -762,7 +762,7 @@ async def test_idempotent_requests_ride_out_transient_faults(
 
     monkeypatch.setattr(tuning, "HOST_RETRY_DELAYS_S", (0.0, 0.0))
     calls: list[str] = []
-    faults = [
+    faults: list[Callable[[httpx.Request], httpx.Response]] = [
         lambda r: (_ for _ in ()).throw(httpx.ReadError("reset", request=r)),
         lambda r: httpx.Response(503, json={"name": "Busy", "data": {"message": "later"}}),
     ]

@@ -66,7 +66,7 @@ async def test_budget_blocks_before_any_call(
     host.add_session("ses_second0000", updated=clock.now_ms() - 7 * HOUR)
     p1, p2 = await one_pass(store, host, paths, clock, daily_token_budget=100)
     assert len(host.prompts) == spent_prompts
-    assert "daily token budget" in p1.waiting
+    assert "daily token budget" in present(p1.waiting)
     assert (
         store.stage1_job("ses_second0000") is None
         or present(store.stage1_job("ses_second0000"))["status"] == "pending"

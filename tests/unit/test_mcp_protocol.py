@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import TextContent
 
 from memoryd.clock import ManualClock
 from memoryd.mcp_server import MODEL_TOOLS
 from memoryd.paths import Paths
 from memoryd.store import Store
-from tests.narrow import present
+from tests.narrow import checked, present
 
 pytestmark = pytest.mark.anyio
 EXPECTED = {
@@ -62,7 +63,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         async def call(name: str, **args: object) -> str:
             res = await session.call_tool(name, args)
             assert not res.is_error, res
-            return res.content[0].text
+            return checked(TextContent, res.content[0]).text
 
         assert "make ship" in await call("memory_read", path="MEMORY.md")
         assert "MEMORY.md" in await call("memory_list")
@@ -77,7 +78,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         async def failing(name: str, **args: object) -> str:
             res = await session.call_tool(name, args)
             assert res.is_error, res
-            return res.content[0].text
+            return checked(TextContent, res.content[0]).text
 
         assert "refused" in await failing(
             "memory_add_note", note="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any, NoReturn
 
+import httpx
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.errors import MemorydError
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.prompts import SKELETON_MARKERS
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
-from tests.fakehost import FakeOpencode, good_reply
+from memoryd.write.phase1 import Phase1, normalize_slug
+from tests.fakehost import FakeOpencode, Reply, good_reply
 from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +36,9 @@ def host(clock: ManualClock) -> FakeOpencode:
     return h
 
 
-def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides) -> Phase1:
+def make(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides: Any
+) -> Phase1:
     settings = Settings(**overrides)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
     return Phase1(
@@ -188,7 +193,7 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
     ],
 )
 async def test_bad_model_answers_fail_the_job(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply, fragment
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply: Reply, fragment: str
 ) -> None:
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
@@ -213,7 +218,7 @@ async def test_bad_model_answers_fail_the_job(
     ],
 )
 async def test_host_faults_release_claims_without_burning_retries(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply, fragment
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply: Reply, fragment: str
 ) -> None:
     """Issue 11: a 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
     host.reply = reply
@@ -419,7 +424,7 @@ async def test_host_going_away_releases_without_burning_retries(
 ) -> None:
     import httpx
 
-    def gone(body):
+    def gone(body: dict[str, Any]) -> NoReturn:
         raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
 
     host.reply = gone
@@ -523,7 +528,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     listed = host._list
     moved: list[int] = []
 
-    def list_then_a_turn_lands(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    def list_then_a_turn_lands(request: httpx.Request) -> httpx.Response:
         page = listed(request)
         if not moved:
             moved.append(clock.now_ms() - 1)

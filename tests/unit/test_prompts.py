@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tiktoken
@@ -115,13 +116,13 @@ def test_templates_exist() -> None:
 
 
 @pytest.mark.parametrize("name", _all_templates())
-def test_every_template_has_samples(name) -> None:
+def test_every_template_has_samples(name: str) -> None:
     assert name in SAMPLES, f"add sample variables for {name} to SAMPLES"
     assert set(SAMPLES[name]) == prompts.placeholders(name)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_render_fills_everything_literally(name) -> None:
+def test_render_fills_everything_literally(name: str) -> None:
     values = SAMPLES[name]
     out = prompts.render(name, **values)
     for value in values.values():
@@ -190,7 +191,7 @@ def test_missing_and_unknown_reported_together() -> None:
 
 
 def test_non_string_value_is_an_error() -> None:
-    values = dict(SAMPLES["stage_one_input.md"], session_id=42)
+    values: dict[str, Any] = dict(SAMPLES["stage_one_input.md"], session_id=42)  # not a str
     with pytest.raises(TemplateError, match="session_id"):
         prompts.render("stage_one_input.md", **values)
 

@@ -19,6 +19,7 @@ from memoryd.read.block import render_block
 from memoryd.store import Store
 from memoryd.tools import memory_list, memory_read, proposed
 from memoryd.tools.host import call
+from memoryd.tools.notes import NoteResult
 from memoryd.write.phase2 import Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
 from tests.narrow import present
@@ -211,7 +212,7 @@ def test_mcp_notes_find_their_session_by_the_running_call(
             paths, clock, store, note, session_id=None, project=None, server=server,
             host=proposed.MCP, directory="/srv/proj",
         )  # fmt: skip
-        assert isinstance(kept, proposed.NoteResult), kept
+        assert isinstance(kept, NoteResult), kept
         assert (
             "author: model (mcp session ses_mcpasked), asked by the user"
             in (paths.memories / kept.path).read_text()

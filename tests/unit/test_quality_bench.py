@@ -74,7 +74,7 @@ def test_the_fixed_set_covers_what_the_issue_asks_for() -> None:
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc) -> None:
+def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc: Scenario) -> None:
     answer = oracle_answer(sc, CWD, _heard(sc))
     result = PromptResult.model_validate(
         {

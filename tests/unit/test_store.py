@@ -41,16 +41,16 @@ def test_lease_expiry_allows_takeover_and_old_token_cannot_finalize(
     clock.advance(HOUR + 1)
     second = claim(store)
     assert second.claimed and second.token != first.token
-    assert succeed(store, "ses_a", first.token) is False
-    assert store.mark_stage1_failed("ses_a", first.token, "late") is False
+    assert succeed(store, "ses_a", present(first.token)) is False
+    assert store.mark_stage1_failed("ses_a", present(first.token), "late") is False
     assert store.output("ses_a") is None
-    assert succeed(store, "ses_a", second.token) is True
+    assert succeed(store, "ses_a", present(second.token)) is True
     assert present(store.output("ses_a")).raw_memory == "mem"
 
 
 def test_success_stores_output_and_enqueues_phase2(store: Store) -> None:
     c = claim(store, wm=500)
-    assert succeed(store, "ses_a", c.token)
+    assert succeed(store, "ses_a", present(c.token))
     out = present(store.output("ses_a"))
     assert out.source_updated_at == 500 and out.rollout_summary == "summary mem"
     job = present(store.stage1_job("ses_a"))
@@ -65,20 +65,20 @@ def test_success_stores_output_and_enqueues_phase2(store: Store) -> None:
 
 def test_up_to_date_session_is_not_claimed_again(store: Store) -> None:
     c = claim(store, wm=500)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert claim(store, wm=500).status == "skipped_up_to_date"
     assert claim(store, wm=400).status == "skipped_up_to_date"
 
 
 def test_no_output_deletes_stale_row_and_enqueues_only_then(store: Store) -> None:
     c = claim(store, "ses_new", 10)
-    assert store.mark_stage1_no_output("ses_new", c.token)
+    assert store.mark_stage1_no_output("ses_new", present(c.token))
     assert store.phase2_job() is None  # nothing deleted, nothing to forget
     c = claim(store, "ses_b", 10)
-    succeed(store, "ses_b", c.token)
+    succeed(store, "ses_b", present(c.token))
     c = claim(store, "ses_b", 20)
     assert c.claimed
-    assert store.mark_stage1_no_output("ses_b", c.token)
+    assert store.mark_stage1_no_output("ses_b", present(c.token))
     assert store.output("ses_b") is None
     assert present(store.phase2_job())["input_watermark"] == 20
     assert claim(store, "ses_b", 20).status == "skipped_up_to_date"
@@ -88,7 +88,7 @@ def test_failures_back_off_then_exhaust(store: Store, clock: ManualClock) -> Non
     for attempt in range(3):
         c = claim(store)
         assert c.claimed, attempt
-        assert store.mark_stage1_failed("ses_a", c.token, f"boom {attempt}")
+        assert store.mark_stage1_failed("ses_a", present(c.token), f"boom {attempt}")
         job = present(store.stage1_job("ses_a"))
         assert job["retry_remaining"] == 2 - attempt
         assert job["retry_at"] == clock.now_ms() + HOUR
@@ -106,30 +106,30 @@ def test_newer_session_update_revives_exhausted_and_backoff_jobs(
 ) -> None:
     for _ in range(3):
         c = claim(store, wm=100)
-        store.mark_stage1_failed("ses_a", c.token, "boom")
+        store.mark_stage1_failed("ses_a", present(c.token), "boom")
         clock.advance(HOUR)
     assert claim(store, wm=100).status == "skipped_exhausted"
     revived = claim(store, wm=101)
     assert revived.claimed
     assert present(store.stage1_job("ses_a"))["retry_remaining"] == 3
-    store.mark_stage1_failed("ses_a", revived.token, "again")
+    store.mark_stage1_failed("ses_a", present(revived.token), "again")
     assert claim(store, wm=101).status == "skipped_backoff"
     assert claim(store, wm=102).claimed  # new activity cancels the backoff
 
 
 def test_done_job_revived_by_newer_watermark(store: Store) -> None:
     c = claim(store, wm=100)
-    succeed(store, "ses_a", c.token, "v1")
+    succeed(store, "ses_a", present(c.token), "v1")
     c2 = claim(store, wm=200)
     assert c2.claimed
-    succeed(store, "ses_a", c2.token, "v2")
+    succeed(store, "ses_a", present(c2.token), "v2")
     assert present(store.output("ses_a")).raw_memory == "v2"
     assert present(store.output("ses_a")).source_updated_at == 200
 
 
 def test_release_does_not_burn_a_retry(store: Store) -> None:
     c = claim(store)
-    assert store.release_stage1("ses_a", c.token)
+    assert store.release_stage1("ses_a", present(c.token))
     job = present(store.stage1_job("ses_a"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert claim(store).claimed
@@ -163,17 +163,17 @@ def test_running_cap_holds_across_processes(paths: Paths, clock: ManualClock) ->
 
 def test_upsert_never_goes_back_in_time_and_keeps_usage(store: Store) -> None:
     c = claim(store, wm=200)
-    succeed(store, "ses_a", c.token, "new")
+    succeed(store, "ses_a", present(c.token), "new")
     store.record_usage(["ses_a"])
     c2 = claim(store, wm=300)
-    succeed(store, "ses_a", c2.token, "newer")
+    succeed(store, "ses_a", present(c2.token), "newer")
     out = present(store.output("ses_a"))
     assert out.raw_memory == "newer" and out.usage_count == 1
 
 
 def test_record_usage_ignores_unknown_and_dedupes(store: Store, clock: ManualClock) -> None:
     c = claim(store, wm=1)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert store.record_usage(["ses_a", "ses_a", "ses_unknown"]) == 1
     out = present(store.output("ses_a"))
     assert out.usage_count == 1 and out.last_usage == clock.now_ms()
@@ -187,7 +187,7 @@ def test_prune_drops_only_stale_unselected_rows(store: Store, clock: ManualClock
         ("old_used", now - 40 * DAY),
     ):
         c = claim(store, sid, wm, cap=10)
-        succeed(store, sid, c.token)
+        succeed(store, sid, present(c.token))
     store.record_usage(["old_used"])
     assert store.prune_outputs(max_unused_days=30) == 1
     assert {o.session_id for o in store.outputs()} == {"fresh", "old_used"}
@@ -205,7 +205,7 @@ def test_modes_stamp_and_set(store: Store) -> None:
 
 def test_delete_session_memory(store: Store) -> None:
     c = claim(store)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert "ses_a" in store.known_session_ids()
     store.delete_session_memory("ses_a")
     assert store.output("ses_a") is None and store.stage1_job("ses_a") is None
@@ -241,7 +241,7 @@ def test_model_call_ledger(store: Store, clock: ManualClock) -> None:
 
 def test_error_text_is_bounded(store: Store) -> None:
     c = claim(store)
-    store.mark_stage1_failed("ses_a", c.token, "x" * 10_000)
+    store.mark_stage1_failed("ses_a", present(c.token), "x" * 10_000)
     assert len(present(store.stage1_job("ses_a"))["last_error"]) <= 4_000
     errs = store.stage1_last_errors()
     assert errs[0]["session_id"] == "ses_a" and errs[0]["retries_left"] == 2

@@ -69,7 +69,7 @@ def test_inspect_reports_pipeline_folder_and_summary(
         ("skills/link.md", "l"),
     ]
     summary = (folder / SUMMARY_FILE).read_text()
-    assert r.summary_chars == len(summary) and 0 < r.summary_tokens < len(summary)
+    assert r.summary_chars == len(summary) and 0 < present(r.summary_tokens) < len(summary)
     assert r.modes == {"disabled": 1}
     text = r.to_text()
     assert "stage 1: 1 outputs" in text and "l skills/link.md (symlink, not followed)" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from memoryd.clock import DAY, ManualClock
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
 from memoryd.tools import InvalidArgument, NotFound, SearchIndex, memory_search
+from memoryd.tools.guard import WalkEntry, walk_files
 from memoryd.tools.index import SCHEMA_VERSION, build_match, chunk_text
 from memoryd.workspace import RAW_MEMORIES_FILE
 from tests.conftest import T0
@@ -45,7 +47,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
+def index(tmp_path: Path, root: Path, store: Store) -> Iterator[SearchIndex]:
     idx = SearchIndex(tmp_path / "search.db", root, store)
     yield idx
     idx.close()
@@ -247,8 +249,12 @@ def test_unchanged_watermark_answers_without_walking(
     age(root)
     assert index.refresh().files_indexed == 5
     walked: list[int] = []
-    real_walk = refresh_mod.walk_files
-    monkeypatch.setattr(refresh_mod, "walk_files", lambda *a: walked.append(1) or real_walk(*a))
+
+    def walk(root: Path, relpath: str | None = None) -> Iterator[WalkEntry]:
+        walked.append(1)
+        return walk_files(root, relpath)
+
+    monkeypatch.setattr(refresh_mod, "walk_files", walk)
     hit = index.refresh()
     assert hit.watermark_hit and walked == []
     # an atomic replace (rename) changes its folder's mtime: noticed without any mark

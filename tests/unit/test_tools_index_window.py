@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
+def index(tmp_path: Path, root: Path, store: Store) -> Iterator[SearchIndex]:
     idx = SearchIndex(tmp_path / "search.db", root, store)
     yield idx
     idx.close()
@@ -201,7 +202,7 @@ def test_a_tool_call_skips_the_integrity_check_the_daemon_runs(
     real_connect = sqlite3.connect
 
     def traced(*args: Any, **kw: Any) -> sqlite3.Connection:
-        conn = real_connect(*args, **kw)
+        conn: sqlite3.Connection = real_connect(*args, **kw)
         conn.set_trace_callback(statements.append)
         return conn
 
