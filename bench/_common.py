@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 WORDS = """the a to of and in for with on that this it is was we should use run test build config file
 function module import error fails passes fix refactor cache database query index schema migration api
@@ -39,7 +39,7 @@ def machine() -> str:
 
 
 def table(
-    rows: list[tuple[str, ...]], header: tuple[str, ...], *, right_align: bool = False
+    rows: Sequence[Sequence[str]], header: Sequence[str], *, right_align: bool = False
 ) -> None:
     """A plain-text table: first column left-aligned, the others too unless ``right_align``."""
     w = [max(len(r[i]) for r in [*rows, header]) for i in range(len(header))]

@@ -59,10 +59,12 @@ if str(REPO) not in sys.path:
 
 import memoryd.write.baseline as baseline_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
+from bench.phase1 import patched
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
 from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
 from memoryd.write.baseline import Baseline
+from memoryd.write.linediff import file_patch
 
 NOW_MS = 1_800_000_000_000
 GIT = shutil.which("git")
@@ -154,6 +156,7 @@ class Git:
     def __init__(self, git_dir: Path, worktree: Path, home: Path) -> None:
         if GIT is None:
             raise RuntimeError("the git binary is not on PATH")
+        self.git = GIT
         self.git_dir = git_dir
         self.worktree = worktree
         self.env = {
@@ -169,7 +172,7 @@ class Git:
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
         argv = [
-            GIT,
+            self.git,
             f"--git-dir={self.git_dir}",
             f"--work-tree={self.worktree}",
             *GIT_CONFIG,
@@ -562,20 +565,17 @@ def _timing_fsync(acc: Timing) -> Iterator[None]:
 @contextlib.contextmanager
 def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
     """Accumulate the time memoryd.write.baseline spends rendering each file's patch (difflib), by path."""
-    real = baseline_mod.file_patch
+    real = file_patch
 
-    def file_patch(path: str, *args: Any) -> str:
+    def timed_patch(path: str, *args: Any) -> str:
         t0 = time.perf_counter()
         try:
             return real(path, *args)
         finally:
             acc[path] += time.perf_counter() - t0
 
-    baseline_mod.file_patch = file_patch  # type: ignore[assignment]
-    try:
+    with patched([(baseline_mod, "file_patch", timed_patch)]):
         yield
-    finally:
-        baseline_mod.file_patch = real
 
 
 def _profile(label: str, fn: Callable[[], Any]) -> str:

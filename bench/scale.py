@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import functools
 import gc
 import io
 import json
@@ -63,7 +64,7 @@ if str(REPO) not in sys.path:
 import httpx
 
 from bench._common import PROJECTS, TASKS, WORDS, machine, table
-from bench.phase1 import make_session
+from bench.phase1 import make_session, patched
 from bench.phase2 import _raw_memory, _summary
 from memoryd.app import App
 from memoryd.clock import DAY, HOUR, ManualClock
@@ -76,6 +77,7 @@ from memoryd.settings import Settings
 from memoryd.tools import SearchIndex, default_index_path, memory_search
 from memoryd.workspace import Workspace
 from memoryd.write import baseline_proc, passes
+from memoryd.write.phase1 import Phase1, Phase1Report
 from tests.fakehost import FakeOpencode
 
 # The store's clock is a ManualClock two days behind the wall clock: the consolidation's check
@@ -282,12 +284,8 @@ def fake_opening(home: Home) -> Iterator[None]:
     async def opener(_settings: Settings, _paths: Paths) -> AsyncIterator[Opening]:
         yield Opening()
 
-    saved = passes.open_host
-    passes.open_host = opener  # type: ignore[assignment]
-    try:
+    with patched([(passes, "open_host", opener)]):
         yield
-    finally:
-        passes.open_host = saved  # type: ignore[assignment]
 
 
 class Phase1Clock:
@@ -297,10 +295,9 @@ class Phase1Clock:
         self.cpu = 0.0
         self.host_cpu = 0.0
         clock = self
-        base = passes.Phase1
 
-        class Timed(base):  # type: ignore[misc,valid-type]
-            async def run_pass(self) -> Any:
+        class Timed(Phase1):
+            async def run_pass(self) -> Phase1Report:
                 t, h = time.process_time(), home.hclock.cpu
                 try:
                     return await super().run_pass()
@@ -314,14 +311,9 @@ class Phase1Clock:
 def one_pass(
     home: Home, force: bool = False, phase1: Phase1Clock | None = None
 ) -> passes.PassResult:
-    saved = passes.Phase1
-    if phase1 is not None:
-        passes.Phase1 = phase1.timed  # type: ignore[misc]
-    try:
-        with fake_opening(home):
-            result = asyncio.run(passes.run_pass(home.app, force_consolidation=force))
-    finally:
-        passes.Phase1 = saved  # type: ignore[misc]
+    timed = [(passes, "Phase1", phase1.timed)] if phase1 is not None else []
+    with patched(timed), fake_opening(home):
+        result = asyncio.run(passes.run_pass(home.app, force_consolidation=force))
     baseline_proc.release(wait=True)
     return result
 
@@ -450,7 +442,7 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
         for i in range(SEARCH_RUNS):
             q = QUERIES[i % len(QUERIES)]
             _, st = measure(
-                lambda q=q: memory_search(home.paths.memories, q, ranked=True, index=idx)
+                functools.partial(memory_search, home.paths.memories, q, ranked=True, index=idx)
             )
             steady.append(st.wall)
         r["search_p95"] = pct(steady, 95)
