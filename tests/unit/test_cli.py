@@ -1,17 +1,11 @@
-"""The CLI edge: exit codes and one-line errors; plus a lint guard over the whole tree."""
+"""The CLI edge: exit codes and one-line errors."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from memoryd.cli import main
 from memoryd.paths import Paths
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_path_prints_each_location(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,16 +56,6 @@ def test_newer_database_is_refused_at_the_edge(
 def test_reset_needs_yes(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reset"]) == 1
     assert "--yes" in capsys.readouterr().out
-
-
-def test_lint_clean() -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--select", "F,E9", "memoryd", "tests", "bench"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_run_once_says_why_a_pass_stopped_in_status(
