@@ -4,6 +4,7 @@ import itertools
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,18 @@ def store(paths: Paths, clock: ManualClock, _migrated_db: Path) -> Iterator[Stor
     s = Store(paths.db, clock=clock)
     yield s
     s.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Workers take whole test files (module fixtures and in-file order as in a serial run), and
+    all of tests/e2e goes to one worker: the real opencode, the clients and the browser run one at
+    a time, as they did before the suite ran in parallel."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndOneE2eQueue(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/e2e" if path.startswith("tests/e2e/") else path
+
+    return FilesAndOneE2eQueue(config, log)
