@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,9 +153,12 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-@pytest.fixture
-def upstream(tmp_path: Path, home: Path) -> Upstream:
-    repo = Upstream(tmp_path / "codex", home)
+@pytest.fixture(scope="module")
+def _first_import(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The upstream's first commit, made once (fixed dates: every copy has the same hashes)."""
+    base = tmp_path_factory.mktemp("upstream")
+    (base / "home").mkdir()
+    repo = Upstream(base / "codex", base / "home")
     repo.path.mkdir()
     repo.git("init", "-q")
     repo.write(PHASE1, "fn run() {\n    claim();\n    extract();\n}\n")
@@ -163,6 +167,13 @@ def upstream(tmp_path: Path, home: Path) -> Upstream:
     repo.write(TYPES, "pub struct MemoriesToml {}\n")
     repo.write(UNRELATED, "fn draw() {}\n")
     repo.commit("Initial import (#1)")
+    return repo.path
+
+
+@pytest.fixture
+def upstream(tmp_path: Path, home: Path, _first_import: Path) -> Upstream:
+    repo = Upstream(tmp_path / "codex", home)
+    shutil.copytree(_first_import, repo.path, symlinks=True)
     return repo
 
 

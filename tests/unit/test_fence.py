@@ -148,6 +148,7 @@ def test_every_invisible_character_between_equals_signs_is_removed() -> None:
     _check_neutralised([ch.join("======") for ch in chars])
 
 
+@pytest.mark.slow  # every code point: ~3 s of CPU
 def test_normalising_is_idempotent_for_every_character() -> None:
     """NFKC runs after the invisibles are dropped; it must bring none back (nor a line break)."""
     for cp in range(sys.maxunicode + 1):
