@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the checks below (they only read it)."""
+    return ast.parse(path.read_text())
+
+
 def _resolve(mod: str, node: ast.ImportFrom, is_pkg: bool) -> str:
     if not node.level:
         return node.module or ""
@@ -44,7 +51,7 @@ def _resolve(mod: str, node: ast.ImportFrom, is_pkg: bool) -> str:
 
 def top_level_imports(mod: str, path: Path, known: set[str]) -> set[str]:
     """memoryd modules imported at module level (TYPE_CHECKING blocks and function bodies excluded)."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     out: set[str] = set()
 
     def visit(stmts: list[ast.stmt]) -> None:
@@ -133,7 +140,7 @@ def test_no_module_over_600_lines_and_no_class_over_300() -> None:
         text = path.read_text()
         if text.count("\n") > 600:
             long_modules.append((mod, text.count("\n")))
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
                 size = node.end_lineno - node.lineno + 1
                 if size > 300:
@@ -147,7 +154,7 @@ def test_every_exception_class_lives_in_errors_and_is_drawn() -> None:
     for mod, path in modules().items():
         if path == errors_py:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef) and any(
                 re.search(r"(Error|Exception|Exit|Wait|Lost|Failure)$", ast.unparse(b))
                 for b in node.bases
@@ -165,7 +172,7 @@ def test_every_exception_class_lives_in_errors_and_is_drawn() -> None:
 def test_no_bare_memoryd_error_is_raised() -> None:
     raised = []
     for mod, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Raise) and node.exc is not None:
                 call = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
                 if isinstance(call, ast.Name) and call.id == "MemorydError":
