@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,12 @@ import pytest
 from memoryd.clock import ManualClock
 from memoryd.paths import Paths
 from memoryd.store import Store
+
+# The suite keeps its bytecode even where PYTHONDONTWRITEBYTECODE is set: pytest rewrites and
+# compiles every test module (~40,000 lines, the corpora included) on each run and in each
+# worker, about 5 s of CPU, and the memoryd processes the tests start read memoryd's bytecode
+# instead of compiling it. Only this process changes; the variable still reaches subprocesses.
+sys.dont_write_bytecode = False
 
 # A fixed, realistic "now" (2027-01-15T08:00:00Z) so tests never depend on the wall clock.
 T0 = 1_800_000_000_000
