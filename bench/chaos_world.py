@@ -659,6 +659,7 @@ class FaultProxy:
 
     def __init__(self, target: str, rng: random.Random, *, hang_s: float = 60.0) -> None:
         self.target = urlsplit(target)
+        self.host = self.target.hostname or "127.0.0.1"  # urlsplit leaves it None for a bare path
         self.rng = rng
         self.hang_s = hang_s
         self.mode = "pass"
@@ -736,7 +737,7 @@ def _proxy_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if fault == "hang":
                 time.sleep(proxy.hang_s)
             conn = http.client.HTTPConnection(
-                proxy.target.hostname, proxy.target.port, timeout=proxy.hang_s + 600
+                proxy.host, proxy.target.port, timeout=proxy.hang_s + 600
             )
             with contextlib.closing(conn):  # every path, the event stream and errors included
                 return self._forward(conn, fault, body)

@@ -270,7 +270,7 @@ def kb(n: float) -> str:
 
 def report(vs: dict[str, Variant]) -> None:
     bare = vs["bare00"]
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name in VARIANTS:
         v = vs[name]
         if len(v.bodies) != len(bare.bodies):

@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,12 +59,15 @@ import memoryd.write.phase1 as phase1_mod
 import memoryd.write.transcript as transcript_mod
 from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
 from memoryd.clock import HOUR, ManualClock
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
+from memoryd.redact import redact
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.tuning import EXTRACTION_CONCURRENCY
-from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, Phase1Report
+from memoryd.write.phase1 import Phase1, Phase1Report
+from memoryd.write.transcript import build_transcript
 from tests.fakehost import FakeOpencode
 
 T0 = 1_800_000_000_000  # the fake "now" (same as the unit tests)
@@ -165,16 +168,16 @@ def instrument(acc: Acc, store: Store) -> Iterator[None]:
         (
             phase1_mod,
             "build_transcript",
-            acc.wrap("transcript build (total)", phase1_mod.build_transcript),
+            acc.wrap("transcript build (total)", build_transcript),
         ),
-        (transcript_mod, "redact", acc.wrap("  of which: redaction", transcript_mod.redact)),
+        (transcript_mod, "redact", acc.wrap("  of which: redaction", redact)),
         (
             tokens_mod,
             "truncate_middle",
             acc.wrap("  of which: tokenizing", tokens_mod.truncate_middle),
         ),
         (prompts_mod, "render", acc.wrap("prompt render", prompts_mod.render)),
-        (phase1_mod, "redact", acc.wrap("output/title redaction", phase1_mod.redact)),
+        (phase1_mod, "redact", acc.wrap("output/title redaction", redact)),
         (
             phase1_mod,
             "validate_extraction",
@@ -384,8 +387,8 @@ def settle_heap() -> None:
 
 
 def timed_handler(
-    handle: Callable[[httpx.Request], Any], acc: Acc
-) -> Callable[[httpx.Request], Any]:
+    handle: Callable[[httpx.Request], Awaitable[httpx.Response]], acc: Acc
+) -> Callable[[httpx.Request], Coroutine[None, None, httpx.Response]]:
     async def timed(request: httpx.Request) -> httpx.Response:
         t0 = time.perf_counter()
         try:
@@ -451,7 +454,8 @@ async def run_memoryd_fake(data: list[SessionData], *, profile: bool = False) ->
         settle_heap()
 
         t = time.perf_counter()
-        tokens_mod.encoding()  # loaded once per daemon lifetime; reported apart
+        tokens_mod.release()  # the first count starts the helper, which loads the table once
+        tokens_mod.count("warm")  # per daemon lifetime; reported apart
         tiktoken_load = time.perf_counter() - t
 
         async def one_pass() -> PassFigures:
@@ -1079,7 +1083,7 @@ ROUTE_KINDS = ("list", "agent", "messages", "create", "prompt", "delete", "confi
 def report_real(res: RealResult) -> dict[str, Any]:
     from tests.e2e.mockllm import transcript_of
 
-    conc = phase1_mod.EXTRACTION_CONCURRENCY if res.concurrency is None else res.concurrency
+    conc = EXTRACTION_CONCURRENCY if res.concurrency is None else res.concurrency
     print(
         f"\n== Part 2: {res.sessions} sessions, real opencode serve + instant scripted model, "
         f"{conc} extractions at once =="

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import dataclasses
 import gc
+import io
 import os
+import pstats
 import random
 import re
 import resource
@@ -55,20 +58,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import memoryd.folder.baseline as baseline_mod
-from bench._common import (
-    FILES,
-    PROJECTS,
-    TASKS,
-    WORDS,
-    fmt_s,
-    machine,
-    paragraph,
-    profile_text,
-    table,
-)
+from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
+from bench.phase1 import patched
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.folder.baseline import Baseline
 from memoryd.folder.layout import DIFF_FILE, RAW_MEMORIES_FILE, is_tracked
+from memoryd.folder.linediff import file_patch
 from memoryd.folder.workspace import Workspace
 from memoryd.store.outputs import Output
 
@@ -162,6 +157,7 @@ class Git:
     def __init__(self, git_dir: Path, worktree: Path, home: Path) -> None:
         if GIT is None:
             raise RuntimeError("the git binary is not on PATH")
+        self.git = GIT
         self.git_dir = git_dir
         self.worktree = worktree
         self.env = {
@@ -177,7 +173,7 @@ class Git:
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
         argv = [
-            GIT,
+            self.git,
             f"--git-dir={self.git_dir}",
             f"--work-tree={self.worktree}",
             *GIT_CONFIG,
@@ -570,24 +566,28 @@ def _timing_fsync(acc: Timing) -> Iterator[None]:
 @contextlib.contextmanager
 def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
     """Accumulate the time memoryd.folder.baseline spends rendering each file's patch (difflib), by path."""
-    real = baseline_mod.file_patch
+    real = file_patch
 
-    def file_patch(path: str, *args: Any) -> str:
+    def timed_patch(path: str, *args: Any) -> str:
         t0 = time.perf_counter()
         try:
             return real(path, *args)
         finally:
             acc[path] += time.perf_counter() - t0
 
-    baseline_mod.file_patch = file_patch  # type: ignore[assignment]
-    try:
+    with patched([(baseline_mod, "file_patch", timed_patch)]):
         yield
-    finally:
-        baseline_mod.file_patch = real
 
 
 def _profile(label: str, fn: Callable[[], Any]) -> str:
-    return re.sub(r"\n\s*\n+", "\n", profile_text(fn, label, top=18)).strip()
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(18)
+    text = re.sub(r"\n\s*\n+", "\n", buf.getvalue()).strip()
+    return f"-- cProfile: {label} (profiling inflates everything) --\n{text}"
 
 
 # =============================================================================================

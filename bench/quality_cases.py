@@ -173,7 +173,7 @@ class NotAPreference(Check):
         for ln in text.splitlines():
             label = re.fullmatch(r"(?:#+ )?([A-Z][A-Za-z ]+):?\s*", ln)
             if label or ln.startswith("#"):
-                inside = bool(label) and label.group(1).strip() == "Preferences"
+                inside = label is not None and label.group(1).strip() == "Preferences"
                 continue
             if inside and _rx(self.pattern).search(ln):
                 bad.append(ln)

@@ -31,6 +31,7 @@ Not a test: nothing here is collected by pytest.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import random
@@ -162,7 +163,7 @@ def family_rows(corpora: dict[str, tuple[list[Labelled], list[Ordinary]]]) -> li
 
 class DetectSecrets:
     def __init__(self) -> None:
-        from detect_secrets import SecretsCollection
+        from detect_secrets.core.secrets_collection import SecretsCollection
         from detect_secrets.settings import default_settings
 
         self.collection = SecretsCollection
@@ -196,7 +197,7 @@ def per_session_ms(
 ) -> dict[str, float]:
     """Mean redaction time per session inside ``build_transcript`` (every part redacted on its
     own, as phase 1 does) on bench/phase1.py's synthetic sessions, for each redactor."""
-    from bench.phase1 import build_fake, make_dataset
+    from bench.phase1 import build_fake, make_dataset, patched
     from memoryd.host.models import Message
     from memoryd.write import transcript as transcript_mod
 
@@ -204,29 +205,25 @@ def per_session_ms(
     host = build_fake(data)
     convos = [[Message.model_validate(m) for m in host.messages[s.sid]] for s in data]
     out: dict[str, float] = {}
-    real = transcript_mod.redact
-    try:
-        for name, fn in fns.items():
-            spent = 0.0
+    for name, fn in fns.items():
+        spent = 0.0
 
-            def timed(text: str, fn: Callable[[str], str] = fn) -> str:
-                nonlocal spent
-                start = time.process_time()
-                try:
-                    return fn(text)
-                finally:
-                    spent += time.process_time() - start
+        def timed(text: str, fn: Callable[[str], str] = fn) -> str:
+            nonlocal spent
+            start = time.process_time()
+            try:
+                return fn(text)
+            finally:
+                spent += time.process_time() - start
 
-            transcript_mod.redact = timed  # type: ignore[assignment]
-            best = float("inf")
+        best = float("inf")
+        with patched([(transcript_mod, "redact", timed)]):
             for _ in range(runs):
                 spent = 0.0
                 for msgs in convos:
                     transcript_mod.build_transcript(msgs)
                 best = min(best, spent)
-            out[name] = 1e3 * best / len(convos)
-    finally:
-        transcript_mod.redact = real
+        out[name] = 1e3 * best / len(convos)
     return out
 
 
@@ -267,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 
     speed: dict[str, float] = {}
     for name, fn in tools:
-        speed[name] = size / best_of(args.runs, lambda fn=fn: fn(text))
+        speed[name] = size / best_of(args.runs, functools.partial(fn, text))
     if ds is not None:
         speed["detect-secrets"] = size / best_of(max(1, args.runs // 2), lambda: ds.scan(text))
 

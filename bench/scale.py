@@ -38,9 +38,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
+import functools
 import gc
+import io
 import json
 import os
+import pstats
 import random
 import resource
 import shutil
@@ -59,8 +63,8 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-from bench._common import PROJECTS, TASKS, WORDS, machine, profile_text, table
-from bench.phase1 import make_session
+from bench._common import PROJECTS, TASKS, WORDS, machine, table
+from bench.phase1 import make_session, patched
 from bench.phase2 import _raw_memory, _summary
 from memoryd.clock import DAY, HOUR, ManualClock
 from memoryd.folder import baseline_proc
@@ -75,6 +79,7 @@ from memoryd.store.home import App
 from memoryd.tools import SearchIndex, default_index_path, memory_search
 from memoryd.tools.hits import SearchQuery
 from memoryd.write import passes
+from memoryd.write.phase1 import Phase1, Phase1Report
 from tests.fakehost import FakeOpencode
 
 # The store's clock is a ManualClock two days behind the wall clock: the consolidation's check
@@ -281,12 +286,8 @@ def fake_opening(home: Home) -> Iterator[None]:
     async def opener(_settings: Settings, _paths: Paths) -> AsyncIterator[Opening]:
         yield Opening()
 
-    saved = passes.open_host
-    passes.open_host = opener  # type: ignore[assignment]
-    try:
+    with patched([(passes, "open_host", opener)]):
         yield
-    finally:
-        passes.open_host = saved  # type: ignore[assignment]
 
 
 class Phase1Clock:
@@ -296,10 +297,9 @@ class Phase1Clock:
         self.cpu = 0.0
         self.host_cpu = 0.0
         clock = self
-        base = passes.Phase1
 
-        class Timed(base):  # type: ignore[misc,valid-type]
-            async def run_pass(self) -> Any:
+        class Timed(Phase1):
+            async def run_pass(self) -> Phase1Report:
                 t, h = time.process_time(), home.hclock.cpu
                 try:
                     return await super().run_pass()
@@ -313,14 +313,9 @@ class Phase1Clock:
 def one_pass(
     home: Home, force: bool = False, phase1: Phase1Clock | None = None
 ) -> passes.PassResult:
-    saved = passes.Phase1
-    if phase1 is not None:
-        passes.Phase1 = phase1.timed  # type: ignore[misc]
-    try:
-        with fake_opening(home):
-            result = asyncio.run(passes.run_pass(home.app, force_consolidation=force))
-    finally:
-        passes.Phase1 = saved  # type: ignore[misc]
+    timed = [(passes, "Phase1", phase1.timed)] if phase1 is not None else []
+    with patched(timed), fake_opening(home):
+        result = asyncio.run(passes.run_pass(home.app, force_consolidation=force))
     baseline_proc.release(wait=True)
     return result
 
@@ -343,6 +338,16 @@ def add_new_sessions(home: Home, k: int, seed: int) -> None:
 
 # =============================================================================================
 # One size
+
+
+def profile_text(fn: Callable[[], Any], label: str) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(45)
+    return f"--- profile: {label} ---\n{out.getvalue()}"
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -441,8 +446,8 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
         for i in range(SEARCH_RUNS):
             q = QUERIES[i % len(QUERIES)]
             _, st = measure(
-                lambda q=q: memory_search(
-                    home.paths.memories, SearchQuery(q, ranked=True), index=idx
+                functools.partial(
+                    memory_search, home.paths.memories, SearchQuery(q, ranked=True), index=idx
                 )
             )
             steady.append(st.wall)

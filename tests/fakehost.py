@@ -64,7 +64,7 @@ class FakeOpencode:
     worktree: str = "/"
     permissions: dict[str, Any] = field(default_factory=dict)
     status: dict[str, dict[str, Any]] = field(default_factory=dict)  # GET /session/status
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- building state ---------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ class FakeOpencode:
         directory: str = "/srv/proj",
         parent: str | None = None,
         turns: list[tuple[str, str]] | None = None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
         worktree: str | None = None,
     ) -> dict[str, Any]:
         s = {
@@ -142,7 +142,7 @@ class FakeOpencode:
         directory: str = "/srv/proj",
         title: str = "a user session",
         status: str = "completed",
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A session whose model ran one tool at ``at`` (the tool part as opencode 1.18 shows it)."""
         if sid not in self.sessions:

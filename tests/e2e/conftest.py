@@ -15,14 +15,14 @@ Every test under ``tests/e2e`` is marked ``e2e`` automatically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.mockllm import MockLLM
-from tests.e2e.sandbox import OpencodeDriver, OpencodeSandbox, ensure_opencode
+from tests.e2e.sandbox import MakeSandbox, OpencodeDriver, OpencodeSandbox, ensure_opencode
 
 _HERE = Path(__file__).resolve().parent
 
@@ -73,7 +73,7 @@ def driver(sandbox: OpencodeSandbox) -> OpencodeDriver:
 @pytest.fixture
 def make_sandbox(
     opencode_bin: Path, _module_mock_llm: MockLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[..., OpencodeSandbox]]:
+) -> Iterator[MakeSandbox]:
     made: list[OpencodeSandbox] = []
 
     def make(**kwargs: Any) -> OpencodeSandbox:

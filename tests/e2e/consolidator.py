@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.mockllm import MockLLM, Reply, Text, ToolCall
+from tests.e2e.mockllm import MockLLM, Reply, Responder, Text, ToolCall
 
 CONSOLIDATOR_TOOLS = {"edit", "glob", "grep", "read", "write"}
 Step = Callable[[dict[str, str]], ToolCall] | ToolCall
@@ -146,7 +146,7 @@ class ScriptedConsolidator:
         return step(seen) if callable(step) and not isinstance(step, ToolCall) else step
 
 
-def install(mock: MockLLM, consolidator: ScriptedConsolidator) -> None:
+def install(mock: MockLLM, consolidator: Responder) -> None:
     """Route consolidation requests to ``consolidator``; everything else keeps the default."""
     default = mock.default_responder
     mock.set_responder(lambda req: consolidator(req) if is_consolidation(req) else default(req))

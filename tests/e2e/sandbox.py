@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -428,3 +429,7 @@ class OpencodeSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# What the ``make_sandbox`` fixture hands a test: build another sandbox (keyword options as above).
+MakeSandbox = Callable[..., OpencodeSandbox]

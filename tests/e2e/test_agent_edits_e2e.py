@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.e2e.consolidator import ScriptedConsolidator, install, is_consolidation
 from tests.e2e.mockllm import MockLLM, ToolCall, last_user_text
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 from tests.e2e.test_phase2_e2e import session
 
@@ -22,7 +22,7 @@ TRUSTING_USER = {
 
 
 def test_an_agents_bash_write_of_the_summary_waits_for_the_user(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     box: OpencodeSandbox = make_sandbox(extra_config=TRUSTING_USER)
     env = run_env(box)

@@ -18,7 +18,7 @@ from tests.e2e.client_models import ClientModels
 from tests.e2e.clients import ClientSandbox
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, transcript_of
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, outputs, run_env, status
 from tests.e2e.test_readpath_e2e import systems
 from tests.e2e.test_scopes_e2e import git_repo
@@ -30,7 +30,7 @@ CODEX_FACT = "CODEXFACT: the beta service stages on host blue-7 before every rel
 
 
 def test_client_sessions_reach_the_next_opencode_turn_of_their_project_only(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     box: OpencodeSandbox = make_sandbox()
     alpha = git_repo(box.root / "src" / "alpha")

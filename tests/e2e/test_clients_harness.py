@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.client_models import ClientModels, ClientRequest, Text
+from tests.e2e.client_models import ClientModels, ClientRequest
 from tests.e2e.clients import ClientSandbox
+from tests.e2e.mockllm import Text
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.mockllm import MockLLM
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 
 
@@ -157,7 +157,9 @@ def test_event_stream_extracts_within_seconds_and_survives_restart(
     assert daemon.returncode == 0, daemon.output()
 
 
-def test_sigterm_during_extraction_releases_and_cleans_up(make_sandbox, mock_llm: MockLLM) -> None:
+def test_sigterm_during_extraction_releases_and_cleans_up(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box: OpencodeSandbox = make_sandbox()
     started, release = threading.Event(), threading.Event()
     default = mock_llm.default_responder

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env
 
 
@@ -32,7 +32,9 @@ def fake_claude_home(root: Path, workdir: Path) -> Path:
     return home
 
 
-def test_claude_memory_reaches_the_consolidator_diff(make_sandbox, mock_llm: MockLLM) -> None:
+def test_claude_memory_reaches_the_consolidator_diff(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box: OpencodeSandbox = make_sandbox()
     claude = fake_claude_home(box.root, box.project_dir)
     env = run_env(

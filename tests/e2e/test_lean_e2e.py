@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, RecordedRequest, ToolCall, last_user_text, tools_offered
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import _processes_under, memoryd, run_env
 
 MEMORY_TOOLS = {"memory_search", "memory_read", "memory_note"}
@@ -39,11 +39,13 @@ def descendants(pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def tool_defs(req: RecordedRequest) -> dict[str, dict]:
+def tool_defs(req: RecordedRequest) -> dict[str, dict[str, Any]]:
     return {t["function"]["name"]: t["function"] for t in req.body.get("tools") or []}
 
 
-def test_user_sees_three_lean_tools_and_no_helpers(make_sandbox, mock_llm: MockLLM) -> None:
+def test_user_sees_three_lean_tools_and_no_helpers(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
     d = box.driver
@@ -118,7 +120,7 @@ def test_user_sees_three_lean_tools_and_no_helpers(make_sandbox, mock_llm: MockL
 
 
 def test_empty_home_pass_makes_no_model_call_and_starts_opencode_once(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     """Issue 16: a pass on a truly empty home (no sessions, no notes) with memoryd's own server
     makes no model call, starts and stops opencode once, and leaves nothing running."""

@@ -12,14 +12,14 @@ import sqlite3
 from typing import Any
 
 from tests.e2e.mockllm import MockLLM, Text, ToolCall, last_user_text, tools_offered
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env
 
 TOOL = "memoryd_memory_search"
 NOTE_TOOL = "memoryd_memory_add_note"
 
 
-def test_model_searches_memory_over_mcp(make_sandbox, mock_llm: MockLLM) -> None:
+def test_model_searches_memory_over_mcp(make_sandbox: MakeSandbox, mock_llm: MockLLM) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box, MEMORYD_DISABLE_ON_EXTERNAL_CONTEXT="true")
     printed = memoryd(env, "install", "--print", "opencode")

@@ -11,7 +11,7 @@ from typing import Any
 from memoryd.scopes import scope_key
 from tests.e2e.consolidator import ScriptedConsolidator, install, is_consolidation, read_content
 from tests.e2e.mockllm import MockLLM, Text, ToolCall, is_extraction, last_user_text
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 from tests.e2e.test_phase2_e2e import session
 from tests.e2e.test_readpath_e2e import systems
@@ -47,7 +47,9 @@ class FollowsNotes(ScriptedConsolidator):
         return out + super()._bullets(seen, global_only=global_only)
 
 
-def test_only_the_notes_a_user_asked_for_become_memory(make_sandbox, mock_llm: MockLLM) -> None:
+def test_only_the_notes_a_user_asked_for_become_memory(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
     home = box.memoryd_home

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.e2e.consolidator import is_consolidation
 from tests.e2e.mockllm import MockLLM, all_request_text, tools_offered, transcript_of
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 AWS_KEY = "AKIAQX7Z3M5N2P8R4T6V"
@@ -39,7 +39,8 @@ def run_env(box: OpencodeSandbox, **extra: str) -> dict[str, str]:
 def status(env: dict[str, str]) -> dict[str, Any]:
     out = memoryd(env, "status", "--json")
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    snapshot: dict[str, Any] = json.loads(out.stdout)
+    return snapshot
 
 
 def db_bytes(home: Path) -> bytes:
@@ -197,7 +198,9 @@ def _processes_under(root: Path) -> list[int]:
     return found
 
 
-def test_private_server_is_started_and_stopped(make_sandbox, mock_llm: MockLLM) -> None:
+def test_private_server_is_started_and_stopped(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box = make_sandbox()
     sid = box.driver.create_session("private server path", directory=box.project_dir)["id"]
     box.driver.say(

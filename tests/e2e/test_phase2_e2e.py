@@ -17,17 +17,17 @@ from tests.e2e.consolidator import (
     install,
     is_consolidation,
 )
-from tests.e2e.mockllm import MockLLM, ToolCall
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.mockllm import MockLLM, RecordedRequest, ToolCall
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 
 
-def consolidation_requests(mock: MockLLM) -> list:
+def consolidation_requests(mock: MockLLM) -> list[RecordedRequest]:
     return [r for r in mock.requests if is_consolidation(r.body)]
 
 
 def session(box: OpencodeSandbox, title: str, *turns: str) -> str:
-    sid = box.driver.create_session(title, directory=box.project_dir)["id"]
+    sid: str = box.driver.create_session(title, directory=box.project_dir)["id"]
     for t in turns:
         box.driver.say(sid, t, directory=box.project_dir)
     return sid
@@ -119,7 +119,7 @@ def test_consolidation_no_op_usage_and_forgetting(
 
 
 def test_misbehaving_consolidator_changes_nothing_it_may_not(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     box = make_sandbox()
     env = run_env(box)

@@ -9,7 +9,7 @@ from typing import Any
 from memoryd.scopes import scope_key
 from tests.e2e.consolidator import ScriptedConsolidator, install, is_consolidation
 from tests.e2e.mockllm import MockLLM, RecordedRequest, Text, is_extraction, last_user_text
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env
 
 
@@ -24,14 +24,17 @@ def systems(req: RecordedRequest) -> list[str]:
 def usage(home: Path, sid: str) -> int:
     conn = sqlite3.connect(home / "memory.db")
     try:
-        return conn.execute(
+        count: int = conn.execute(
             "SELECT usage_count FROM stage1_outputs WHERE session_id = ?", (sid,)
         ).fetchone()[0]
+        return count
     finally:
         conn.close()
 
 
-def test_block_in_every_turn_and_citations_feed_usage(make_sandbox, mock_llm: MockLLM) -> None:
+def test_block_in_every_turn_and_citations_feed_usage(
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
+) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
     home = box.memoryd_home

@@ -13,9 +13,9 @@ from memoryd.read import block as readpath
 from memoryd.scopes import scope_key
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, transcript_of
-from tests.e2e.sandbox import OpencodeSandbox
-from tests.e2e.test_daemon_e2e import start_daemon, status, stop, wait_for
-from tests.e2e.test_phase1_e2e import memoryd, run_env
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
+from tests.e2e.test_daemon_e2e import start_daemon, stop, wait_for
+from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 from tests.e2e.test_readpath_e2e import systems
 
 NAMES = ("alpha", "beta", "gamma")
@@ -33,7 +33,7 @@ def git_repo(folder: Path) -> Path:
 
 
 def test_each_project_sees_its_layer_and_the_global_one_only(
-    make_sandbox, mock_llm: MockLLM, tmp_path: Path
+    make_sandbox: MakeSandbox, mock_llm: MockLLM, tmp_path: Path
 ) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
@@ -136,7 +136,7 @@ def summarize(box: OpencodeSandbox, sid: str) -> None:
 
 
 def test_a_compacted_session_is_saved_before_it_goes_idle_once_per_compaction(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)

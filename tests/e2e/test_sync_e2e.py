@@ -24,13 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dulwich.objects import Commit
 from dulwich.repo import Repo
 
+from memoryd.sync.branch import BRANCH
 from tests.e2e.consolidator import install, read_content
 from tests.e2e.mockllm import MockLLM, Reply, Text, ToolCall
 from tests.e2e.sandbox import OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 from tests.e2e.test_phase2_e2e import session
+from tests.narrow import checked
 
 SYNC_DIR = "extensions/sync/resources"
 
@@ -191,7 +194,7 @@ def remote_text(bare: Path) -> str:
     """Every file on the remote's sync branch, concatenated (read with dulwich, as a witness)."""
     repo = Repo(str(bare))
     try:
-        tree = repo[repo.refs[b"refs/heads/memoryd-sync"]].tree
+        tree = checked(Commit, repo[repo.refs[BRANCH]]).tree
         store = repo.object_store
         return "\n".join(
             store[e.sha].as_raw_string().decode() for e in store.iter_tree_contents(tree)
@@ -205,7 +208,7 @@ def history_text(bare: Path) -> str:
     repo = Repo(str(bare))
     try:
         store, seen, parts = repo.object_store, set(), []
-        for entry in repo.get_walker(include=[repo.refs[b"refs/heads/memoryd-sync"]]):
+        for entry in repo.get_walker(include=[repo.refs[BRANCH]]):
             for e in store.iter_tree_contents(entry.commit.tree):
                 if e.sha not in seen:
                     seen.add(e.sha)
@@ -312,8 +315,8 @@ def test_one_memory_across_two_machines(
         for env in (env_a, env_b)
     ]
     for p in procs:
-        out, err = p.communicate(timeout=60)
-        assert p.returncode == 0, out + err
+        said, err = p.communicate(timeout=60)
+        assert p.returncode == 0, said + err
     published = remote_text(bare)
     assert notes["A"] in published and notes["B"] in published
 

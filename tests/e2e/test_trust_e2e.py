@@ -14,7 +14,7 @@ from memoryd.folder.confine import OPENCODE_LOADED
 from memoryd.scopes import scope_key
 from tests.e2e.consolidator import ScriptedConsolidator, Step, install
 from tests.e2e.mockllm import MockLLM, Text, ToolCall, last_user_text, tools_offered
-from tests.e2e.sandbox import OpencodeSandbox
+from tests.e2e.sandbox import MakeSandbox, OpencodeSandbox
 from tests.e2e.test_phase1_e2e import memoryd, run_env, status
 from tests.e2e.test_phase2_e2e import session
 from tests.e2e.test_readpath_e2e import systems
@@ -111,7 +111,7 @@ def tool_results(mock: MockLLM) -> list[str]:
 
 
 def test_hostile_consolidator_changes_nothing_a_session_sees(
-    make_sandbox, mock_llm: MockLLM
+    make_sandbox: MakeSandbox, mock_llm: MockLLM
 ) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
@@ -208,15 +208,15 @@ def test_hostile_consolidator_changes_nothing_a_session_sees(
     install(mock_llm, ScriptedConsolidator())
     mock_llm.clear()
     (memories / "extensions" / "ad_hoc" / "notes" / "2026-12-01T00-00-00-x.md").write_text("y\n")
-    refused = memoryd(env, "run", "--once", "--force-consolidation")
-    assert "phase 2: failed" in refused.stdout, refused.stdout
+    run = memoryd(env, "run", "--once", "--force-consolidation")
+    assert "phase 2: failed" in run.stdout, run.stdout
     assert str(home / "AGENTS.md") in status(env)["phase2"]["last_error"]
     assert not [r for r in mock_llm.requests if "raw_memories.md" in json.dumps(r.body)]
     assert block_file.read_bytes() == block_before
 
 
 # Whatever a model is told to call, under any name memoryd ever used for them.
-ERASERS = {
+ERASERS: dict[str, dict[str, object]] = {
     "memory_reset": {"confirm": True},
     "memory_forget": {"session_id": "SID"},
     "memory_mode": {"mode": "polluted", "session_id": "SID"},
@@ -226,7 +226,7 @@ ERASERS = {
 }
 
 
-def test_model_cannot_erase_memory(make_sandbox, mock_llm: MockLLM) -> None:
+def test_model_cannot_erase_memory(make_sandbox: MakeSandbox, mock_llm: MockLLM) -> None:
     box: OpencodeSandbox = make_sandbox()
     env = run_env(box)
     install(mock_llm, ScriptedConsolidator())

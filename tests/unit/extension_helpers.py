@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from memoryd.settings import ExtensionsSettings, Settings
 
 OLD_NS = 1_600_000_000 * 10**9  # a fixed past mtime, to prove a run rewrote nothing
 
 
-def settings_with(**ext: object) -> Settings:
+def settings_with(**ext: Any) -> Settings:
     return Settings(extensions=ExtensionsSettings(**ext))
 
 

@@ -6535,7 +6535,7 @@ def _ham_login() -> None:
 def _ham_encrypted() -> None:
     F = "encrypted_at_rest"
 
-    def enc(n):
+    def enc(n) -> str:
         return f"ENC[AES256_GCM,data:{b64(n)},iv:{b64(32)},tag:{b64(16)},type:str]"
 
     hm(

@@ -358,12 +358,12 @@ def test_no_constant_is_defined_twice() -> None:
     seen: dict[tuple[str, str], list[str]] = {}
     for mod, path in modules().items():
         for node in ast.parse(path.read_text()).body:
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            if isinstance(node, ast.AnnAssign) and node.value is not None:
-                targets = [node.target]
+            if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Name) and len(t.id) > 1 and t.id.isupper() and t.id[0] != "_":
-                    value = ast.unparse(node.value) if node.value is not None else ""
+                    value = ast.unparse(node.value)
                     seen.setdefault((t.id, value), []).append(mod)
     twice = {k: v for k, v in seen.items() if len(v) > 1 and k[0] not in SAME_BY_DESIGN}
     assert not twice, twice
@@ -397,9 +397,9 @@ def test_no_module_re_exports_what_another_defines() -> None:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 defined.add(node.name)
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            if isinstance(node, ast.AnnAssign):
-                targets = [node.target]
+            if not isinstance(node, ast.Assign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Name):
                     defined.add(t.id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memoryd.clock import ManualClock
 from memoryd.extensions.claude_code import (
     EXTENSION,
@@ -34,7 +36,9 @@ def test_the_home_follows_claude_config_dir(tmp_path: Path) -> None:
     assert claude_home_dir(configured, env) == tmp_path / "mine"
 
 
-def test_the_import_reads_the_home_claude_config_dir_names(tmp_path: Path, monkeypatch) -> None:
+def test_the_import_reads_the_home_claude_config_dir_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "cc"
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from memoryd.store import Store
 from memoryd.write.phase1 import Phase1
 from memoryd.write.transcript import build_transcript
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 FIXTURES = Path(__file__).resolve().parent / "client_fixtures"
@@ -83,7 +85,7 @@ def codex_file(world: Path) -> Path:
     return next((world / "codex" / "sessions").rglob(f"rollout-*-{CODEX_ID}.jsonl"))
 
 
-def settings_for(world: Path, **top: object) -> Settings:
+def settings_for(world: Path, **top: Any) -> Settings:
     return Settings(
         extensions=ExtensionsSettings(
             claude_home=str(world / "claude"), codex_home=str(world / "codex")
@@ -271,11 +273,11 @@ async def test_a_client_session_waits_for_the_idle_rule_and_a_new_turn_reextract
     }
     with path.open("a") as fh:
         fh.write(json.dumps(turn) + "\n")
-    clock.set(epoch_ms(turn["timestamp"]) + 7 * HOUR)
+    clock.set(present(epoch_ms(turn["timestamp"])) + 7 * HOUR)
     report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
     assert "the CI runner is gamma-3" in extraction_inputs(host)[0]
-    assert store.outputs.output(f"codex:{CODEX_ID}").source_updated_at == epoch_ms(
+    assert present(store.outputs.output(f"codex:{CODEX_ID}")).source_updated_at == epoch_ms(
         turn["timestamp"]
     )
 
@@ -346,9 +348,10 @@ async def test_status_and_the_dashboard_show_each_host(
 
     from memoryd.cli.status import host_rows
     from memoryd.store.home import App
+    from memoryd.store.keys import LAST_PASS
     from memoryd.web.app import create_app
     from memoryd.web.security import Secrets
-    from memoryd.write.snapshot import LAST_PASS, snapshot
+    from memoryd.write.snapshot import snapshot
 
     with claude_file(world).open("a") as fh:
         fh.write("{not json\n")
@@ -406,7 +409,7 @@ def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> 
     claim = store.stage1.claim_stage1(sid, 1, max_running=10, worker_id="w")
     store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory="r",
         rollout_summary="s",
         rollout_slug=None,
@@ -420,7 +423,7 @@ def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> 
     record = {"v": 1, "session_id": "ses_user1", "part_id": "prt_1", "cited": [sid], "ts": 1}
     spool.write_text(json.dumps(record) + "\n")
     ingest_spool(store, spool)
-    assert store.outputs.output(sid).usage_count == 1
+    assert present(store.outputs.output(sid)).usage_count == 1
 
 
 def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: Path) -> None:
@@ -447,7 +450,7 @@ def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: P
 
 
 async def test_a_transcript_too_large_to_read_fails_its_job_naming_the_file(
-    store: Store, paths: Paths, clock: ManualClock, world: Path, monkeypatch
+    store: Store, paths: Paths, clock: ManualClock, world: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from memoryd.host import client_sources as cs
 
@@ -459,5 +462,5 @@ async def test_a_transcript_too_large_to_read_fails_its_job_naming_the_file(
     assert any(str(big) in p and "too large" in p for p in report.hosts[CLAUDE_CODE]["problems"])
     assert store.outputs.output(f"codex:{CODEX_ID}") is not None
     assert store.outputs.output(f"claude-code:{CLAUDE_ID}") is None and report.failed == 1
-    job = store.stage1.stage1_job(f"claude-code:{CLAUDE_ID}")
+    job = present(store.stage1.stage1_job(f"claude-code:{CLAUDE_ID}"))
     assert job["status"] != "running" and str(big) in job["last_error"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,9 +153,12 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-@pytest.fixture
-def upstream(tmp_path: Path, home: Path) -> Upstream:
-    repo = Upstream(tmp_path / "codex", home)
+@pytest.fixture(scope="module")
+def _first_import(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The upstream's first commit, made once (fixed dates: every copy has the same hashes)."""
+    base = tmp_path_factory.mktemp("upstream")
+    (base / "home").mkdir()
+    repo = Upstream(base / "codex", base / "home")
     repo.path.mkdir()
     repo.git("init", "-q")
     repo.write(PHASE1, "fn run() {\n    claim();\n    extract();\n}\n")
@@ -162,6 +167,13 @@ def upstream(tmp_path: Path, home: Path) -> Upstream:
     repo.write(TYPES, "pub struct MemoriesToml {}\n")
     repo.write(UNRELATED, "fn draw() {}\n")
     repo.commit("Initial import (#1)")
+    return repo.path
+
+
+@pytest.fixture
+def upstream(tmp_path: Path, home: Path, _first_import: Path) -> Upstream:
+    repo = Upstream(tmp_path / "codex", home)
+    shutil.copytree(_first_import, repo.path, symlinks=True)
     return repo
 
 
@@ -665,10 +677,10 @@ def test_malformed_v2_section(home: Path, tmp_path: Path, text: str, needle: str
 # ---- the real map --------------------------------------------------------------------------------
 
 
-def parse_real_map(text: str) -> dict[str, object]:
+def parse_real_map(text: str) -> dict[str, Any]:
     """A tiny, independent reader of the YAML subset documented at the top of codex-map.yaml."""
-    data: dict[str, object] = {"watch_paths": [], "mappings": [], "v2_watch_paths": []}
-    mappings: list[dict[str, object]] = data["mappings"]  # type: ignore[assignment]
+    data: dict[str, Any] = {"watch_paths": [], "mappings": [], "v2_watch_paths": []}
+    mappings: list[dict[str, Any]] = data["mappings"]
     section = key = None
     in_note = False
     for raw in text.splitlines():
@@ -686,7 +698,7 @@ def parse_real_map(text: str) -> dict[str, object]:
                 data[name] = value.strip()
             continue
         if section in ("watch_paths", "v2_watch_paths"):
-            data[section].append(raw.strip().removeprefix("- "))  # type: ignore[union-attr]
+            data[section].append(raw.strip().removeprefix("- "))
             continue
         m = re.match(r"^(  - |    )(\w+):\s*(.*)$", raw)
         if m:
@@ -697,18 +709,18 @@ def parse_real_map(text: str) -> dict[str, object]:
                 in_note = value in (">", ">-", "|", "|-")
                 mappings[-1]["note"] = "" if in_note else value
             elif key == "theirs" and value:
-                mappings[-1]["theirs"].append(value)  # type: ignore[union-attr]
+                mappings[-1]["theirs"].append(value)
             elif key != "theirs":
                 mappings[-1][key] = value
             continue
         m = re.match(r"^      - (.+)$", raw)
         assert m and key == "theirs", f"unexpected line in codex-map.yaml: {raw!r}"
-        mappings[-1]["theirs"].append(m.group(1))  # type: ignore[union-attr]
+        mappings[-1]["theirs"].append(m.group(1))
     return data
 
 
 @pytest.fixture(scope="module")
-def real_map() -> dict[str, object]:
+def real_map() -> dict[str, Any]:
     return parse_real_map(REAL_MAP.read_text())
 
 
@@ -719,21 +731,21 @@ def test_real_map_passes_the_scripts_own_validation(tmp_path: Path) -> None:
 
 
 def test_real_map_reads_the_same_in_python_and_in_the_script(
-    tmp_path: Path, real_map: dict[str, object]
+    tmp_path: Path, real_map: dict[str, Any]
 ) -> None:
     listed = run(tmp_path, "--list-map", map_path=REAL_MAP).stdout.splitlines()
-    expected = [f"watch\t{w}" for w in real_map["watch_paths"]]  # type: ignore[union-attr]
-    for m in real_map["mappings"]:  # type: ignore[union-attr]
+    expected = [f"watch\t{w}" for w in real_map["watch_paths"]]
+    for m in real_map["mappings"]:
         if m["section"] == "mappings":
             expected += [f"map\t{m['ours']}\t{t}" for t in m["theirs"]]
-    expected += [f"v2watch\t{w}" for w in real_map["v2_watch_paths"]]  # type: ignore[union-attr]
-    for m in real_map["mappings"]:  # type: ignore[union-attr]
+    expected += [f"v2watch\t{w}" for w in real_map["v2_watch_paths"]]
+    for m in real_map["mappings"]:
         if m["section"] == "v2_mappings":
             expected += [f"v2map\t{m['ours']}\t{t}" for t in m["theirs"]]
     assert listed == expected
 
 
-def test_real_map_header_and_entries(real_map: dict[str, object]) -> None:
+def test_real_map_header_and_entries(real_map: dict[str, Any]) -> None:
     assert re.fullmatch(r"[0-9a-f]{40}", str(real_map["codex_ref"]))
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(real_map["codex_ref_date"]))
     assert real_map["watch_paths"]
@@ -754,12 +766,12 @@ def test_real_map_header_and_entries(real_map: dict[str, object]) -> None:
 
 
 def test_every_module_and_template_is_mapped_or_listed_as_platform_only(
-    real_map: dict[str, object],
+    real_map: dict[str, Any],
 ) -> None:
     text = REAL_MAP.read_text()
     platform = re.findall(r"^#   ((?:memoryd|templates)/\S*)", text, re.M)
     assert platform, "the platform-only comment block is missing"
-    mapped = {m["ours"] for m in real_map["mappings"]}  # type: ignore[union-attr]
+    mapped = {m["ours"] for m in real_map["mappings"]}
     files = [p for p in (ROOT / "memoryd").rglob("*.py") if "__pycache__" not in p.parts]
     files += [p for p in (ROOT / "templates").rglob("*") if p.is_file()]
     unclassified = []
@@ -777,9 +789,9 @@ def test_every_module_and_template_is_mapped_or_listed_as_platform_only(
         assert (ROOT / p).exists(), f"platform-only entry {p} does not exist"
 
 
-def test_real_map_v2_section_covers_the_v2_files(real_map: dict[str, object]) -> None:
+def test_real_map_v2_section_covers_the_v2_files(real_map: dict[str, Any]) -> None:
     assert real_map["v2_ref"] == "67e69213733ceba7c9871ac891156ee0c3109e22"
-    v2 = {m["ours"]: m["theirs"] for m in real_map["mappings"] if m["section"] == "v2_mappings"}  # type: ignore[union-attr]
+    v2 = {m["ours"]: m["theirs"] for m in real_map["mappings"] if m["section"] == "v2_mappings"}
     assert ROLLOUT_INPUT in v2["memoryd/write/selection.py"]
     assert VERSIONS in v2["memoryd/extensions/codex.py"]
     assert STAGE_ONE_V2 in v2["templates/stage_one_system.md"]
@@ -788,5 +800,5 @@ def test_real_map_v2_section_covers_the_v2_files(real_map: dict[str, object]) ->
     assert MIGRATION_0002 in v2["memoryd/store/migrations.py"]
     watched = real_map["v2_watch_paths"]
     for path in (VERSIONS, READINESS, MIGRATIONS_DIR, "codex-rs/protocol/src/memory_version.rs"):
-        assert path in watched  # type: ignore[operator]
-    assert "codex-rs/state/src/migrations.rs" in real_map["watch_paths"]  # type: ignore[operator]
+        assert path in watched
+    assert "codex-rs/state/src/migrations.rs" in real_map["watch_paths"]

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,7 @@ from memoryd.store import Store
 from memoryd.write.helpers import remove_orphaned_helpers
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
@@ -64,9 +67,9 @@ def test_a_dead_owners_stage1_claim_is_taken_over_at_once(store: Store, clock: M
     assert other.claimed, "a crashed owner's claim still counts against the running cap"
     again = store.stage1.claim_stage1("ses_a", 100, max_running=2, worker_id="w2")
     assert again.claimed and again.token != first.token
-    assert store.stage1.stage1_job("ses_a")["retry_remaining"] == 3
+    assert present(store.stage1.stage1_job("ses_a"))["retry_remaining"] == 3
     # and the crashed worker can no longer finalize anything
-    assert not store.stage1.mark_stage1_failed("ses_a", first.token, "x")
+    assert not store.stage1.mark_stage1_failed("ses_a", present(first.token), "x")
 
 
 def test_a_live_owners_claim_still_waits_for_the_lease(store: Store, clock: ManualClock) -> None:
@@ -85,11 +88,11 @@ def test_release_orphaned_claims_returns_them_to_pending(store: Store, clock: Ma
     store.phase2.claim_phase2(worker_id="w1", owner=gone)
     released = store.owners.release_orphaned_claims()
     assert sorted(released) == [("memory_consolidate_global", "global"), ("memory_stage1", "ses_a")]
-    job = store.stage1.stage1_job("ses_a")
+    job = present(store.stage1.stage1_job("ses_a"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert f"pid {gone.pid}" in job["last_error"]
-    assert store.stage1.stage1_job("ses_live")["status"] == "running"
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.stage1.stage1_job("ses_live"))["status"] == "running"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
 
 def test_a_dead_owners_phase2_lease_is_taken_over(store: Store) -> None:
@@ -114,7 +117,7 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     recorded_at_prompt: list[int] = []
     base_reply = host.reply
 
-    def reply(body):
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
         recorded_at_prompt.append(store.owners.helper_count())
         return base_reply(body)
 
@@ -130,7 +133,7 @@ async def test_helpers_are_recorded_before_the_prompt_and_orphans_removed_at_onc
     assert store.owners.helper_count() == 0  # deleted helpers leave no record
 
 
-def test_a_killed_memoryds_private_server_is_reaped(tmp_path) -> None:
+def test_a_killed_memoryds_private_server_is_reaped(tmp_path: Path) -> None:
     import json
 
     from memoryd.host.server import reap_orphaned_servers
@@ -219,7 +222,7 @@ def test_a_dead_memoryd_whose_server_still_runs_is_not_gone(store: Store) -> Non
         server.wait()
 
 
-def test_records_name_the_server_memoryd_started(tmp_path) -> None:
+def test_records_name_the_server_memoryd_started(tmp_path: Path) -> None:
     from memoryd.owner import note_server
 
     server = _running_server()

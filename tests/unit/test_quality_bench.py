@@ -52,7 +52,7 @@ def _judged(name: str, **changes: object) -> Judged:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def test_the_fixed_set_covers_what_the_issue_asks_for():
+def test_the_fixed_set_covers_what_the_issue_asks_for() -> None:
     assert len(SCENARIOS) >= 12
     assert len({s.name for s in SCENARIOS}) == len({s.title for s in SCENARIOS}) == len(SCENARIOS)
     users = [t.user for s in SCENARIOS for t in s.turns]
@@ -74,7 +74,7 @@ def test_the_fixed_set_covers_what_the_issue_asks_for():
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc):
+def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc: Scenario) -> None:
     answer = oracle_answer(sc, CWD, _heard(sc))
     result = PromptResult.model_validate(
         {
@@ -95,7 +95,7 @@ def test_oracle_answers_are_valid_and_pass_their_memory_checks(sc):
             assert check.judge(j)[0], check.label
 
 
-def test_checks_fail_on_bad_memories():
+def test_checks_fail_on_bad_memories() -> None:
     redis = next(s for s in SCENARIOS if s.name == "redis_rejected")
     marked = next(c for c in redis.checks if isinstance(c, Marked))
     j = _judged("redis_rejected")
@@ -115,7 +115,7 @@ def test_checks_fail_on_bad_memories():
     assert stale.judge(replace(j, folder="- Terraform 1.9.8 (replaces 1.5.7)"))[0]
 
 
-def test_stub_prints_queued_output_per_command_line(tmp_path):
+def test_stub_prints_queued_output_per_command_line(tmp_path: Path) -> None:
     bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
     bin_dir.mkdir()
     stub = bin_dir / "stub"
@@ -149,7 +149,7 @@ def test_stub_prints_queued_output_per_command_line(tmp_path):
     assert again.returncode == 127  # consumed: nothing queued any more
 
 
-def test_real_model_mode_adds_the_provider_and_keeps_sessions_on_the_mock(tmp_path):
+def test_real_model_mode_adds_the_provider_and_keeps_sessions_on_the_mock(tmp_path: Path) -> None:
     from bench.quality import REAL_MODEL_UNSET, BenchSandbox, merge_provider_config
 
     box = BenchSandbox(tmp_path, "opencode", "http://127.0.0.1:9/v1", start=False, real_model=True)
@@ -173,7 +173,7 @@ def test_real_model_mode_adds_the_provider_and_keeps_sessions_on_the_mock(tmp_pa
     assert set(REAL_MODEL_UNSET) <= set(scripted.base_env)
 
 
-def test_the_scripted_extractor_cannot_record_a_correction_it_was_not_sent():
+def test_the_scripted_extractor_cannot_record_a_correction_it_was_not_sent() -> None:
     sc = next(s for s in SCENARIOS if s.name == "mid_correction")
     assert MID_CORRECTION in _heard(sc)
     cut = oracle_answer(sc, CWD, _heard(sc).replace(MID_CORRECTION, "[… omitted …]"))
@@ -182,7 +182,7 @@ def test_the_scripted_extractor_cannot_record_a_correction_it_was_not_sent():
     assert verdicts and not any(verdicts)
 
 
-def test_a_one_off_request_written_as_a_preference_fails():
+def test_a_one_off_request_written_as_a_preference_fails() -> None:
     sc = next(s for s in SCENARIOS if s.name == "one_off")
     check = next(c for c in sc.checks if isinstance(c, NotAPreference) and c.scope == "memory")
     good = _judged("one_off")

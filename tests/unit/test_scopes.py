@@ -21,6 +21,7 @@ from memoryd.store.outputs import Output
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import projects_block
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "scope_keys.json"
 
@@ -107,7 +108,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     )
     conn.close()
     store = Store(paths.db, clock=clock)  # applies m006
-    assert store.outputs.output("ses_oldoutput1").scope is None
+    assert present(store.outputs.output("ses_oldoutput1")).scope is None
     host = FakeOpencode()
     host.add_session(
         "ses_oldoutput1",
@@ -120,7 +121,7 @@ def test_outputs_from_before_scopes_are_backfilled_once_at_discovery(
     report = asyncio.run(phase1.run_pass())
     assert report.backfilled == 1 and report.succeeded == 0  # no re-extraction
     assert host.prompts == []
-    got = store.outputs.output("ses_oldoutput1")
+    got = present(store.outputs.output("ses_oldoutput1"))
     assert got.worktree == "/srv/a" and got.scope == scope_key("/srv/a")
     assert asyncio.run(phase1.run_pass()).backfilled == 0  # done once
     store.close()

@@ -70,12 +70,15 @@ def test_memoryd_renders_a_loadable_shim(tmp_path: Path) -> None:
     node = _node()
     assert prompts.placeholders(SHIM) == PLACEHOLDERS
     state = tmp_path / 'st\'ate "dir" $1 \\g<0> \u2713'
-    values = {
+    files = {
         "block_file": state / "readpath" / "block.md",
         "projects_dir": state / "readpath" / "projects",
         "seen_dir": state / "readpath" / "seen",
         "spool_file": state / "spool" / "citations.jsonl",
         "server_file": state / "opencode-server.json",
+    }
+    values = {
+        **files,
         "helper_agent_prefix": "memoryd-",
         "memoryd_version": "0.1.0",
     }
@@ -89,7 +92,7 @@ def test_memoryd_renders_a_loadable_shim(tmp_path: Path) -> None:
     shim = tmp_path / "memoryd.mjs"
     shim.write_text(text, encoding="utf-8")
     (state / "readpath").mkdir(parents=True)
-    values["block_file"].write_text("## memory block\n", encoding="utf-8")
+    files["block_file"].write_text("## memory block\n", encoding="utf-8")
     script = """
 const [shimPath] = process.argv.slice(1);
 const mod = await import(require('node:url').pathToFileURL(shimPath).href);
@@ -119,6 +122,6 @@ console.log(JSON.stringify({ exports: Object.keys(mod), hooks: Object.keys(hooks
     assert got["tools"] == ["memory_search", "memory_read", "memory_note"]
     assert got["read"].startswith("ERR ") and "MEMORY.md" in got["read"], got["read"]
     assert got["system"] == ["provider prompt", "## memory block\n"]
-    info = json.loads(values["server_file"].read_text(encoding="utf-8"))
+    info = json.loads(files["server_file"].read_text(encoding="utf-8"))
     assert info["url"] == "http://127.0.0.1:4096/" and info["version"] == "0.1.0"
-    assert values["server_file"].stat().st_mode & 0o777 == 0o600
+    assert files["server_file"].stat().st_mode & 0o777 == 0o600

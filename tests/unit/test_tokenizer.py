@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import tiktoken
@@ -29,7 +31,7 @@ TEXTS = [
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_helper_left():
+def _no_helper_left() -> Iterator[None]:
     # one helper serves the module (each start loads the table: ~0.4 s); tests that need none
     # running release it first
     yield
@@ -37,7 +39,7 @@ def _no_helper_left():
 
 
 @pytest.fixture
-def no_helper():
+def no_helper() -> Iterator[None]:
     tokens.release()
     yield
     tokens.release()
@@ -49,19 +51,19 @@ def enc() -> tiktoken.Encoding:
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_helper_counts_as_tiktoken_in_process(enc, text):
+def test_helper_counts_as_tiktoken_in_process(enc: tiktoken.Encoding, text: str) -> None:
     assert tokens.count(text) == len(enc.encode(text, disallowed_special=()))
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_helper_truncates_as_in_process(enc, text):
+def test_helper_truncates_as_in_process(enc: tiktoken.Encoding, text: str) -> None:
     for budget in (5, 60, 1_000):
         cut = tokens.truncate_middle(text, budget)
         assert cut == tokens._truncate(enc, text, budget)
         assert (cut == text) == (len(enc.encode(text, disallowed_special=())) <= budget)
 
 
-def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper):
+def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper: None) -> None:
     assert tokens.count("a b c") == 3
     pid = tokens.helper_pid()
     assert pid is not None
@@ -73,7 +75,7 @@ def test_one_helper_serves_many_calls_and_release_reaps_it(no_helper):
         os.kill(pid, 0)  # gone and reaped, not a zombie
 
 
-def test_the_calling_process_never_loads_the_table(tmp_path):
+def test_the_calling_process_never_loads_the_table(tmp_path: Path) -> None:
     probe = textwrap.dedent(
         """
         import sys
@@ -91,13 +93,15 @@ def test_the_calling_process_never_loads_the_table(tmp_path):
     assert out == ["6001", "False", "True", "True", "False"]
 
 
-def test_text_within_budget_in_bytes_starts_no_helper(no_helper):
+def test_text_within_budget_in_bytes_starts_no_helper(no_helper: None) -> None:
     assert tokens.truncate_middle("short", 100) == "short"
     assert tokens.count("") == 0
     assert not tokens.loaded()
 
 
-def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(no_helper, monkeypatch):
+def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(
+    no_helper: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(
         tokens, "_CHILD_SRC", "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)"
     )
@@ -111,7 +115,9 @@ def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(no_he
     assert tokens.count("hello") == 1
 
 
-def test_a_helper_that_hangs_times_out_and_is_killed(no_helper, monkeypatch):
+def test_a_helper_that_hangs_times_out_and_is_killed(
+    no_helper: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tokens, "_CHILD_SRC", "import time\ntime.sleep(60)")
     monkeypatch.setattr(tokens, "TOKENIZER_TIMEOUT_S", 0.5)
     with pytest.raises(TokenizerError, match="no answer in time"):
@@ -119,7 +125,7 @@ def test_a_helper_that_hangs_times_out_and_is_killed(no_helper, monkeypatch):
     assert tokens.helper_pid() is None
 
 
-def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept():
+def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept() -> None:
     assert tokens.count("x") == 1
     pid = tokens.helper_pid()
     with pytest.raises(TokenizerError, match="unknown request 'bogus'"):
@@ -127,9 +133,9 @@ def test_a_request_the_helper_refuses_is_reported_and_the_helper_kept():
     assert tokens.helper_pid() == pid
 
 
-def test_trim_heap_starts_no_process(no_helper, monkeypatch):
+def test_trim_heap_starts_no_process(no_helper: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # ctypes.util.find_library runs `ldconfig -p`: a fork and a pipe on every tick of the daemon.
-    def refuse(*args, **kwargs):
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("trim_heap started a process")
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
@@ -139,7 +145,7 @@ def test_trim_heap_starts_no_process(no_helper, monkeypatch):
     tokens.trim_heap()
 
 
-def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper, paths: Paths):
+def test_a_tick_that_renders_the_block_leaves_no_helper(no_helper: None, paths: Paths) -> None:
     paths.memories.mkdir(parents=True, exist_ok=True)
     summary = paths.validated_memory / "memory_summary.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +167,7 @@ def _bundled_table() -> str:
     return str(offline._get_data_path("cl100k_base.tiktoken"))
 
 
-def test_the_helpers_loader_reads_the_table_tiktoken_reads():
+def test_the_helpers_loader_reads_the_table_tiktoken_reads() -> None:
     import tiktoken.load
 
     path = _bundled_table()
@@ -170,7 +176,7 @@ def test_the_helpers_loader_reads_the_table_tiktoken_reads():
     assert len(ours) > 100_000
 
 
-def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_path):
+def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_path: Path) -> None:
     table = tmp_path / "cl100k_base.tiktoken"
     data = Path(_bundled_table()).read_bytes()
     table.write_bytes(data.replace(b" 0\n", b" 1\n", 1))  # one rank changed
@@ -181,7 +187,7 @@ def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_pat
         tokens.load_ranks(str(table))
 
 
-def test_the_helper_loads_the_table_with_its_own_loader():
+def test_the_helper_loads_the_table_with_its_own_loader() -> None:
     # In a fresh process (patching tiktoken's plugin here would leak into the other tests).
     code = textwrap.dedent(
         """

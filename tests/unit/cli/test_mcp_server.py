@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import TextContent
 
 from memoryd.cli.mcp_server import MODEL_TOOLS
 from memoryd.clock import ManualClock
 from memoryd.paths import Paths
 from memoryd.store import Store
+from tests.narrow import checked, present
 
 pytestmark = pytest.mark.anyio
 EXPECTED = {
@@ -35,7 +37,7 @@ def seed(home: Path) -> str:
     c = store.stage1.claim_stage1("ses_mcpseed0001", 1, max_running=2, worker_id="t")
     store.stage1.mark_stage1_succeeded(
         "ses_mcpseed0001",
-        c.token,
+        present(c.token),
         raw_memory="deploys with make ship",
         rollout_summary="shipping",
         rollout_slug=None,
@@ -61,7 +63,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         async def call(name: str, **args: object) -> str:
             res = await session.call_tool(name, args)
             assert not res.is_error, res
-            return res.content[0].text
+            return checked(TextContent, res.content[0]).text
 
         assert "make ship" in await call("memory_read", path="MEMORY.md")
         assert "MEMORY.md" in await call("memory_list")
@@ -76,7 +78,7 @@ async def test_list_and_call_every_tool(memoryd_home: Path) -> None:
         async def failing(name: str, **args: object) -> str:
             res = await session.call_tool(name, args)
             assert res.is_error, res
-            return res.content[0].text
+            return checked(TextContent, res.content[0]).text
 
         assert "refused" in await failing(
             "memory_add_note", note="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

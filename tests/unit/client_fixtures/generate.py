@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.client_models import ClientModels, ClientReply, ClientRequest, Text
+from tests.e2e.client_models import ClientModels, ClientReply, ClientRequest
 from tests.e2e.clients import ClientSandbox
-from tests.e2e.mockllm import ToolCall
+from tests.e2e.mockllm import Text, ToolCall
 
 HERE = Path(__file__).resolve().parent
 FAKE_ROOT = "/home/user"

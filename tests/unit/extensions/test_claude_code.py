@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,12 @@ from memoryd.extensions.claude_code import (
     HOME_KEY,
     NO_CWD,
     SCOPE_FILE,
+    ImportResult,
     claude_home_dir,
     project_cwd,
     sync_claude_import,
 )
-from memoryd.extensions.shared import extensions_enabled
+from memoryd.extensions.shared import extensions_enabled, read_source
 from memoryd.paths import templates_dir
 from memoryd.redact import redact
 from memoryd.settings import Settings, load_settings
@@ -105,7 +107,7 @@ def tree(path: Path) -> dict[str, str]:
     }
 
 
-def run(home: Path, root: Path, clock: ManualClock, **ext: object):
+def run(home: Path, root: Path, clock: ManualClock, **ext: object) -> ImportResult:
     return sync_claude_import(
         settings_with(claude_import=True, claude_home=str(home), **ext), root, clock
     )
@@ -259,7 +261,7 @@ def test_changed_source_replaces_the_project_folder(
 
 
 def test_changed_cwd_rewrites_scope(
-    claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock
+    claude: Path, memory_root: Path, workdir: Path, tmp_path: Path, clock: ManualClock
 ) -> None:
     project = add_project(claude, "-p", {"MEMORY.md": "m\n"}, workdir)
     run(claude, memory_root, clock)
@@ -530,9 +532,9 @@ def test_unreadable_memory_file_keeps_the_copy(
     project = add_project(claude, "-p", {"MEMORY.md": "m\n", "b.md": "b\n"}, workdir)
     run(claude, memory_root, clock)
     write(project / "memory" / "MEMORY.md", "changed\n")
-    real = claude_import.read_source
+    real = read_source
 
-    def flaky(path: Path, **kw: object) -> bytes | None:
+    def flaky(path: Path, **kw: Any) -> bytes | None:
         if path.name == "b.md":
             raise PathError(path, "cannot read (Permission denied)")
         return real(path, **kw)

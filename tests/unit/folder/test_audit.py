@@ -116,7 +116,9 @@ def test_validation_refuses_an_oversized_project_layer(tmp_path: Path) -> None:
     ]
 
 
-def test_a_50_mb_hand_edit_is_never_adopted_nor_tokenized(recorded, no_big_tokenizing) -> None:
+def test_a_50_mb_hand_edit_is_never_adopted_nor_tokenized(
+    recorded: tuple[Paths, Store, ManualClock], no_big_tokenizing: None
+) -> None:
     paths, store, clock = recorded
     block = paths.readpath_block.read_bytes()
     validated = ValidatedMemory(paths).files()
@@ -128,7 +130,9 @@ def test_a_50_mb_hand_edit_is_never_adopted_nor_tokenized(recorded, no_big_token
     assert paths.readpath_block.read_bytes() == block
 
 
-def test_an_oversized_validated_summary_gives_no_summary(paths: Paths, no_big_tokenizing) -> None:
+def test_an_oversized_validated_summary_gives_no_summary(
+    paths: Paths, no_big_tokenizing: None
+) -> None:
     """Whoever put it in the validated copy, the block never reads it whole."""
     paths.memories.mkdir(parents=True)
     _sparse(paths.validated_memory / "memory_summary.md", BIG)
@@ -181,7 +185,9 @@ def test_reads_refuse_a_hard_linked_file(tmp_path: Path) -> None:
         read_regular(tmp_path / "MEMORY.md")
 
 
-def test_a_hard_linked_memory_file_is_never_adopted(recorded, tmp_path: Path) -> None:
+def test_a_hard_linked_memory_file_is_never_adopted(
+    recorded: tuple[Paths, Store, ManualClock], tmp_path: Path
+) -> None:
     paths, store, clock = recorded
     outside = tmp_path / "elsewhere.md"
     outside.write_text("# Handbook\nOUTSIDE-THE-FOLDER\n")

@@ -785,7 +785,12 @@ def test_stat_cache_reads_only_files_whose_stat_changed(
     bl.diff()  # the cache written by reset() is racy (files were just read): this refreshes it
     reads: list[str] = []
     real = bmod._read_file
-    monkeypatch.setattr(bmod, "_read_file", lambda path: reads.append(path) or real(path))
+
+    def counted(path: str) -> tuple[int, bytes]:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(bmod, "_read_file", counted)
     assert bl.diff().changes == [] and reads == []  # nothing read, nothing hashed
     # same size, new content, new mtime: read and reported
     (wt / "f3.md").write_text("LINE 3\n")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from memoryd.folder.layout import is_tracked
 
 
 @pytest.fixture(autouse=True)
-def _no_child_left():
+def _no_child_left() -> Iterator[None]:
     yield
     baseline_proc.release()
     baseline_proc.keep_out_of_process(False)

@@ -6,6 +6,7 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from memoryd.write.snapshot import snapshot
 from tests.fakehost import FakeOpencode, write_memory
+from tests.narrow import present
 
 LEGIT = [
     "MEMORY.md",
@@ -243,7 +245,7 @@ def _validated_run(tmp: Path) -> tuple[Paths, Store, ManualClock, FakeOpencode]:
 
 async def _pass(paths: Paths, store: Store, clock: ManualClock, host: FakeOpencode) -> str:
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = dict(
+    common: dict[str, Any] = dict(
         store=store, client=client, settings=Settings(), paths=paths, clock=clock, worker_id="t"
     )
     await Phase1(**common).run_pass()
@@ -348,8 +350,12 @@ async def test_hand_edits_reach_turns_only_when_they_validate(tmp_path: Path) ->
     assert await agent_edits.reconcile(paths, store, clock, client) == "adopted"
     sync_block(paths, Settings())
     assert b"HAND-EDITED" in paths.readpath_block.read_bytes()
+
     # and a failed run afterwards returns to the hand edit, not to the older baseline
-    host.consolidate = lambda root: (root / "memory_summary.md").write_text("broken\n")
+    def break_summary(root: Path) -> None:
+        (root / "memory_summary.md").write_text("broken\n")
+
+    host.consolidate = break_summary
     _touch(paths.memories, "extensions/ad_hoc/notes/2026-01-01T00-00-00-n.md")
     assert await _pass(paths, store, clock, host) == "failed"
     assert b"HAND-EDITED" in summary.read_bytes()
@@ -360,7 +366,7 @@ async def test_config_above_the_folder_refuses_the_run(tmp_path: Path) -> None:
     paths, store, clock, host = _validated_run(tmp_path)
     (paths.data_dir / "opencode.json").write_text('{"plugin": ["x"]}')
     assert await _pass(paths, store, clock, host) == "failed"
-    assert str(paths.data_dir / "opencode.json") in store.phase2.phase2_job()["last_error"]
+    assert str(paths.data_dir / "opencode.json") in present(store.phase2.phase2_job())["last_error"]
     assert not [p for p in host.prompts if p.get("agent") == "memoryd-consolidate"]
 
 

@@ -84,7 +84,10 @@ def apply(hunks: str, old: str) -> str:
 
 def check(old: bytes, new: bytes) -> str:
     hunks = _hunk_text(old, new)
-    decode = lambda d: d.decode("utf-8", errors="replace")  # noqa: E731
+
+    def decode(data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
+
     assert apply(hunks, decode(old)) == decode(new)
     return hunks
 
@@ -197,6 +200,7 @@ def _join(rng: random.Random, lines: list[bytes]) -> bytes:
     return data.rstrip(b"\n") if rng.random() < 0.3 else data  # often no final newline
 
 
+@pytest.mark.slow  # 3,000 random edits
 @pytest.mark.parametrize("window", [1, 64, 8192])
 def test_random_edits_give_patches_that_apply_exactly(
     window: int, monkeypatch: pytest.MonkeyPatch

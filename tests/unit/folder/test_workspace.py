@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def make_valid(root: Path) -> None:
 # -- layout ---------------------------------------------------------------------------------
 
 
-def test_layout_created_without_seeding_agent_files(root, clock):
+def test_layout_created_without_seeding_agent_files(root: Path, clock: ManualClock) -> None:
     assert not root.exists()
     assert Workspace(root, clock=clock).ensure_layout() == []
     for d in (
@@ -100,7 +101,7 @@ def test_layout_created_without_seeding_agent_files(root, clock):
     assert seeded == (templates_dir() / "extensions/ad_hoc/instructions.md").read_bytes()
 
 
-def test_seeded_instructions_keep_user_edits(ws, root):
+def test_seeded_instructions_keep_user_edits(ws: Workspace, root: Path) -> None:
     path = root / "extensions/ad_hoc/instructions.md"
     path.write_text("my own instructions\n")
     ws.ensure_layout()
@@ -110,7 +111,9 @@ def test_seeded_instructions_keep_user_edits(ws, root):
     assert "[ad-hoc note]" in path.read_text()
 
 
-def test_an_unedited_copy_of_older_instructions_is_brought_up_to_date(ws, root, monkeypatch):
+def test_an_unedited_copy_of_older_instructions_is_brought_up_to_date(
+    ws: Workspace, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import hashlib
 
     import memoryd.folder.workspace as workspace
@@ -130,7 +133,7 @@ def test_an_unedited_copy_of_older_instructions_is_brought_up_to_date(ws, root, 
     assert current not in workspace._SUPERSEDED_AD_HOC
 
 
-def test_ad_hoc_template_says_what_matters():
+def test_ad_hoc_template_says_what_matters() -> None:
     text = (templates_dir() / "extensions/ad_hoc/instructions.md").read_text()
     assert "{{" not in text and "}}" not in text
     for needle in (
@@ -146,7 +149,7 @@ def test_ad_hoc_template_says_what_matters():
         assert needle in text, needle
 
 
-def test_symlinked_root_is_refused(tmp_path, clock):
+def test_symlinked_root_is_refused(tmp_path: Path, clock: ManualClock) -> None:
     real = tmp_path / "real"
     real.mkdir()
     link = tmp_path / "link"
@@ -158,20 +161,22 @@ def test_symlinked_root_is_refused(tmp_path, clock):
     assert list(real.iterdir()) == []
 
 
-def test_root_that_is_a_file_is_refused(tmp_path, clock):
+def test_root_that_is_a_file_is_refused(tmp_path: Path, clock: ManualClock) -> None:
     (tmp_path / "memories").write_text("x")
     with pytest.raises(PathError, match="not a directory"):
         Workspace(tmp_path / "memories", clock=clock).ensure_layout()
 
 
-def test_protected_layout_dir_that_is_a_file_is_refused(ws, root):
+def test_protected_layout_dir_that_is_a_file_is_refused(ws: Workspace, root: Path) -> None:
     (root / "extensions/ad_hoc/notes").rmdir()
     (root / "extensions/ad_hoc/notes").write_text("x")
     with pytest.raises(PathError, match="not a directory"):
         ws.ensure_layout()
 
 
-def test_symlinks_anywhere_are_removed_not_followed(ws, root, tmp_path):
+def test_symlinks_anywhere_are_removed_not_followed(
+    ws: Workspace, root: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text("keep me")
@@ -208,7 +213,7 @@ def test_symlinks_anywhere_are_removed_not_followed(ws, root, tmp_path):
         ("rollout_summaries/.tmp.md", False, False),
     ],
 )
-def test_path_classes(relpath, tracked, owned):
+def test_path_classes(relpath: str, tracked: bool, owned: bool) -> None:
     assert is_tracked(relpath) is tracked
     assert is_agent_owned(relpath) is owned
 
@@ -216,7 +221,7 @@ def test_path_classes(relpath, tracked, owned):
 # -- stems ----------------------------------------------------------------------------------
 
 
-def test_stem_golden_vectors():
+def test_stem_golden_vectors() -> None:
     # Computed once and frozen: changing the hash or format would orphan every summary file.
     assert rollout_stem(out("ses_01HZXSAMPLE", T0, slug="Fix the flaky CI test!")) == (
         "2027-01-15T08-00-00-jGs4-fix_the_flaky_ci_test"
@@ -246,11 +251,11 @@ def test_stem_golden_vectors():
         ("x" * 80, "x" * 60),
     ],
 )
-def test_slug_sanitising(slug, expected):
+def test_slug_sanitising(slug: str | None, expected: str) -> None:
     assert sanitize_slug(slug) == expected
 
 
-def test_stem_is_stable_and_safe():
+def test_stem_is_stable_and_safe() -> None:
     a = out("ses_a", T0, slug="My Slug")
     assert rollout_stem(a) == rollout_stem(
         out("ses_a", T0, slug="My Slug", usage=9, last_usage=T0, raw="other")
@@ -291,25 +296,25 @@ def golden_pair() -> list[Output]:
     ]
 
 
-def test_raw_memories_golden():
+def test_raw_memories_golden() -> None:
     text = render_raw_memories(golden_pair())
     assert text == (GOLDEN / "raw_memories.md").read_text(encoding="utf-8")
     assert text.index("ses_alpha") < text.index("ses_zulu")
 
 
-def test_rollout_summary_golden():
+def test_rollout_summary_golden() -> None:
     text = render_rollout_summary(golden_pair()[0])
     assert text == (GOLDEN / "rollout_summary.md").read_text(encoding="utf-8")
     assert "usage" not in text
 
 
-def test_raw_memories_placeholder_when_empty():
+def test_raw_memories_placeholder_when_empty() -> None:
     text = render_raw_memories([])
     assert text.startswith("# Raw memories\n\n")
     assert len(text.strip().splitlines()) == 3
 
 
-def test_raw_memory_is_capped():
+def test_raw_memory_is_capped() -> None:
     text = render_raw_memories([out(raw="  " + "x" * (RAW_MEMORY_MAX_CHARS + 50) + "  ")])
     assert "x" * RAW_MEMORY_MAX_CHARS in text
     assert "x" * (RAW_MEMORY_MAX_CHARS + 1) not in text
@@ -321,7 +326,7 @@ def test_raw_memory_is_capped():
 # -- sync -----------------------------------------------------------------------------------
 
 
-def test_sync_writes_files_and_only_on_change(ws, root):
+def test_sync_writes_files_and_only_on_change(ws: Workspace, root: Path) -> None:
     selection = golden_pair()
     result = ws.sync(selection)
     stems = {o.session_id: rollout_stem(o) for o in selection}
@@ -351,7 +356,7 @@ def test_sync_writes_files_and_only_on_change(ws, root):
     assert changed.written == [f"rollout_summaries/{stems['ses_alpha']}.md"]
 
 
-def _kwargs(o: Output) -> dict[str, object]:
+def _kwargs(o: Output) -> dict[str, Any]:
     return {
         "session_id": o.session_id,
         "updated": o.source_updated_at,
@@ -365,7 +370,7 @@ def _kwargs(o: Output) -> dict[str, object]:
     }
 
 
-def test_sync_prunes_unselected_summaries_only(ws, root):
+def test_sync_prunes_unselected_summaries_only(ws: Workspace, root: Path) -> None:
     a, b = out("ses_a", T0, slug="one"), out("ses_b", T0)
     ws.sync([a, b])
     (root / "rollout_summaries/notes.txt").write_text("not markdown")
@@ -387,7 +392,9 @@ def test_sync_prunes_unselected_summaries_only(ws, root):
     assert (root / "raw_memories.md").read_text() == render_raw_memories([])
 
 
-def test_sync_stem_clash_is_disambiguated(ws, root, monkeypatch):
+def test_sync_stem_clash_is_disambiguated(
+    ws: Workspace, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import memoryd.folder.layout as wsmod  # the renderer lives there
 
     monkeypatch.setattr(wsmod, "_id_hash", lambda sid: "AAAA")
@@ -401,7 +408,9 @@ def test_sync_stem_clash_is_disambiguated(ws, root, monkeypatch):
         ws.sync([out("ses_a"), out("ses_a")])
 
 
-def test_sync_replaces_a_symlinked_target_but_refuses_a_symlinked_parent(ws, root, tmp_path):
+def test_sync_replaces_a_symlinked_target_but_refuses_a_symlinked_parent(
+    ws: Workspace, root: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "raw.md").write_text("outside")
@@ -417,7 +426,7 @@ def test_sync_replaces_a_symlinked_target_but_refuses_a_symlinked_parent(ws, roo
     assert sorted(p.name for p in outside.iterdir()) == ["raw.md"]
 
 
-def test_sync_creates_missing_layout(root, clock):
+def test_sync_creates_missing_layout(root: Path, clock: ManualClock) -> None:
     w = Workspace(root, clock=clock)
     w.sync([out()])
     assert (root / "raw_memories.md").is_file()
@@ -433,7 +442,7 @@ def _stamp(ms: int) -> str:
     return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H-%M-%S")
 
 
-def test_extension_resource_pruning(ws, root, clock):
+def test_extension_resource_pruning(ws: Workspace, root: Path, clock: ManualClock) -> None:
     now = clock.now_ms()
     cutoff = now - 7 * DAY
     ext = root / "extensions/chronicle"
@@ -492,7 +501,9 @@ def test_extension_resource_pruning(ws, root, clock):
 # -- the agent guard --------------------------------------------------------------------------
 
 
-def test_snapshot_and_restore_undo_everything_outside_agent_owned(ws, root, tmp_path):
+def test_snapshot_and_restore_undo_everything_outside_agent_owned(
+    ws: Workspace, root: Path, tmp_path: Path
+) -> None:
     make_valid(root)
     ws.sync(golden_pair())
     notes = root / "extensions/ad_hoc/notes"
@@ -552,7 +563,7 @@ def test_snapshot_and_restore_undo_everything_outside_agent_owned(ws, root, tmp_
     assert ws.validate() == []
 
 
-def test_restore_brings_back_a_deleted_notes_folder(ws, root):
+def test_restore_brings_back_a_deleted_notes_folder(ws: Workspace, root: Path) -> None:
     (root / "extensions/ad_hoc/notes/n.md").write_text("note")
     snap = ws.snapshot_protected()
     import shutil
@@ -567,19 +578,19 @@ def test_restore_brings_back_a_deleted_notes_folder(ws, root):
 # -- validation and small files -----------------------------------------------------------
 
 
-def test_validate_valid(ws, root):
+def test_validate_valid(ws: Workspace, root: Path) -> None:
     make_valid(root)
     assert ws.validate() == []
     (root / "memory_summary.md").write_text("v1\r\nwindows line endings\r\n")
     assert ws.validate() == []
 
 
-def test_validate_missing_memory(ws, root):
+def test_validate_missing_memory(ws: Workspace, root: Path) -> None:
     (root / "memory_summary.md").write_text("v1\n")
     assert ws.validate() == ["MEMORY.md is missing"]
 
 
-def test_validate_memory_is_a_directory(ws, root):
+def test_validate_memory_is_a_directory(ws: Workspace, root: Path) -> None:
     make_valid(root)
     (root / "MEMORY.md").unlink()
     (root / "MEMORY.md").mkdir()
@@ -587,13 +598,13 @@ def test_validate_memory_is_a_directory(ws, root):
 
 
 @pytest.mark.parametrize("content", ["", "v2\n", " v1\n", "v1 \n", "V1\n", "summary\nv1\n"])
-def test_validate_summary_without_v1(ws, root, content):
+def test_validate_summary_without_v1(ws: Workspace, root: Path, content: str) -> None:
     make_valid(root)
     (root / "memory_summary.md").write_text(content)
     assert ws.validate() == ["the first line of memory_summary.md must be exactly 'v1'"]
 
 
-def test_validate_summary_symlink_is_removed_and_reported(ws, root):
+def test_validate_summary_symlink_is_removed_and_reported(ws: Workspace, root: Path) -> None:
     make_valid(root)
     (root / "real_summary.md").write_text("v1\n")
     (root / "memory_summary.md").unlink()
@@ -607,7 +618,7 @@ def test_validate_summary_symlink_is_removed_and_reported(ws, root):
     assert (root / "real_summary.md").read_text() == "v1\n"
 
 
-def test_validate_skills_must_be_a_directory(ws, root):
+def test_validate_skills_must_be_a_directory(ws: Workspace, root: Path) -> None:
     make_valid(root)
     (root / "skills").rmdir()
     (root / "skills").write_text("oops")
@@ -617,13 +628,13 @@ def test_validate_skills_must_be_a_directory(ws, root):
     assert ws.validate() == []
 
 
-def test_validate_missing_root(tmp_path, clock):
+def test_validate_missing_root(tmp_path: Path, clock: ManualClock) -> None:
     assert Workspace(tmp_path / "nope", clock=clock).validate() == [
         f"memory folder {tmp_path / 'nope'} does not exist"
     ]
 
 
-def test_diff_file_round_trip(ws, root, tmp_path):
+def test_diff_file_round_trip(ws: Workspace, root: Path, tmp_path: Path) -> None:
     path = ws.write_diff_file("# diff\n")
     assert path == root / DIFF_FILE and path.read_text() == "# diff\n"
     ws.remove_diff_file()
@@ -635,7 +646,7 @@ def test_diff_file_round_trip(ws, root, tmp_path):
     assert not path.is_symlink() and (tmp_path / "t").read_text() == "target"
 
 
-def test_summary_text(ws, root, tmp_path):
+def test_summary_text(ws: Workspace, root: Path, tmp_path: Path) -> None:
     assert ws.summary_text() is None
     (root / "memory_summary.md").write_text("  \n")
     assert ws.summary_text() is None
@@ -648,7 +659,7 @@ def test_summary_text(ws, root, tmp_path):
     assert Workspace(tmp_path / "absent", clock=ManualClock()).summary_text() is None
 
 
-def test_has_user_content(ws, root):
+def test_has_user_content(ws: Workspace, root: Path) -> None:
     ws.sync([out()])
     assert not ws.has_user_content()  # rendered inputs and the seeded instructions do not count
     (root / "extensions/ad_hoc/instructions.md").write_text("edited")
@@ -667,7 +678,7 @@ def test_has_user_content(ws, root):
     assert ws.has_user_content()
 
 
-def test_restore_rewrites_a_note_made_unreadable(ws, root):
+def test_restore_rewrites_a_note_made_unreadable(ws: Workspace, root: Path) -> None:
     note = root / "extensions/ad_hoc/notes/n.md"
     note.write_text("note")
     snap = ws.snapshot_protected()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 from memoryd.host.live import recorded_server
 from memoryd.paths import Paths
@@ -35,7 +36,7 @@ def test_dead_or_bad_records_are_ignored(paths: Paths) -> None:
     assert recorded_server(paths) == ("http://127.0.0.1:1", "opencode", None)
 
 
-def test_symlinked_record_is_ignored(paths: Paths, tmp_path) -> None:
+def test_symlinked_record_is_ignored(paths: Paths, tmp_path: Path) -> None:
     real = tmp_path / "real.json"
     real.write_text(json.dumps({"url": "http://127.0.0.1:4096", "pid": os.getpid()}))
     paths.ensure_dir(paths.state_dir)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from memoryd.host.install import Installer, Step
 from memoryd.paths import Paths
 
 
-def file_actions(steps: list) -> list[str]:
+def file_actions(steps: Sequence[object]) -> list[str]:
     return [s.action for s in steps if isinstance(s, Step)]
 
 

@@ -748,14 +748,16 @@ def test_is_helper_session() -> None:
 
 
 @pytest.mark.anyio
-async def test_idempotent_requests_ride_out_transient_faults(monkeypatch) -> None:
-    """A reset or a 503 on a GET is retried with a short, bounded backoff; a POST is not
+async def test_idempotent_requests_ride_out_transient_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 11: a reset or a 503 on a GET is retried with a short, bounded backoff; a POST is not
     (it may have happened), and a fault that persists still surfaces."""
     from memoryd import tuning
 
     monkeypatch.setattr(tuning, "HOST_RETRY_DELAYS_S", (0.0, 0.0))
     calls: list[str] = []
-    faults = [
+    faults: list[Callable[[httpx.Request], httpx.Response]] = [
         lambda r: (_ for _ in ()).throw(httpx.ReadError("reset", request=r)),
         lambda r: httpx.Response(503, json={"name": "Busy", "data": {"message": "later"}}),
     ]

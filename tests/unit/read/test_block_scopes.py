@@ -21,8 +21,10 @@ from memoryd.tools import memory_add_note, memory_forget, memory_list, memory_re
 from memoryd.tools.admin import memory_reset
 from memoryd.tools.hits import SearchQuery
 from memoryd.tools.scope import ALL, Scope
+from memoryd.tuning import BLOCK_TOKEN_BUDGET
 from memoryd.write.phase1 import Phase1
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 A, B, C = scope_key("/srv/a"), scope_key("/srv/b"), scope_key("/srv/c")
 
@@ -83,7 +85,7 @@ def test_layers_that_fit_are_never_sent_to_be_truncated(
     _layers(paths, "- GLOBAL: prefers short answers", **{A: long_a})
     block = readpath.render_block(paths, A)
     assert block is not None and asked  # a layer over its share is still cut
-    assert tokens.count(block) <= readpath.BLOCK_TOKEN_BUDGET
+    assert tokens.count(block) <= BLOCK_TOKEN_BUDGET
 
 
 def test_both_layers_share_the_one_budget(paths: Paths) -> None:
@@ -91,7 +93,7 @@ def test_both_layers_share_the_one_budget(paths: Paths) -> None:
     long_a = "\n".join(f"- project fact {i} about the build" for i in range(600))
     _layers(paths, long_global, **{A: long_a})
     block = readpath.render_block(paths, A)
-    assert block is not None and tokens.count(block) <= readpath.BLOCK_TOKEN_BUDGET
+    assert block is not None and tokens.count(block) <= BLOCK_TOKEN_BUDGET
     assert "global fact 0 " in block and "project fact 0 " in block  # both heads kept
     assert "global fact 599" in block and "project fact 599" in block  # and both tails
 
@@ -250,7 +252,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     first = host.prompts[-1]["parts"][0]["text"]
     assert "BEFORE-ONE" in first and "SUMMARY-ONE" not in first  # what the compaction summarised
     assert asyncio.run(phase1.run_pass()).succeeded == 0 and len(host.prompts) == 1  # once
-    one = store.outputs.output(sid)
+    one = present(store.outputs.output(sid))
 
     # the session goes on and is compacted again: only what came after the first save point
     clock.advance(MINUTE)
@@ -263,9 +265,9 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     second = host.prompts[-1]["parts"][0]["text"]
     assert "AFTER-ONE" in second and "BEFORE-ONE" not in second
     assert "SUMMARY-ONE" not in second  # opencode's restatement of what was already saved
-    two = store.outputs.output(sid)
+    two = present(store.outputs.output(sid))
     assert two.raw_memory.startswith(one.raw_memory) and len(two.raw_memory) > len(one.raw_memory)
-    assert store.stage1.save_point(sid).compactions == 2
+    assert present(store.stage1.save_point(sid)).compactions == 2
 
     # idle at last: everything after the last save point, once, appended to what was saved
     clock.advance(7 * HOUR)
@@ -273,7 +275,7 @@ def test_a_compacted_session_is_extracted_at_once_exactly_once_and_later_from_th
     assert asyncio.run(phase1.run_pass()).succeeded == 1
     tail = host.prompts[-1]["parts"][0]["text"]
     assert "TAIL" in tail and "AFTER-ONE" not in tail and "BEFORE-ONE" not in tail
-    assert store.outputs.output(sid).raw_memory.startswith(two.raw_memory)
+    assert present(store.outputs.output(sid)).raw_memory.startswith(two.raw_memory)
 
 
 def test_shim_tool_calls_see_their_project_and_global_only(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd import tokenizer as tokens
 from memoryd.errors import PathError
 from memoryd.paths import Paths
 from memoryd.read import block as readpath
@@ -147,6 +148,7 @@ def test_every_invisible_character_between_equals_signs_is_removed() -> None:
     _check_neutralised([ch.join("======") for ch in chars])
 
 
+@pytest.mark.slow  # every code point: ~3 s of CPU
 def test_normalising_is_idempotent_for_every_character() -> None:
     """NFKC runs after the invisibles are dropped; it must bring none back (nor a line break)."""
     for cp in range(sys.maxunicode + 1):
@@ -290,13 +292,13 @@ def test_a_cut_summary_leaves_no_fence_like_line(
     """The middle cut can start a line half way: what it leaves is judged again."""
     filler = "\n".join(f"- fact {i}: pytest fixtures and docker compose" for i in range(1200))
     _write_summary(paths, f"v1\n{filler}\nxEND MEMORY SUMMARY\n{SENTINEL.format(n=0)}\n")
-    real = readpath.tokens.truncate_middle
+    real = tokens.truncate_middle
 
     def cut_at_the_x(text: str, max_tokens: int) -> str:  # a cut that lands right after the x
         head = real(text, max_tokens).split("[…", 1)[0]
         return head + "[… cut …]\n\n" + text[text.index("xEND") + 1 :]
 
-    monkeypatch.setattr(readpath.tokens, "truncate_middle", cut_at_the_x)
+    monkeypatch.setattr(tokens, "truncate_middle", cut_at_the_x)
     block = readpath.render_block(paths)
     assert block is not None
     token = fence.fence_token(paths)

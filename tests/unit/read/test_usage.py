@@ -10,12 +10,19 @@ from pathlib import Path
 
 from memoryd.read.usage import ingest_spool
 from memoryd.store import Store
+from tests.narrow import present
 
 
 def add(store: Store, sid: str) -> None:
     c = store.stage1.claim_stage1(sid, 1, max_running=100, worker_id="w")
     store.stage1.mark_stage1_succeeded(
-        sid, c.token, raw_memory="r", rollout_summary="s", rollout_slug=None, cwd=None, title=None
+        sid,
+        present(c.token),
+        raw_memory="r",
+        rollout_summary="s",
+        rollout_slug=None,
+        cwd=None,
+        title=None,
     )
 
 
@@ -43,8 +50,8 @@ def test_counts_each_part_once_and_ignores_unknown(store: Store, tmp_path: Path)
     r = ingest_spool(store, spool)
     assert (r.lines, r.new_parts, r.outputs_updated) == (3, 2, 3)
     assert (
-        store.outputs.output("ses_aaa").usage_count == 2
-        and store.outputs.output("ses_bbb").usage_count == 1
+        present(store.outputs.output("ses_aaa")).usage_count == 2
+        and present(store.outputs.output("ses_bbb")).usage_count == 1
     )
     assert not spool.exists() and list(spool.parent.iterdir()) == []
 
@@ -60,7 +67,7 @@ def test_replay_is_safe(store: Store, tmp_path: Path) -> None:
     (spool.parent / f"citations.jsonl.{dead.pid}.2.claimed").write_text(line("s", "p", ["ses_aaa"]))
     r = ingest_spool(store, spool)
     assert r.lines == 1 and r.new_parts == 0
-    assert store.outputs.output("ses_aaa").usage_count == 1
+    assert present(store.outputs.output("ses_aaa")).usage_count == 1
 
 
 def test_partial_and_malformed_lines(store: Store, tmp_path: Path) -> None:
@@ -73,7 +80,7 @@ def test_partial_and_malformed_lines(store: Store, tmp_path: Path) -> None:
     )
     r = ingest_spool(store, spool)
     assert r.new_parts == 1 and r.bad_lines == 2
-    assert store.outputs.output("ses_aaa").usage_count == 1
+    assert present(store.outputs.output("ses_aaa")).usage_count == 1
 
 
 def test_missing_spool_is_fine(store: Store, tmp_path: Path) -> None:
@@ -100,7 +107,7 @@ def test_concurrent_appends_are_never_lost(store: Store, tmp_path: Path) -> None
         t.join()
     total += ingest_spool(store, spool).new_parts
     assert total == writers * per_writer
-    assert store.outputs.output("ses_aaa").usage_count == writers * per_writer
+    assert present(store.outputs.output("ses_aaa")).usage_count == writers * per_writer
 
 
 def test_a_live_ingesters_claimed_file_is_left_to_it(store: Store, tmp_path: Path) -> None:

@@ -142,6 +142,7 @@ def test_ordinary_lines_in_secret_positions_stay(line: str) -> None:
     assert redact(line) == line
 
 
+@pytest.mark.slow  # 1 MB of hostile text: ~2.4 s of CPU
 def test_nested_calls_full_of_literals_stay_linear() -> None:
     """Hostile text: every "(" opens a call whose arguments run past the window."""
     import time

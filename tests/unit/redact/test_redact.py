@@ -424,6 +424,7 @@ def test_redaction_is_idempotent(text: str) -> None:
         assert find_secrets(once) == []
 
 
+@pytest.mark.slow  # 1 MB through the redactor
 def test_one_megabyte_of_mixed_text_is_fast() -> None:
     lines = [
         json.dumps(
@@ -448,6 +449,7 @@ def test_one_megabyte_of_mixed_text_is_fast() -> None:
     assert GITHUB not in out and "hunter22" not in out
 
 
+@pytest.mark.slow  # 300 KB of hostile text each
 @pytest.mark.parametrize(
     "text",
     [

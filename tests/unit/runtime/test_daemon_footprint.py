@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+from memoryd.clock import ManualClock
+from memoryd.paths import Paths
+from memoryd.store import Store
 from memoryd.sync import inputs
 from memoryd.write.phase2 import Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
@@ -24,7 +27,7 @@ NOT_IN_THE_DAEMON = [
 ]
 
 
-def test_the_daemons_imports_leave_out_what_it_never_uses():
+def test_the_daemons_imports_leave_out_what_it_never_uses() -> None:
     probe = (
         "import sys, memoryd.cli, memoryd.runtime.daemon, memoryd.write.passes\n"
         f"print(sorted(m for m in {NOT_IN_THE_DAEMON!r} if sys.modules.get(m) is not None))\n"
@@ -35,7 +38,7 @@ def test_the_daemons_imports_leave_out_what_it_never_uses():
     assert out == "[]"
 
 
-def test_httpx_still_works_without_its_cli():
+def test_httpx_still_works_without_its_cli() -> None:
     probe = "import memoryd, httpx\nprint(httpx.Client, callable(httpx.main))\n"
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
@@ -48,8 +51,8 @@ def test_httpx_still_works_without_its_cli():
 
 @pytest.mark.anyio
 async def test_phase2_without_a_sync_remote_never_loads_the_sync_import(
-    store, paths, clock, monkeypatch
-):
+    store: Store, paths: Paths, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "memoryd.sync.inputs", None)  # importing it would fail
     monkeypatch.setitem(sys.modules, "memoryd.sync.publish", None)
     host = FakeOpencode(consolidate=write_memory)
@@ -59,7 +62,9 @@ async def test_phase2_without_a_sync_remote_never_loads_the_sync_import(
 
 
 @pytest.mark.anyio
-async def test_a_stale_sync_folder_is_still_removed_once_sync_is_off(store, paths, clock):
+async def test_a_stale_sync_folder_is_still_removed_once_sync_is_off(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     stale = paths.memories / "extensions" / inputs.EXTENSION
     (stale / "resources").mkdir(parents=True)
     (stale / "resources" / "old.md").write_text("from another machine\n")

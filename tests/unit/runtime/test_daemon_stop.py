@@ -8,6 +8,8 @@ import logging
 
 import pytest
 
+from memoryd.paths import Paths
+
 pytestmark = pytest.mark.anyio
 
 
@@ -15,7 +17,9 @@ async def no_tick(app: object, *, judge_edits: bool) -> None:
     """The daemon's tick, left out (this test drives a pass only)."""
 
 
-async def test_sigterm_during_a_pass_stops_cleanly(monkeypatch, paths, caplog) -> None:
+async def test_sigterm_during_a_pass_stops_cleanly(
+    monkeypatch: pytest.MonkeyPatch, paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
     from memoryd.runtime import daemon as daemon_mod
     from memoryd.store.home import App
 

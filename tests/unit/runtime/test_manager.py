@@ -363,7 +363,7 @@ def test_unit_passes_the_validator_and_systemd_analyze_when_present(
         "MEMORYD_HOME": str(tmp_path / "home dir %i"),
         "XDG_STATE_HOME": '/tmp/"s"\\x',
     }
-    units = []
+    units: list[Path] = []
     for py in (interpreter(), str(python)):
         _, data = render("systemd", python=py, environ=environ)
         problems, _ = validate_unit(data.decode())

@@ -9,7 +9,6 @@ from typing import Self
 
 import pytest
 
-from memoryd.runtime import sdnotify
 from memoryd.runtime.sdnotify import notify
 
 
@@ -90,7 +89,7 @@ def test_a_failing_socket_call_is_contained(
     def boom(*args: object, **kwargs: object) -> socket.socket:
         raise OSError(97, "Address family not supported")
 
-    monkeypatch.setattr(sdnotify.socket, "socket", boom)
+    monkeypatch.setattr(socket, "socket", boom)
     assert notify("READY=1", environ={"NOTIFY_SOCKET": str(tmp_path / "s")}) is False
 
 
@@ -119,7 +118,7 @@ def test_socket_is_closed_when_sending_fails(
         def close(self) -> None:
             self.closed = True
 
-    monkeypatch.setattr(sdnotify.socket, "socket", FakeSocket)
+    monkeypatch.setattr(socket, "socket", FakeSocket)
     assert notify("READY=1", environ={"NOTIFY_SOCKET": str(tmp_path / "s")}) is False
     assert len(made) == 1 and made[0].closed
 
@@ -135,7 +134,7 @@ def test_socket_is_closed_after_a_successful_send(
         made.append(s)
         return s
 
-    monkeypatch.setattr(sdnotify.socket, "socket", tracking)
+    monkeypatch.setattr(socket, "socket", tracking)
     sock, path = receiver
     assert notify("READY=1", environ={"NOTIFY_SOCKET": path}) is True
     assert made and made[0].fileno() == -1  # closed

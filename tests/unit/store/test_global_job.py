@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.paths import Paths
 from memoryd.store import Store
+from tests.narrow import present
 
 
 def add_output(store: Store, sid: str, wm: int) -> None:
     c = store.stage1.claim_stage1(sid, wm, max_running=100, worker_id="w")
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        c.token,
+        present(c.token),
         raw_memory=f"mem {sid}",
         rollout_summary=f"sum {sid}",
         rollout_slug=None,
@@ -30,23 +34,27 @@ def test_singleton_claim_and_takeover_after_lease(store: Store, clock: ManualClo
     second = store.phase2.claim_phase2(worker_id="b")
     assert second.claimed and second.token != first.token
     assert (
-        store.phase2.mark_phase2_succeeded(first.token, [], consolidated=True, watermark=0) is False
+        store.phase2.mark_phase2_succeeded(present(first.token), [], consolidated=True, watermark=0)
+        is False
     )
     assert (
-        store.phase2.mark_phase2_succeeded(second.token, [], consolidated=True, watermark=0) is True
+        store.phase2.mark_phase2_succeeded(
+            present(second.token), [], consolidated=True, watermark=0
+        )
+        is True
     )
 
 
 def test_cooldown_only_after_a_consolidation(store: Store, clock: ManualClock) -> None:
     c = store.phase2.claim_phase2(worker_id="a")
-    store.phase2.mark_phase2_succeeded(c.token, [], consolidated=False, watermark=0)
+    store.phase2.mark_phase2_succeeded(present(c.token), [], consolidated=False, watermark=0)
     assert store.phase2.claim_phase2(worker_id="a").claimed  # a clean no-op starts no cooldown
-    c = store.phase2.phase2_job()["ownership_token"]
+    c = present(store.phase2.phase2_job())["ownership_token"]
     store.phase2.mark_phase2_succeeded(c, [], consolidated=True, watermark=0)
     store.phase2.enqueue_phase2(5)  # new input does not bypass the cooldown
     assert store.phase2.claim_phase2(worker_id="a").status == "skipped_cooldown"
     assert store.phase2.claim_phase2(worker_id="a", ignore_cooldown=True).claimed
-    tok = store.phase2.phase2_job()["ownership_token"]
+    tok = present(store.phase2.phase2_job())["ownership_token"]
     store.phase2.mark_phase2_succeeded(tok, [], consolidated=True, watermark=0)
     clock.advance(6 * HOUR)
     assert store.phase2.claim_phase2(worker_id="a").claimed
@@ -56,23 +64,23 @@ def test_failure_backs_off_and_never_exhausts(store: Store, clock: ManualClock) 
     for _ in range(5):
         c = store.phase2.claim_phase2(worker_id="a")
         assert c.claimed
-        assert store.phase2.mark_phase2_failed(c.token, "agent timed out")
-        job = store.phase2.phase2_job()
+        assert store.phase2.mark_phase2_failed(present(c.token), "agent timed out")
+        job = present(store.phase2.phase2_job())
         assert job["status"] == "failed" and job["retry_at"] == clock.now_ms() + HOUR
         assert (
             store.phase2.claim_phase2(worker_id="a", ignore_cooldown=True).status
             == "skipped_backoff"
         )
         clock.advance(HOUR)
-    assert store.phase2.phase2_job()["retry_remaining"] == 0
+    assert present(store.phase2.phase2_job())["retry_remaining"] == 0
     assert store.phase2.claim_phase2(worker_id="a").claimed
 
 
 def test_new_input_cancels_failure_backoff(store: Store) -> None:
     c = store.phase2.claim_phase2(worker_id="a")
-    store.phase2.mark_phase2_failed(c.token, "x")
+    store.phase2.mark_phase2_failed(present(c.token), "x")
     store.phase2.enqueue_phase2(10)
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "pending" and job["retry_at"] is None and job["last_error"] == "x"
     assert store.phase2.claim_phase2(worker_id="a").claimed
 
@@ -81,30 +89,30 @@ def test_enqueue_keeps_running_job_running_and_watermark_monotonic(store: Store)
     store.phase2.enqueue_phase2(100)
     c = store.phase2.claim_phase2(worker_id="a")
     store.phase2.enqueue_phase2(50)
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "running" and job["input_watermark"] == 101
     store.phase2.enqueue_phase2(500)
-    assert store.phase2.phase2_job()["input_watermark"] == 500
-    assert store.phase2.heartbeat_phase2(c.token)
+    assert present(store.phase2.phase2_job())["input_watermark"] == 500
+    assert store.phase2.heartbeat_phase2(present(c.token))
 
 
 def test_heartbeat_extends_lease_only_for_owner(store: Store, clock: ManualClock) -> None:
     c = store.phase2.claim_phase2(worker_id="a")
     clock.advance(50 * MINUTE)
-    assert store.phase2.heartbeat_phase2(c.token)
+    assert store.phase2.heartbeat_phase2(present(c.token))
     clock.advance(50 * MINUTE)
     assert store.phase2.claim_phase2(worker_id="b").status == "skipped_running"
     assert store.phase2.heartbeat_phase2("not-the-token") is False
     clock.advance(HOUR + 1)
     other = store.phase2.claim_phase2(worker_id="b")
     assert other.claimed
-    assert store.phase2.heartbeat_phase2(c.token) is False  # ownership lost
+    assert store.phase2.heartbeat_phase2(present(c.token)) is False  # ownership lost
 
 
 def test_release_does_not_back_off(store: Store) -> None:
     c = store.phase2.claim_phase2(worker_id="a")
-    assert store.phase2.release_phase2(c.token)
-    job = store.phase2.phase2_job()
+    assert store.phase2.release_phase2(present(c.token))
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "pending" and job["retry_at"] is None
     assert store.phase2.claim_phase2(worker_id="a").claimed
 
@@ -114,14 +122,14 @@ def test_success_rewrites_selection_snapshot(store: Store) -> None:
     add_output(store, "s2", 20)
     c = store.phase2.claim_phase2(worker_id="a")
     store.phase2.mark_phase2_succeeded(
-        c.token, [("s1", 10), ("s2", 999)], consolidated=True, watermark=20
+        present(c.token), [("s1", 10), ("s2", 999)], consolidated=True, watermark=20
     )
     assert (
-        store.outputs.output("s1").selected_for_phase2
-        and not store.outputs.output("s2").selected_for_phase2
+        present(store.outputs.output("s1")).selected_for_phase2
+        and not present(store.outputs.output("s2")).selected_for_phase2
     )
     assert store.outputs.consumed_count() == 1
-    assert store.phase2.phase2_job()["last_success_watermark"] == 20
+    assert present(store.phase2.phase2_job())["last_success_watermark"] == 20
 
 
 def test_selection_ranking_and_filters(store: Store, clock: ManualClock) -> None:
@@ -145,15 +153,17 @@ def test_deleting_or_disabling_a_consumed_session_enqueues(store: Store) -> None
     add_output(store, "s2", 10)
     c = store.phase2.claim_phase2(worker_id="a")
     store.phase2.mark_phase2_succeeded(
-        c.token, [("s1", 10), ("s2", 10)], consolidated=True, watermark=10
+        present(c.token), [("s1", 10), ("s2", 10)], consolidated=True, watermark=10
     )
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
     assert store.outputs.delete_session_memory("s1") is True
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     c = store.phase2.claim_phase2(worker_id="a", ignore_cooldown=True)
-    store.phase2.mark_phase2_succeeded(c.token, [("s2", 10)], consolidated=True, watermark=10)
+    store.phase2.mark_phase2_succeeded(
+        present(c.token), [("s2", 10)], consolidated=True, watermark=10
+    )
     store.outputs.set_mode("s2", "polluted", "webfetch")
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
 
 def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
@@ -165,7 +175,7 @@ def test_reset_wipes_and_leaves_cooldown_marker(store: Store) -> None:
     assert store.phase2.claim_phase2(worker_id="a").status == "skipped_cooldown"
 
 
-def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
+def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path: Path) -> None:
     from memoryd.write.phase2 import redact_agent_files
 
     secret = "ghp_" + "Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1xy"
@@ -182,7 +192,9 @@ def test_secrets_the_consolidator_wrote_are_scrubbed(tmp_path) -> None:
 def test_forgetting_lifts_the_cooldown(store: Store) -> None:
     add_output(store, "s1", 10)
     c = store.phase2.claim_phase2(worker_id="a")
-    store.phase2.mark_phase2_succeeded(c.token, [("s1", 10)], consolidated=True, watermark=10)
+    store.phase2.mark_phase2_succeeded(
+        present(c.token), [("s1", 10)], consolidated=True, watermark=10
+    )
     assert store.phase2.claim_phase2(worker_id="a").status == "skipped_cooldown"
     store.phase2.enqueue_phase2(11)  # ordinary new input waits for the cooldown
     assert store.phase2.claim_phase2(worker_id="a").status == "skipped_cooldown"
@@ -195,20 +207,20 @@ def test_input_arriving_during_a_run_keeps_the_job_pending(store: Store) -> None
     c = store.phase2.claim_phase2(worker_id="a")
     store.phase2.enqueue_phase2(9)  # a session finished extracting while the consolidator worked
     store.phase2.mark_phase2_succeeded(
-        c.token, [], consolidated=False, watermark=5, claimed_input=c.watermark
+        present(c.token), [], consolidated=False, watermark=5, claimed_input=c.watermark
     )
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     c2 = store.phase2.claim_phase2(worker_id="a")
     store.phase2.mark_phase2_succeeded(
-        c2.token, [], consolidated=False, watermark=9, claimed_input=c2.watermark
+        present(c2.token), [], consolidated=False, watermark=9, claimed_input=c2.watermark
     )
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
 
 
 def test_out_of_order_stage1_finish_leaves_no_pending_input(
-    store: Store, paths, clock: ManualClock
+    store: Store, paths: Paths, clock: ManualClock
 ) -> None:
-    """A newer session finalized first, an older one second, then one clean run that
+    """Issue 11: a newer session finalized first, an older one second, then one clean run that
     consumed both: nothing is pending any more."""
     from memoryd.settings import Settings
     from memoryd.write.snapshot import snapshot
@@ -221,13 +233,13 @@ def test_out_of_order_stage1_finish_leaves_no_pending_input(
     consumed = [(o.session_id, o.source_updated_at) for o in selected]
     assert len(consumed) == 2
     assert store.phase2.mark_phase2_succeeded(
-        c.token,
+        present(c.token),
         consumed,
         consolidated=True,
         watermark=max(wm for _, wm in consumed),
         claimed_input=c.watermark,
     )
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
     assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is False
     add_output(store, "ses_third", now - 3_000)  # new input after the run: pending again
     assert snapshot(store, Settings(), paths)["phase2"]["pending_input"] is True

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.paths import Paths
 from memoryd.store import Store
-from memoryd.store.jobs import STAGE1
+from memoryd.store.jobs import STAGE1, Claim
 from memoryd.store.ledger import CallUsage
+from tests.narrow import present
 
 
-def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2):
+def claim(store: Store, sid: str = "ses_a", wm: int = 100, cap: int = 2) -> Claim:
     return store.stage1.claim_stage1(sid, wm, max_running=cap, worker_id="w1")
 
 
@@ -40,46 +42,46 @@ def test_lease_expiry_allows_takeover_and_old_token_cannot_finalize(
     clock.advance(HOUR + 1)
     second = claim(store)
     assert second.claimed and second.token != first.token
-    assert succeed(store, "ses_a", first.token) is False
-    assert store.stage1.mark_stage1_failed("ses_a", first.token, "late") is False
+    assert succeed(store, "ses_a", present(first.token)) is False
+    assert store.stage1.mark_stage1_failed("ses_a", present(first.token), "late") is False
     assert store.outputs.output("ses_a") is None
-    assert succeed(store, "ses_a", second.token) is True
-    assert store.outputs.output("ses_a").raw_memory == "mem"
+    assert succeed(store, "ses_a", present(second.token)) is True
+    assert present(store.outputs.output("ses_a")).raw_memory == "mem"
 
 
 def test_success_stores_output_and_enqueues_phase2(store: Store) -> None:
     c = claim(store, wm=500)
-    assert succeed(store, "ses_a", c.token)
-    out = store.outputs.output("ses_a")
+    assert succeed(store, "ses_a", present(c.token))
+    out = present(store.outputs.output("ses_a"))
     assert out.source_updated_at == 500 and out.rollout_summary == "summary mem"
-    job = store.stage1.stage1_job("ses_a")
+    job = present(store.stage1.stage1_job("ses_a"))
     assert (
         job["status"] == "done"
         and job["last_success_watermark"] == 500
         and job["ownership_token"] is None
     )
-    p2 = store.phase2.phase2_job()
+    p2 = present(store.phase2.phase2_job())
     assert p2["status"] == "pending" and p2["input_watermark"] == 500
 
 
 def test_up_to_date_session_is_not_claimed_again(store: Store) -> None:
     c = claim(store, wm=500)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert claim(store, wm=500).status == "skipped_up_to_date"
     assert claim(store, wm=400).status == "skipped_up_to_date"
 
 
 def test_no_output_deletes_stale_row_and_enqueues_only_then(store: Store) -> None:
     c = claim(store, "ses_new", 10)
-    assert store.stage1.mark_stage1_no_output("ses_new", c.token)
+    assert store.stage1.mark_stage1_no_output("ses_new", present(c.token))
     assert store.phase2.phase2_job() is None  # nothing deleted, nothing to forget
     c = claim(store, "ses_b", 10)
-    succeed(store, "ses_b", c.token)
+    succeed(store, "ses_b", present(c.token))
     c = claim(store, "ses_b", 20)
     assert c.claimed
-    assert store.stage1.mark_stage1_no_output("ses_b", c.token)
+    assert store.stage1.mark_stage1_no_output("ses_b", present(c.token))
     assert store.outputs.output("ses_b") is None
-    assert store.phase2.phase2_job()["input_watermark"] == 20
+    assert present(store.phase2.phase2_job())["input_watermark"] == 20
     assert claim(store, "ses_b", 20).status == "skipped_up_to_date"
 
 
@@ -87,13 +89,13 @@ def test_failures_back_off_then_exhaust(store: Store, clock: ManualClock) -> Non
     for attempt in range(3):
         c = claim(store)
         assert c.claimed, attempt
-        assert store.stage1.mark_stage1_failed("ses_a", c.token, f"boom {attempt}")
-        job = store.stage1.stage1_job("ses_a")
+        assert store.stage1.mark_stage1_failed("ses_a", present(c.token), f"boom {attempt}")
+        job = present(store.stage1.stage1_job("ses_a"))
         assert job["retry_remaining"] == 2 - attempt
         assert job["retry_at"] == clock.now_ms() + HOUR
         assert claim(store).status == "skipped_backoff"
         clock.advance(HOUR)
-    job = store.stage1.stage1_job("ses_a")
+    job = present(store.stage1.stage1_job("ses_a"))
     assert job["status"] == "failed" and job["last_error"] == "boom 2"
     assert claim(store).status == "skipped_exhausted"
     clock.advance(10 * DAY)
@@ -105,31 +107,31 @@ def test_newer_session_update_revives_exhausted_and_backoff_jobs(
 ) -> None:
     for _ in range(3):
         c = claim(store, wm=100)
-        store.stage1.mark_stage1_failed("ses_a", c.token, "boom")
+        store.stage1.mark_stage1_failed("ses_a", present(c.token), "boom")
         clock.advance(HOUR)
     assert claim(store, wm=100).status == "skipped_exhausted"
     revived = claim(store, wm=101)
     assert revived.claimed
-    assert store.stage1.stage1_job("ses_a")["retry_remaining"] == 3
-    store.stage1.mark_stage1_failed("ses_a", revived.token, "again")
+    assert present(store.stage1.stage1_job("ses_a"))["retry_remaining"] == 3
+    store.stage1.mark_stage1_failed("ses_a", present(revived.token), "again")
     assert claim(store, wm=101).status == "skipped_backoff"
     assert claim(store, wm=102).claimed  # new activity cancels the backoff
 
 
 def test_done_job_revived_by_newer_watermark(store: Store) -> None:
     c = claim(store, wm=100)
-    succeed(store, "ses_a", c.token, "v1")
+    succeed(store, "ses_a", present(c.token), "v1")
     c2 = claim(store, wm=200)
     assert c2.claimed
-    succeed(store, "ses_a", c2.token, "v2")
-    assert store.outputs.output("ses_a").raw_memory == "v2"
-    assert store.outputs.output("ses_a").source_updated_at == 200
+    succeed(store, "ses_a", present(c2.token), "v2")
+    assert present(store.outputs.output("ses_a")).raw_memory == "v2"
+    assert present(store.outputs.output("ses_a")).source_updated_at == 200
 
 
 def test_release_does_not_burn_a_retry(store: Store) -> None:
     c = claim(store)
-    assert store.stage1.release_stage1("ses_a", c.token)
-    job = store.stage1.stage1_job("ses_a")
+    assert store.stage1.release_stage1("ses_a", present(c.token))
+    job = present(store.stage1.stage1_job("ses_a"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert claim(store).claimed
 
@@ -142,7 +144,7 @@ def test_running_cap_counts_live_leases_only(store: Store, clock: ManualClock) -
     assert claim(store, "s3", cap=2).claimed
 
 
-def test_running_cap_holds_across_processes(paths, clock: ManualClock) -> None:
+def test_running_cap_holds_across_processes(paths: Paths, clock: ManualClock) -> None:
     """Two connections to one file (as two processes would have) share one cap."""
     paths.ensure_dir(paths.data_dir)
     a = Store(paths.db, clock=clock)
@@ -153,7 +155,7 @@ def test_running_cap_holds_across_processes(paths, clock: ManualClock) -> None:
         assert a.stage1.claim_stage1("s3", 1, max_running=2, worker_id="a").status == "skipped_cap"
         assert b.stage1.claim_stage1("s3", 1, max_running=2, worker_id="b").status == "skipped_cap"
         # b cannot finalize a's job with its own token
-        tok_b = b.stage1.stage1_job("s2")["ownership_token"]
+        tok_b = present(b.stage1.stage1_job("s2"))["ownership_token"]
         assert b.stage1.mark_stage1_failed("s1", tok_b, "not mine") is False
     finally:
         a.close()
@@ -162,19 +164,19 @@ def test_running_cap_holds_across_processes(paths, clock: ManualClock) -> None:
 
 def test_upsert_never_goes_back_in_time_and_keeps_usage(store: Store) -> None:
     c = claim(store, wm=200)
-    succeed(store, "ses_a", c.token, "new")
+    succeed(store, "ses_a", present(c.token), "new")
     store.outputs.record_usage(["ses_a"])
     c2 = claim(store, wm=300)
-    succeed(store, "ses_a", c2.token, "newer")
-    out = store.outputs.output("ses_a")
+    succeed(store, "ses_a", present(c2.token), "newer")
+    out = present(store.outputs.output("ses_a"))
     assert out.raw_memory == "newer" and out.usage_count == 1
 
 
 def test_record_usage_ignores_unknown_and_dedupes(store: Store, clock: ManualClock) -> None:
     c = claim(store, wm=1)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert store.outputs.record_usage(["ses_a", "ses_a", "ses_unknown"]) == 1
-    out = store.outputs.output("ses_a")
+    out = present(store.outputs.output("ses_a"))
     assert out.usage_count == 1 and out.last_usage == clock.now_ms()
 
 
@@ -186,7 +188,7 @@ def test_prune_drops_only_stale_unselected_rows(store: Store, clock: ManualClock
         ("old_used", now - 40 * DAY),
     ):
         c = claim(store, sid, wm, cap=10)
-        succeed(store, sid, c.token)
+        succeed(store, sid, present(c.token))
     store.outputs.record_usage(["old_used"])
     assert store.outputs.prune_outputs(max_unused_days=30) == 1
     assert {o.session_id for o in store.outputs.newest_first()} == {"fresh", "old_used"}
@@ -204,7 +206,7 @@ def test_modes_stamp_and_set(store: Store) -> None:
 
 def test_delete_session_memory(store: Store) -> None:
     c = claim(store)
-    succeed(store, "ses_a", c.token)
+    succeed(store, "ses_a", present(c.token))
     assert "ses_a" in store.outputs.known_session_ids()
     store.outputs.delete_session_memory("ses_a")
     assert store.outputs.output("ses_a") is None and store.stage1.stage1_job("ses_a") is None
@@ -240,7 +242,7 @@ def test_model_call_ledger(store: Store, clock: ManualClock) -> None:
 
 def test_error_text_is_bounded(store: Store) -> None:
     c = claim(store)
-    store.stage1.mark_stage1_failed("ses_a", c.token, "x" * 10_000)
-    assert len(store.stage1.stage1_job("ses_a")["last_error"]) <= 4_000
+    store.stage1.mark_stage1_failed("ses_a", present(c.token), "x" * 10_000)
+    assert len(present(store.stage1.stage1_job("ses_a"))["last_error"]) <= 4_000
     errs = store.stage1.stage1_last_errors()
     assert errs[0]["session_id"] == "ses_a" and errs[0]["retries_left"] == 2

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from dulwich.objects import Commit
 from dulwich.repo import Repo
 
 from memoryd.clock import DAY, ManualClock
@@ -27,6 +28,7 @@ from memoryd.tools.scope import Scope
 from memoryd.tools.search import memory_search
 from memoryd.write.snapshot import sync_snapshot
 from tests.conftest import T0
+from tests.narrow import checked, present
 from tests.unit.sync.test_engine import Machine, remote_files
 
 
@@ -35,7 +37,7 @@ def extract(m: Machine, sid: str, fact: str, *, cwd: str = "/home/dev/project") 
     c = m.store.stage1.claim_stage1(sid, T0, max_running=100, worker_id="w")
     assert m.store.stage1.mark_stage1_succeeded(
         sid,
-        c.token,
+        present(c.token),
         raw_memory=f"- {fact}" if fact else "",
         rollout_summary=f"Summary: {fact}" if fact else "",
         rollout_slug="slug",
@@ -197,7 +199,7 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
     assert not any(b"rotates weekly" in blob for blob in reachable_blobs(remote))
     repo = Repo(str(remote))
     try:
-        assert repo[repo.refs[BRANCH]].parents == []  # one root commit
+        assert checked(Commit, repo[repo.refs[BRANCH]]).parents == []  # one root commit
     finally:
         repo.close()
     files = remote_files(remote)
@@ -217,7 +219,7 @@ def test_a_forget_rewrites_history_and_concurrent_pushes_lose_nothing(
     assert a.sync().status == "pushed"
     repo = Repo(str(remote))
     try:
-        assert len(repo[repo.refs[BRANCH]].parents) == 1
+        assert len(checked(Commit, repo[repo.refs[BRANCH]]).parents) == 1
     finally:
         repo.close()
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dulwich.objects import Blob, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.repo import Repo
 
 from memoryd.clock import ManualClock
@@ -32,6 +32,7 @@ from memoryd.tools.notes import memory_add_note, memory_forget
 from memoryd.tuning import GIT_MODE_FILE, GIT_MODE_TREE
 from memoryd.write.snapshot import snapshot
 from tests.conftest import T0
+from tests.narrow import checked, present
 
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9cB1"
 
@@ -59,7 +60,7 @@ class Machine:
         c = self.store.stage1.claim_stage1(sid, wm, max_running=100, worker_id="w")
         assert self.store.stage1.mark_stage1_succeeded(
             sid,
-            c.token,
+            present(c.token),
             raw_memory=f"- {fact}",
             rollout_summary=f"Summary: {fact}",
             rollout_slug="slug",
@@ -111,7 +112,7 @@ def remote_files(remote: Path) -> dict[str, bytes]:
     repo = Repo(str(remote))
     try:
         head = repo.refs[BRANCH]
-        tree = repo[repo[head].tree]
+        tree = repo[checked(Commit, repo[head]).tree]
         out: dict[str, bytes] = {}
         for entry in repo.object_store.iter_tree_contents(tree.id):
             out[entry.path.decode()] = repo.object_store[entry.sha].as_raw_string()
@@ -213,7 +214,9 @@ def test_a_session_remembered_on_a_reaches_b(
 
     out = b.sync()
     assert out.status == "pushed" and out.machines == 1 and out.inputs_changed
-    assert b.store.phase2.phase2_job()["input_watermark"]  # B's next pass knows there is new input
+    assert present(b.store.phase2.phase2_job())[
+        "input_watermark"
+    ]  # B's next pass knows there is new input
     got = b.inputs()
     session = got[f"resources/{a.id}/sessions/{session_key('ses_a1')}.md"]
     assert "session_id: ses_a1" in session and "Billing uses PostgreSQL 16" in session
@@ -244,7 +247,7 @@ def test_forgetting_on_a_removes_it_on_b_and_nothing_resurrects_it(
     assert f"machines/{a.id}/tombstones.json" in remote_files(remote)
     out = b.sync()
     assert out.inputs_changed
-    job = b.store.phase2.phase2_job()
+    job = present(b.store.phase2.phase2_job())
     assert job["cooldown_until"] is None  # forgetting is urgent on every machine
     left = b.inputs()
     assert [k for k in left if "/sessions/" in k] == [
@@ -307,7 +310,7 @@ def test_both_pushing_at_once_loses_neither(
     pub_a = build_publication(a.store, a.paths.memories, 30)
     pub_b = build_publication(b.store, b.paths.memories, 30)
     real_fetch = transport.SyncRepo.fetch
-    raced = []
+    raced: list[bool] = []
 
     def fetch_then_b_pushes(self: transport.SyncRepo, url: str):  # type: ignore[no-untyped-def]
         head = real_fetch(self, url)
@@ -323,7 +326,7 @@ def test_both_pushing_at_once_loses_neither(
     assert f"machines/{a.id}/{session_path('ses_a')}" in files
     assert f"machines/{b.id}/{session_path('ses_b')}" in files
     repo = Repo(str(remote))
-    head = repo[repo.refs[BRANCH]]
+    head = checked(Commit, repo[repo.refs[BRANCH]])
     assert len(head.parents) == 1  # A's commit sits on top of B's, nothing was overwritten
     repo.close()
 
@@ -442,7 +445,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
     from memoryd.store.home import App
     from memoryd.write.passes import PassResult
     from memoryd.write.phase1 import Phase1Report
-    from memoryd.write.phase2 import Phase2Result
+    from memoryd.write.phase2 import Phase2Result, Phase2Status
 
     monkeypatch.setenv("MEMORYD_SYNC_REMOTE", str(remote))
     monkeypatch.setattr(daemon_mod, "SYNC_CHECK_S", 3600)  # only the consolidation may trigger it
@@ -451,7 +454,7 @@ async def test_the_daemon_syncs_after_a_validated_consolidation(
 
     async def consolidated(app: App, **kw: object) -> PassResult:
         await asyncio.sleep(0.5)  # the sync job's check at start finds nothing due
-        return PassResult(Phase1Report(), Phase2Result("succeeded"), IngestResult())
+        return PassResult(Phase1Report(), Phase2Result(Phase2Status.SUCCEEDED), IngestResult())
 
     monkeypatch.setattr(daemon_mod, "run_pass", consolidated)
     monkeypatch.setattr(daemon_mod, "daemon_tick", no_tick)
@@ -582,7 +585,12 @@ def test_blob_sizes_are_read_from_the_header_before_inflating(
         assert transport.object_size(store, ObjectID(b"3" * 40)) is None
         calls: list[ObjectID] = []
         real = store.get_raw
-        monkeypatch.setattr(store, "get_raw", lambda sha: calls.append(sha) or real(sha))
+
+        def counted(sha: ObjectID) -> tuple[int, bytes]:
+            calls.append(sha)
+            return real(sha)
+
+        monkeypatch.setattr(store, "get_raw", counted)
         assert loose.blob(Blob.from_string(big).id, 1024) is None
         assert calls == []  # refused without inflating it
         assert loose.blob(Blob.from_string(small).id, 1024) == small

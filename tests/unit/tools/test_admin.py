@@ -24,13 +24,14 @@ from memoryd.tools import (
 )
 from memoryd.tools.hits import SearchQuery
 from tests.conftest import T0
+from tests.narrow import present
 
 
 def add_output(store: Store, sid: str, raw: str = "raw") -> None:
     claim = store.stage1.claim_stage1(sid, T0, max_running=100, worker_id="test")
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary="sum",
         rollout_slug=None,
@@ -69,7 +70,7 @@ def test_inspect_reports_pipeline_folder_and_summary(
         ("skills/link.md", "l"),
     ]
     summary = (folder / SUMMARY_FILE).read_text()
-    assert r.summary_chars == len(summary) and 0 < r.summary_tokens < len(summary)
+    assert r.summary_chars == len(summary) and 0 < present(r.summary_tokens) < len(summary)
     assert r.modes == {"disabled": 1}
     text = r.to_text()
     assert "stage 1: 1 outputs" in text and "l skills/link.md (symlink, not followed)" in text
@@ -113,10 +114,10 @@ def test_disabling_a_consumed_session_enqueues_phase2(store: Store) -> None:
     add_output(store, "ses_a")
     claim = store.phase2.claim_phase2(worker_id="t", ignore_cooldown=True)
     store.phase2.mark_phase2_succeeded(
-        claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
+        present(claim.token), [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
     )
     memory_mode(store, "disabled", "ses_a")
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
 
 # -- reset ------------------------------------------------------------------------------------

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import memoryd.tools.index_refresh as refresh_mod
 from memoryd.clock import DAY, ManualClock
+from memoryd.folder.guard import WalkEntry, walk_files
 from memoryd.folder.layout import RAW_MEMORIES_FILE
 from memoryd.paths import bump_change_mark, change_mark_file
 from memoryd.store import Store
@@ -20,6 +22,7 @@ from memoryd.tools.hits import SearchQuery
 from memoryd.tools.index import SCHEMA_VERSION, build_match
 from memoryd.tools.scope import ALL
 from tests.conftest import T0
+from tests.narrow import present
 
 
 def add_output(
@@ -29,7 +32,7 @@ def add_output(
     assert claim.claimed
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary=summary,
         rollout_slug=None,
@@ -47,7 +50,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
+def index(tmp_path: Path, root: Path, store: Store) -> Iterator[SearchIndex]:
     idx = SearchIndex(tmp_path / "search.db", root, store)
     yield idx
     idx.close()
@@ -251,8 +254,12 @@ def test_unchanged_watermark_answers_without_walking(
     age(root)
     assert index.refresh().files_indexed == 5
     walked: list[int] = []
-    real_walk = refresh_mod.walk_files
-    monkeypatch.setattr(refresh_mod, "walk_files", lambda *a: walked.append(1) or real_walk(*a))
+
+    def walk(root: Path, relpath: str | None = None) -> Iterator[WalkEntry]:
+        walked.append(1)
+        return walk_files(root, relpath)
+
+    monkeypatch.setattr(refresh_mod, "walk_files", walk)
     hit = index.refresh()
     assert hit.watermark_hit and walked == []
     # an atomic replace (rename) changes its folder's mtime: noticed without any mark

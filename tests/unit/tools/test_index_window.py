@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from memoryd.tools import SearchIndex, memory_search
 from memoryd.tools.hits import SearchQuery
 from memoryd.tools.scope import ALL, Scope
 from tests.conftest import T0
+from tests.narrow import present
 
 A, B = scope_key("/srv/a"), scope_key("/srv/b")
 
@@ -36,7 +38,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def index(tmp_path: Path, root: Path, store: Store) -> SearchIndex:
+def index(tmp_path: Path, root: Path, store: Store) -> Iterator[SearchIndex]:
     idx = SearchIndex(tmp_path / "search.db", root, store)
     yield idx
     idx.close()
@@ -63,7 +65,7 @@ def add_output(
     assert claim.claimed
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=raw,
         rollout_summary="",
         rollout_slug=None,
@@ -203,7 +205,7 @@ def test_a_tool_call_skips_the_integrity_check_the_daemon_runs(
     real_connect = sqlite3.connect
 
     def traced(*args: Any, **kw: Any) -> sqlite3.Connection:
-        conn = real_connect(*args, **kw)
+        conn: sqlite3.Connection = real_connect(*args, **kw)
         conn.set_trace_callback(statements.append)
         return conn
 

@@ -20,6 +20,7 @@ from memoryd.tools import (
 )
 from memoryd.tools.notes import slugify
 from tests.conftest import T0
+from tests.narrow import present
 
 STAMP = "2027-01-15T08-00-00"  # T0
 
@@ -39,16 +40,16 @@ def finish_phase2(store: Store) -> None:
     assert claim.claimed
     consumed = [(o.session_id, o.source_updated_at) for o in store.outputs.newest_first()]
     assert store.phase2.mark_phase2_succeeded(
-        claim.token, consumed, consolidated=False, watermark=claim.watermark or 0
+        present(claim.token), consumed, consolidated=False, watermark=claim.watermark or 0
     )
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
 
 
 def add_output(store: Store, sid: str) -> None:
     claim = store.stage1.claim_stage1(sid, T0, max_running=100, worker_id="test")
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory="raw",
         rollout_summary="sum",
         rollout_slug=None,
@@ -173,7 +174,7 @@ def test_add_note_with_store_enqueues_phase2(root: Path, store: Store, clock: Ma
     add_output(store, "ses_a")
     finish_phase2(store)
     memory_add_note(root, "remember this", clock=clock, store=store)
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
 
 # -- forget -----------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ def test_forget_session_deletes_disables_and_enqueues(root: Path, store: Store) 
     )
     assert store.outputs.output("ses_a") is None and store.stage1.stage1_job("ses_a") is None
     assert store.outputs.memory_mode("ses_a") == "disabled"  # discovery will not extract it again
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     assert "forgot session ses_a" in r.to_text()
     with pytest.raises(NotFound):
         memory_forget(store, root, session_id="ses_a")
@@ -213,14 +214,14 @@ def test_forget_unconsumed_output_still_enqueues(root: Path, store: Store) -> No
     add_output(store, "ses_a")
     finish_phase2(store)
     add_output(store, "ses_b")  # extracted after the last consolidation
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     claim = store.phase2.claim_phase2(worker_id="t", ignore_cooldown=True)
     store.phase2.mark_phase2_succeeded(
-        claim.token, [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
+        present(claim.token), [("ses_a", T0)], consolidated=False, watermark=claim.watermark or 0
     )
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
     assert memory_forget(store, root, session_id="ses_b").phase2_enqueued
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
 
 def test_forget_note_by_name_or_full_path(root: Path, store: Store, clock: ManualClock) -> None:
@@ -229,7 +230,7 @@ def test_forget_note_by_name_or_full_path(root: Path, store: Store, clock: Manua
     finish_phase2(store)
     r = memory_forget(store, root, note=Path(a.path).name)
     assert r.note == a.path and not (root / a.path).exists()
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     memory_forget(store, root, note=b.path)
     assert notes_in(root) == []
     assert "deleted note" in r.to_text()

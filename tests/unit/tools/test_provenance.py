@@ -196,7 +196,9 @@ def test_only_the_newest_user_messages_count() -> None:
 # -- through `memoryd tool`, against a host over HTTP ---------------------------------------------
 
 
-def user_session(host: FakeOpencode, sid: str, *turns: tuple[str, str], parent: str | None = None):
+def user_session(
+    host: FakeOpencode, sid: str, *turns: tuple[str, str], parent: str | None = None
+) -> None:
     host.add_session(sid, updated=1_800_000_000_000, turns=list(turns), parent=parent)
 
 

@@ -12,6 +12,7 @@ from memoryd.tools import InvalidArgument, NotFound, Refused, memory_search
 from memoryd.tools.common import parse_bound
 from memoryd.tools.hits import SearchQuery
 from memoryd.tools.search import _windows
+from tests.narrow import present
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_bad_time_bounds(root: Path) -> None:
 
 
 def test_parse_bound_forms() -> None:
-    day = parse_bound("u", "2027-01-15", end=False)
+    day = present(parse_bound("u", "2027-01-15", end=False))
     assert parse_bound("u", "2027-01-15", end=True) == day + 86_400_000 - 1
     assert parse_bound("s", "2027-01-15T00-00-00", end=False) == day
     assert parse_bound("s", "2027-01-15T00:00:00Z", end=False) == day

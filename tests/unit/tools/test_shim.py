@@ -13,6 +13,7 @@ from memoryd.clock import ManualClock
 from memoryd.errors import InvalidArgument, Refused
 from memoryd.paths import Paths
 from memoryd.tools.shim import SPECS, call
+from tests.narrow import present
 
 PROBE = """
 import runpy, sys
@@ -78,7 +79,7 @@ def test_the_fast_path_takes_every_option_the_shim_passes(paths: Paths, tmp_path
     tool_cli.register(cli.add_subparsers())
     options = {
         opt
-        for action in cli._subparsers._group_actions[0].choices["tool"]._actions  # type: ignore[union-attr]
+        for action in present(cli._subparsers._group_actions[0].choices)["tool"]._actions  # type: ignore[union-attr]
         for opt in action.option_strings
         if opt not in ("-h", "--help")
     }

@@ -25,6 +25,7 @@ from memoryd.web.app import UI, create_app
 from memoryd.web.security import CSP, Secrets
 from memoryd.write import review
 from tests.conftest import T0
+from tests.narrow import present
 
 PORT = 48123
 BASE = f"http://127.0.0.1:{PORT}"
@@ -60,7 +61,7 @@ def add_output(app: App, sid: str, text: str, *, title: str = "a session", at: i
     claim = store.stage1.claim_stage1(sid, at, max_running=100, worker_id="t")
     assert store.stage1.mark_stage1_succeeded(
         sid,
-        claim.token,
+        present(claim.token),
         raw_memory=text,
         rollout_summary=f"Summary: {text}",
         rollout_slug=None,
@@ -415,7 +416,7 @@ def stage_one(app: App, new_memory: str) -> None:
             staged_at=T0, consumed=[], watermark=0, claimed_input=claim.watermark, changes=["A x"]
         ),
     )
-    assert app.store.phase2.release_phase2(claim.token, "waiting: review")
+    assert app.store.phase2.release_phase2(present(claim.token), "waiting: review")
 
 
 def test_review_page_accept(client: TestClient, app: App, keys: Secrets) -> None:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any, NoReturn
 
+import httpx
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
 from memoryd.errors import MemorydError
+from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.prompts import SKELETON_MARKERS
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.write.phase1 import EXTRACT_AGENT, Phase1, normalize_slug
-from tests.fakehost import FakeOpencode, good_reply
+from memoryd.write.phase1 import Phase1, normalize_slug
+from tests.fakehost import FakeOpencode, Reply, good_reply
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 SECRET = "sk-proj-Zq8XwV3mT1uP6yR4nL0kJ7hG2fD5sA9c"
@@ -32,7 +36,9 @@ def host(clock: ManualClock) -> FakeOpencode:
     return h
 
 
-def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides) -> Phase1:
+def make(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **overrides: Any
+) -> Phase1:
     settings = Settings(**overrides)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
     return Phase1(
@@ -40,7 +46,9 @@ def make(store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **o
     )
 
 
-async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, clock) -> None:
+async def test_extracts_idle_sessions_and_cleans_up_helpers(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     now = clock.now_ms()
     host.add_session("ses_child0000", updated=now - 8 * HOUR, parent="ses_old0aaaaaa")
     host.add_session(
@@ -74,7 +82,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
         "list_mcp_resource_templates": False,
         "read_mcp_resource": False,
     }
-    out = store.outputs.output("ses_old0aaaaaa")
+    out = present(store.outputs.output("ses_old0aaaaaa"))
     assert (
         out.rollout_slug == "fixed_the_build"
         and out.cwd == "/srv/proj"
@@ -85,7 +93,7 @@ async def test_extracts_idle_sessions_and_cleans_up_helpers(store, host, paths, 
 
 
 async def test_claims_per_pass_are_capped_and_second_pass_is_free(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     p1 = make(store, host, paths, clock)  # default cap 2
     first = await p1.run_pass()
@@ -97,7 +105,9 @@ async def test_claims_per_pass_are_capped_and_second_pass_is_free(
     assert third.claimed == 0 and third.up_to_date == 3 and host.prompts == []
 
 
-async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, clock) -> None:
+async def test_one_new_turn_means_exactly_one_reextraction(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
     host.prompts.clear()
@@ -107,10 +117,10 @@ async def test_one_new_turn_means_exactly_one_reextraction(store, host, paths, c
         store, host, paths, clock, max_rollouts_per_startup=8, min_rollout_idle_hours=0
     ).run_pass()
     assert report.claimed == 1 and len(host.prompts) == 1
-    assert store.outputs.output("ses_old1aaaaaa").source_updated_at == clock.now_ms() - 1
+    assert present(store.outputs.output("ses_old1aaaaaa")).source_updated_at == clock.now_ms() - 1
 
 
-async def test_idle_and_age_windows(store, paths, clock) -> None:
+async def test_idle_and_age_windows(store: Store, paths: Paths, clock: ManualClock) -> None:
     host = FakeOpencode()
     now = clock.now_ms()
     host.add_session("ses_fresh0000", updated=now - 5 * HOUR)
@@ -124,7 +134,7 @@ async def test_idle_and_age_windows(store, paths, clock) -> None:
 
 
 async def test_schema_breaking_answer_fails_with_backoff_not_crash(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.reply = lambda body: {
         "structured": {"raw_memory": ["not", "a", "string"], "rollout_summary": "x"}
@@ -132,7 +142,7 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
     report = await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     assert report.failed == 3 and report.succeeded == 0
     assert "breaks the schema" in report.errors[0]
-    job = store.stage1.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1.stage1_job("ses_old0aaaaaa"))
     assert (
         job["status"] == "pending"
         and job["retry_remaining"] == 2
@@ -186,7 +196,9 @@ async def test_schema_breaking_answer_fails_with_backoff_not_crash(
         ),
     ],
 )
-async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, fragment) -> None:
+async def test_bad_model_answers_fail_the_job(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply: Reply, fragment: str
+) -> None:
     host.reply = reply
     report = await make(store, host, paths, clock).run_pass()
     assert report.failed == 2 and report.succeeded == 0
@@ -210,7 +222,7 @@ async def test_bad_model_answers_fail_the_job(store, host, paths, clock, reply, 
     ],
 )
 async def test_host_faults_release_claims_without_burning_retries(
-    store, host, paths, clock, reply, fragment
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, reply: Reply, fragment: str
 ) -> None:
     """A 5xx, a 429 or a garbled answer is opencode's trouble, not the session's."""
     host.reply = reply
@@ -218,7 +230,7 @@ async def test_host_faults_release_claims_without_burning_retries(
     assert report.failed == 0 and report.released == 2 and report.succeeded == 0
     assert fragment in (report.waiting or "")
     for sid in ("ses_old0aaaaaa", "ses_old1aaaaaa"):
-        job = store.stage1.stage1_job(sid)
+        job = present(store.stage1.stage1_job(sid))
         assert job["status"] == "pending" and job["retry_remaining"] == 3, dict(job)
         assert fragment in job["last_error"]
     assert host.helper_sessions == []
@@ -226,7 +238,9 @@ async def test_host_faults_release_claims_without_burning_retries(
     assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
 
-async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None:
+async def test_text_json_fallback_is_accepted(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     host.reply = lambda b: {
         "text": '```json\n{"raw_memory": "r", "rollout_summary": "s", "rollout_slug": null}\n```'
     }
@@ -235,7 +249,7 @@ async def test_text_json_fallback_is_accepted(store, host, paths, clock) -> None
 
 
 async def test_empty_answer_means_no_output_and_removes_stale_row(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     p1 = make(store, host, paths, clock, max_rollouts_per_startup=8)
     await p1.run_pass()
@@ -248,18 +262,20 @@ async def test_empty_answer_means_no_output_and_removes_stale_row(
     report = await p1.run_pass()
     assert report.no_output == 1
     assert store.outputs.output("ses_old0aaaaaa") is None
-    assert store.stage1.stage1_job("ses_old0aaaaaa")["status"] == "done"
+    assert present(store.stage1.stage1_job("ses_old0aaaaaa"))["status"] == "done"
     assert store.ledger.token_totals()["phase1"]["calls"] == 4
 
 
-async def test_empty_transcript(store, paths, clock) -> None:
+async def test_empty_transcript(store: Store, paths: Paths, clock: ManualClock) -> None:
     host = FakeOpencode()
     host.add_session("ses_empty0000", updated=clock.now_ms() - 7 * HOUR, turns=[])
     report = await make(store, host, paths, clock).run_pass()
     assert report.no_output == 1 and host.prompts == []
 
 
-async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> None:
+async def test_polluted_sessions_are_skipped_when_asked(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode()
     now = clock.now_ms()
     s = host.add_session("ses_web00000", updated=now - 7 * HOUR, turns=[("user", "look this up")])
@@ -296,7 +312,9 @@ async def test_polluted_sessions_are_skipped_when_asked(store, paths, clock) -> 
     assert (await make(store, host2, paths, clock).run_pass()).succeeded == 1
 
 
-async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> None:
+async def test_secrets_never_reach_the_model_nor_the_db(
+    store: Store, paths: Paths, clock: ManualClock
+) -> None:
     host = FakeOpencode()
     host.add_session(
         "ses_secret000",
@@ -313,12 +331,14 @@ async def test_secrets_never_reach_the_model_nor_the_db(store, paths, clock) -> 
     report = await make(store, host, paths, clock).run_pass()
     assert report.succeeded == 1
     assert SECRET not in str(host.prompts)
-    out = store.outputs.output("ses_secret000")
+    out = present(store.outputs.output("ses_secret000"))
     assert SECRET not in out.raw_memory and SECRET not in out.rollout_summary
     assert SECRET.encode() not in paths.db.read_bytes()
 
 
-async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
+async def test_deleted_session_is_forgotten(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     del host.sessions["ses_old2aaaaaa"]
     report = await make(store, host, paths, clock).run_pass()
@@ -329,7 +349,9 @@ async def test_deleted_session_is_forgotten(store, host, paths, clock) -> None:
     )
 
 
-async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None:
+async def test_missing_agent_is_a_clear_error(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     host.agents = ["build"]
     with pytest.raises(MemorydError, match=r"does not load the 'memoryd-extract' agent from .*"):
         await make(store, host, paths, clock).run_pass()
@@ -341,7 +363,7 @@ async def test_missing_agent_is_a_clear_error(store, host, paths, clock) -> None
 
 
 async def test_cancellation_releases_claims_without_burning_retries(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.prompt_delay = 30
     task = asyncio.ensure_future(make(store, host, paths, clock).run_pass())
@@ -352,12 +374,14 @@ async def test_cancellation_releases_claims_without_burning_retries(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    job = store.stage1.stage1_job("ses_old0aaaaaa")
+    job = present(store.stage1.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     assert host.helper_sessions == []
 
 
-async def test_generate_memories_off_extracts_nothing(store, host, paths, clock) -> None:
+async def test_generate_memories_off_extracts_nothing(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     report = await make(store, host, paths, clock, generate_memories=False).run_pass()
     assert report.claimed == 0 and host.prompts == []
     assert store.outputs.memory_mode("ses_old0aaaaaa") == "disabled"
@@ -370,48 +394,56 @@ def test_slug_normalization() -> None:
 
 
 async def test_rate_limit_opens_circuit_and_releases_without_burning_retries(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     host.reply = lambda b: {
         "error": {"name": "APIError", "data": {"message": "Rate limit reached", "statusCode": 429}}
     }
     report = await make(store, host, paths, clock).run_pass()
-    assert report.failed == 0 and report.released == 2 and "Rate limit" in report.waiting
-    job = store.stage1.stage1_job("ses_old0aaaaaa")
+    assert report.failed == 0 and report.released == 2 and "Rate limit" in present(report.waiting)
+    job = present(store.stage1.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
     host.prompts.clear()
     host.reply = good_reply
     waiting = await make(store, host, paths, clock).run_pass()
-    assert host.prompts == [] and "circuit open" in waiting.waiting
+    assert host.prompts == [] and "circuit open" in present(waiting.waiting)
     clock.advance(HOUR + 1)
     assert (await make(store, host, paths, clock).run_pass()).succeeded == 2
 
 
-async def test_daily_budget_makes_jobs_wait_not_fail(store, host, paths, clock) -> None:
+async def test_daily_budget_makes_jobs_wait_not_fail(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     report = await make(
         store, host, paths, clock, daily_token_budget=1000, max_rollouts_per_startup=1
     ).run_pass()
     assert report.succeeded == 1  # 1,350 tokens: now over the budget
     host.prompts.clear()
     again = await make(store, host, paths, clock, daily_token_budget=1000).run_pass()
-    assert host.prompts == [] and again.claimed == 0 and "daily token budget" in again.waiting
+    assert (
+        host.prompts == [] and again.claimed == 0 and "daily token budget" in present(again.waiting)
+    )
     assert store.stage1.stage1_counts()["failed"] == 0
 
 
-async def test_host_going_away_releases_without_burning_retries(store, host, paths, clock) -> None:
+async def test_host_going_away_releases_without_burning_retries(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     import httpx
 
-    def gone(body):
+    def gone(body: dict[str, Any]) -> NoReturn:
         raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
 
     host.reply = gone
     report = await make(store, host, paths, clock).run_pass()
-    assert report.failed == 0 and report.released == 2 and "unreachable" in report.waiting
-    job = store.stage1.stage1_job("ses_old0aaaaaa")
+    assert report.failed == 0 and report.released == 2 and "unreachable" in present(report.waiting)
+    job = present(store.stage1.stage1_job("ses_old0aaaaaa"))
     assert job["status"] == "pending" and job["retry_remaining"] == 3 and job["retry_at"] is None
 
 
-async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, paths, clock) -> None:
+async def test_stale_helpers_from_a_killed_memoryd_are_removed(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     now = clock.now_ms()
     host.add_session(
         "ses_stalehelp1",
@@ -441,7 +473,7 @@ async def test_stale_helpers_from_a_killed_memoryd_are_removed(store, host, path
 
 
 async def test_archived_sessions_are_neither_extracted_nor_forgotten(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     host.sessions["ses_old1aaaaaa"]["time"]["archived"] = clock.now_ms()
@@ -454,7 +486,11 @@ async def test_archived_sessions_are_neither_extracted_nor_forgotten(
 
 
 async def test_cancel_releases_claims_still_waiting_for_a_slot(
-    store, host, paths, clock, monkeypatch
+    store: Store,
+    host: FakeOpencode,
+    paths: Paths,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import memoryd.write.phase1 as phase1
 
@@ -471,11 +507,13 @@ async def test_cancel_releases_claims_still_waiting_for_a_slot(
     with pytest.raises(asyncio.CancelledError):
         await task
     for i in range(3):
-        job = store.stage1.stage1_job(f"ses_old{i}aaaaaa")
+        job = present(store.stage1.stage1_job(f"ses_old{i}aaaaaa"))
         assert job["status"] == "pending" and job["retry_remaining"] == 3, (i, dict(job))
 
 
-async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, paths, clock) -> None:
+async def test_a_404_from_the_helper_does_not_forget_the_session(
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
+) -> None:
     await make(store, host, paths, clock, max_rollouts_per_startup=8).run_pass()
     clock.advance(MINUTE)
     host.touch("ses_old0aaaaaa", clock.now_ms() - 7 * HOUR)
@@ -489,7 +527,7 @@ async def test_a_404_from_the_helper_does_not_forget_the_session(store, host, pa
 
 
 async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
-    store, host, paths, clock
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock
 ) -> None:
     """Found by the chaos bench (scenario 4): a turn that lands after the pass listed
     the sessions but before the extraction read the transcript was read, yet the output claimed
@@ -497,7 +535,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     listed = host._list
     moved: list[int] = []
 
-    def list_then_a_turn_lands(request):  # type: ignore[no-untyped-def]
+    def list_then_a_turn_lands(request: httpx.Request) -> httpx.Response:
         page = listed(request)
         if not moved:
             moved.append(clock.now_ms() - 1)
@@ -508,7 +546,7 @@ async def test_a_turn_between_listing_and_reading_is_not_extracted_twice(
     settings = {"max_rollouts_per_startup": 8, "min_rollout_idle_hours": 0}
     await make(store, host, paths, clock, **settings).run_pass()
     assert "and use ruff" in json.dumps([p for p in host.prompts if "ses_old1aaaaaa" in str(p)])
-    assert store.outputs.output("ses_old1aaaaaa").source_updated_at == moved[0]
+    assert present(store.outputs.output("ses_old1aaaaaa")).source_updated_at == moved[0]
     host.prompts.clear()
     report = await make(store, host, paths, clock, **settings).run_pass()
     assert report.claimed == 0 and host.prompts == []

@@ -7,6 +7,7 @@ restored, the lease lost mid-run, and a budget that makes the run wait.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,18 +16,20 @@ from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
+from memoryd.store.outputs import Output
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2, Phase2Status
 from tests.fakehost import FakeOpencode, write_memory
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
 
 def phases(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **settings: object
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **settings: Any
 ) -> tuple[Phase1, Phase2]:
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = {
+    common: dict[str, Any] = {
         "store": store,
         "client": client,
         "settings": Settings(**settings),
@@ -60,7 +63,7 @@ async def test_nothing_to_consolidate_makes_no_model_call(
     result = await p2.run()
     assert result.status is Phase2Status.NO_INPUTS and result.ok
     assert consolidation_prompts(host) == 0
-    assert store.phase2.phase2_job()["status"] == "done"
+    assert present(store.phase2.phase2_job())["status"] == "done"
 
 
 async def test_a_clean_run_consolidates_and_a_second_finds_no_changes(
@@ -89,7 +92,7 @@ async def test_invalid_memory_fails_the_run_and_keeps_the_baseline(
     result = await p2.run()
     assert result.status is Phase2Status.FAILED and not result.ok
     assert "invalid memory" in result.detail
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "failed" and job["retry_at"] == clock.now_ms() + HOUR
     assert store.outputs.consumed_count() == 0  # nothing was marked as consolidated
 
@@ -131,7 +134,7 @@ async def test_losing_the_lease_mid_run_aborts_without_touching_the_job(
     p2 = await extracted(store, host, paths, clock)
     result = await p2.run()
     assert result.status is Phase2Status.HEARTBEAT_LOST and not result.ok
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "running" and job["worker_id"] == "thief"
     assert store.outputs.consumed_count() == 0
 
@@ -146,7 +149,7 @@ async def test_a_spent_budget_waits_without_a_model_call_or_a_failure(
     assert result.status is Phase2Status.SKIPPED_BUDGET and result.ok
     assert "budget" in result.detail
     assert consolidation_prompts(host) == 0
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "pending" and job["retry_remaining"] == 3  # no retry burned
 
 
@@ -163,14 +166,14 @@ async def test_a_disk_that_refuses_writes_waits_without_a_backoff(
     p2 = await extracted(store, host, paths, clock)
     real_sync = Workspace.sync
 
-    def refuse(self: Workspace, selected: list) -> object:
+    def refuse(self: Workspace, selected: list[Output]) -> object:
         raise OSError(errno.EROFS, "Read-only file system", str(self.root / "raw_memories.md"))
 
     monkeypatch.setattr(Workspace, "sync", refuse)
     result = await p2.run()
     assert result.status is Phase2Status.SKIPPED_DISK
     assert "Read-only file system" in result.detail
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "pending" and job["retry_at"] is None and job["retry_remaining"] == 3
     assert consolidation_prompts(host) == 0
     monkeypatch.setattr(Workspace, "sync", real_sync)  # the disk is fixed: the next run just works

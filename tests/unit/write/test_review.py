@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +22,12 @@ from memoryd.write import review
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from tests.fakehost import FakeOpencode
+from tests.narrow import present
 
 pytestmark = pytest.mark.anyio
 
 
-def consolidator(fact: str):
+def consolidator(fact: str) -> Callable[[Path], None]:
     def write(root: Path) -> None:
         (root / "MEMORY.md").write_text(f"# Memory\n- {fact}\n")
         (root / "memory_summary.md").write_text(f"v1\n- {fact}\n")
@@ -33,11 +36,11 @@ def consolidator(fact: str):
 
 
 async def run_pass(
-    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw: object
+    store: Store, host: FakeOpencode, paths: Paths, clock: ManualClock, **kw: Any
 ) -> str:
     settings = Settings(min_rollout_idle_hours=0, **kw)
     client = OpencodeClient("http://opencode.test", transport=host.transport())
-    common = dict(
+    common: dict[str, Any] = dict(
         store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="t"
     )
     await Phase1(**common).run_pass()
@@ -93,7 +96,7 @@ async def test_staged_then_accepted(
     assert paths.memories not in paths.review_dir.parents
     diff = review.diff_text(paths)
     assert "-- first fact" in diff and "+- second fact" in diff
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
 
     # while it waits, phase 2 does not run (no model call)
     prompts = len(host.prompts)
@@ -110,7 +113,7 @@ async def test_staged_then_accepted(
     assert review.pending(paths) is None
     changes = [f"{c.status} {c.path}" for c in baseline(paths).diff().changes]
     assert changes == [f"A {AD_HOC_NOTES}/2027-01-15T09-00-00-late.md"]
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["cooldown_until"] > clock.now_ms() and store.outputs.consumed_count() == 2
     assert review.history(store)[0]["decision"] == "accepted"
     with pytest.raises(ReviewError):
@@ -142,7 +145,7 @@ async def test_rejected_consolidation_is_dropped_with_its_reason(
     assert review.pending(paths) is None
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert baseline(paths).head_files() == head  # the baseline did not move
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert job["status"] == "done" and job["cooldown_until"] > clock.now_ms()
     assert review.history(store)[0]["reason"] == "it made that up"
     with pytest.raises(ReviewError):
@@ -212,7 +215,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
     review.accept(store, Settings(), paths)  # ...and the CLI decided first
     live = {p.name: p.read_text() for p in paths.memories.glob("*.md")}
     assert "new fact" in live["MEMORY.md"]
-    job = dict(store.phase2.phase2_job())
+    job = dict(present(store.phase2.phase2_job()))
     real, calls = review.pending, []
 
     def racing_pending(p: Paths) -> review.Staged | None:
@@ -226,7 +229,7 @@ def test_a_second_decision_on_the_same_stage_changes_nothing(
         else:
             review.reject(store, paths, "too late")
     assert {p.name: p.read_text() for p in paths.memories.glob("*.md")} == live
-    after = store.phase2.phase2_job()
+    after = present(store.phase2.phase2_job())
     assert (after["status"], after["cooldown_until"], after["ownership_token"]) == (
         job["status"],
         job["cooldown_until"],
@@ -245,7 +248,7 @@ def test_a_forget_after_staging_is_not_held_back_by_the_cooldown(
         review.accept(store, Settings(), paths)
     else:
         review.reject(store, paths, None)
-    job = store.phase2.phase2_job()
+    job = present(store.phase2.phase2_job())
     assert (job["cooldown_until"] or 0) <= store.clock.now_ms()
     assert store.phase2.claim_phase2(worker_id="daemon").status == "claimed"
 
@@ -254,7 +257,7 @@ def test_without_a_forget_a_decision_still_starts_the_cooldown(store: Store, pat
     _stage_by_hand(store, paths, "new fact")
     store.phase2.enqueue_phase2(urgent=False)
     review.accept(store, Settings(), paths)
-    assert store.phase2.phase2_job()["cooldown_until"] > store.clock.now_ms()
+    assert present(store.phase2.phase2_job())["cooldown_until"] > store.clock.now_ms()
     assert store.phase2.claim_phase2(worker_id="daemon").status == "skipped_cooldown"
 
 
@@ -268,7 +271,7 @@ async def test_forgetting_a_session_the_stage_used_discards_the_stage(
     host.add_session("ses_2", title="two", updated=clock.now_ms() - HOUR, turns=[("user", "x")])
     clock.advance(7 * HOUR)
     assert await run_pass(store, host, paths, clock, review=True) == "staged"
-    assert "ses_2" in {sid for sid, _ in review.pending(paths).consumed}
+    assert "ses_2" in {sid for sid, _ in present(review.pending(paths)).consumed}
     memory_forget(store, paths.memories, session_id="ses_2")
     with pytest.raises(ReviewError, match="forgotten"):
         review.accept(store, Settings(review=True), paths)
@@ -277,7 +280,7 @@ async def test_forgetting_a_session_the_stage_used_discards_the_stage(
     assert "secret plan" not in block(paths)
     entry = review.history(store)[0]
     assert entry["decision"] == "discarded" and "ses_2" in entry["reason"]
-    assert store.phase2.phase2_job()["ownership_token"] is None  # the claim was given back
+    assert present(store.phase2.phase2_job())["ownership_token"] is None  # the claim was given back
     # phase 2 may run again at once; without ses_2 nothing differs from the live memory
     assert await run_pass(store, host, paths, clock, review=True) == "no_changes"
     assert review.pending(paths) is None
@@ -298,7 +301,7 @@ async def test_phase2_drops_a_stage_whose_session_was_forgotten(
         store=store, client=client, settings=settings, paths=paths, clock=clock, worker_id="t"
     )
     assert (await p2.run()).status == "staged"  # no force: the forget lifted the cooldown
-    assert {sid for sid, _ in review.pending(paths).consumed} == {"ses_1"}
+    assert {sid for sid, _ in present(review.pending(paths)).consumed} == {"ses_1"}
     assert review.history(store)[0]["decision"] == "discarded"
 
 
@@ -324,7 +327,7 @@ async def test_a_failed_accept_leaves_the_live_memory_and_the_stage(
     assert "first fact" in (paths.memories / "MEMORY.md").read_text()
     assert "first fact" in block(paths)
     assert review.pending(paths) is not None
-    assert store.phase2.phase2_job()["status"] == "pending"
+    assert present(store.phase2.phase2_job())["status"] == "pending"
     monkeypatch.undo()
     review.accept(store, Settings(review=True), paths)
     assert "second fact" in block(paths)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from memoryd import tokenizer as tokens
 from memoryd.host.models import Message
@@ -9,7 +10,7 @@ from memoryd.write.transcript import build_transcript, external_tools, is_instru
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 
-def msg(role: str, parts: list[dict], **info) -> Message:
+def msg(role: str, parts: list[dict[str, Any]], **info: Any) -> Message:
     return Message.model_validate(
         {
             "info": {
@@ -156,7 +157,7 @@ def test_token_cap_keeps_the_task_and_the_newest_turns_with_a_gap_marker() -> No
     assert "entries omitted here" in t.text and "omitted from the middle" not in t.text
 
 
-def tool(name: str, output: str) -> dict:
+def tool(name: str, output: str) -> dict[str, Any]:
     return {
         "type": "tool",
         "tool": name,
@@ -264,7 +265,7 @@ def test_fragment_filter() -> None:
 
 
 def test_secret_straddling_the_tool_output_cut_is_still_redacted() -> None:
-    from memoryd.write.transcript import TOOL_OUTPUT_CHARS
+    from memoryd.tuning import TOOL_OUTPUT_CHARS
 
     # place the secret exactly where the head/tail cut would fall
     pad = "x" * (TOOL_OUTPUT_CHARS // 2 - 10)
