@@ -50,8 +50,8 @@ def memoryd_home(
         if name.startswith("MEMORYD_") and name != "MEMORYD_HOME" and name != "MEMORYD_TEST_CACHE":
             monkeypatch.delenv(name)
     # Claude Code's and Codex's homes are phase-1 sources when they exist: never the real ones.
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-claude-home"))
-    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home.parent / f"{home.name}-no-claude-home"))
+    monkeypatch.setenv("CODEX_HOME", str(home.parent / f"{home.name}-no-codex-home"))
     return home
 
 
