@@ -18,6 +18,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -152,34 +153,40 @@ def _page(cursor: int, limit: int, total: int) -> tuple[str | None, bool]:
     return (str(cursor + limit) if more else None), more
 
 
-def plain_search(
-    root: Path,
-    queries: list[str],
-    *,
-    match_mode: str,
-    line_count: int,
-    path: str | None,
-    context_lines: int,
-    case_sensitive: bool,
-    normalized: bool,
-    window: tuple[int | None, int | None],
-    cursor: int,
-    max_results: int,
-    scope: Scope = ALL,
-) -> SearchResult:
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A :class:`SearchQuery` after its checks, as the plain search runs it: the queries, the
+    span of ``all_within_lines`` (0 otherwise), the window in epoch ms and the page."""
+
+    queries: list[str]
+    match_mode: str
+    line_count: int
+    path: str | None
+    context_lines: int
+    case_sensitive: bool
+    normalized: bool
+    window: tuple[int | None, int | None]
+    cursor: int
+    max_results: int
+
+
+def plain_search(root: Path, q: CheckedQuery, *, scope: Scope = ALL) -> SearchResult:
+    queries, match_mode, line_count, cursor, max_results = (
+        q.queries, q.match_mode, q.line_count, q.cursor, q.max_results
+    )  # fmt: skip
     started = time.perf_counter()
-    fold = transform(case_sensitive, normalized)
+    fold = transform(q.case_sensitive, q.normalized)
     tq = [fold(q) for q in queries]
     if any(not q for q in tq):
         raise InvalidArgument(
             "a query has no letters or digits left to compare after normalization"
         )
-    lo, hi = window
+    lo, hi = q.window
     timed = lo is not None or hi is not None
     need_all = match_mode != "any"
     total = searched = 0
     page: list[SearchMatch] = []
-    for entry in walk_files(root, path):
+    for entry in walk_files(root, q.path):
         if not scope.allows(entry.rel):
             continue
         if timed and not in_window(stamp_ms(entry.name), lo, hi):
@@ -196,7 +203,7 @@ def plain_search(
         lines = split_lines(text)
         for start, end, found in _file_matches(lines, tq, match_mode, line_count, fold):
             if cursor <= total < cursor + max_results:
-                first, content = _content(lines, start, end, context_lines)
+                first, content = _content(lines, start, end, q.context_lines)
                 page.append(
                     SearchMatch(
                         path=entry.rel,
@@ -322,9 +329,8 @@ def memory_search(
             max_results=limit,
             scope=scope,
         )
-    return plain_search(
-        root,
-        qs,
+    checked = CheckedQuery(
+        queries=qs,
         match_mode=match_mode,
         line_count=span,
         path=path,
@@ -334,5 +340,5 @@ def memory_search(
         window=window,
         cursor=start,
         max_results=limit,
-        scope=scope,
     )
+    return plain_search(root, checked, scope=scope)
