@@ -5,6 +5,11 @@ if sys.argv[1:2] == ["tool"]:  # the shim's per-call path: skip loading the full
 
     raise SystemExit(tool_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["runner-files"]:  # a client CLI's consolidation run starts this itself
+    from memoryd.runner.files_mcp import main as files_main
+
+    raise SystemExit(files_main(sys.argv[2:]))
+
 from memoryd.cli import main
 
 raise SystemExit(main())

@@ -15,6 +15,7 @@ LAST_PASS = "last_pass"
 LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
 DAEMON = "daemon"
 HOST_SEEN = "host"
+RUNNER_SEEN = "runner"  # the runner the last pass used (opencode, claude-code) and why
 # Entries removed from the memory folder because memoryd's layout has no place for them.
 FOLDER_SWEPT = "memory_folder_swept"
 # A change of the agent-owned files waiting because opencode could not say who made it.
@@ -60,6 +61,19 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
         "received": st.get("received") or {},  # other machines' memory rendered after it
         "rerooted_at": iso_ms(st.get("rerooted_at")),  # last forget-rewrite of the branch
         "interval_s": settings.sync_interval_s,
+    }
+
+
+def _runner(store: Store, settings: Settings) -> dict[str, Any]:
+    """The runner setting, and what the last pass actually used."""
+    seen = store.get_state(RUNNER_SEEN)
+    last: dict[str, Any] = seen if isinstance(seen, dict) else {}
+    return {
+        "setting": settings.runner,
+        "name": last.get("name"),
+        "why": last.get("why"),
+        "executable": last.get("executable"),
+        "last_used": iso_ms(last.get("at")),
     }
 
 
@@ -127,7 +141,13 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             "private": host_seen.get("private", settings.host.url is None),
             "last_seen": iso_ms(host_seen.get("at")),
         },
-        "tokens": {"spent": total(per_phase), "per_phase": per_phase, "today": total(today)},
+        "runner": _runner(store, settings),
+        "tokens": {
+            "spent": total(per_phase),
+            "per_phase": per_phase,
+            "per_runner": store.tokens_per_runner(),
+            "today": total(today),
+        },
         "last_pass": last_pass,
         "sync": sync_snapshot(store, settings),
         "settings": {

@@ -165,3 +165,10 @@ UI_CHART_DAYS = 30  # the dashboard's tokens-per-day chart
 UI_SEARCH_RESULTS = 30
 UI_MAX_LISTED = 500  # files listed per folder on the Memory page
 UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by the guard
+
+# Model runners without opencode (memoryd/runner/): turns a client CLI may take per call. An
+# extraction is one answer through the structured-output tool (two turns, one to spare); a
+# consolidation reads, then edits a handful of files.
+RUNNER_EXTRACT_MAX_TURNS = 3
+RUNNER_CONSOLIDATE_MAX_TURNS = 60
+RUNNER_PROCESSES = 2  # client CLI children at once (each is a ~200 MB Node process)

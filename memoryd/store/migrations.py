@@ -230,6 +230,19 @@ def m011_output_version_index(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m012_model_call_runner(conn: sqlite3.Connection) -> None:
+    """Which runner made each model call (opencode, claude-code) and whether its tokens were
+    estimated because the runner reported none: ``status`` shows tokens per runner."""
+    _run(
+        conn,
+        """
+        ALTER TABLE model_calls ADD COLUMN runner TEXT;
+        ALTER TABLE model_calls ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 def applied(conn: sqlite3.Connection) -> list[str]:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"

@@ -86,12 +86,17 @@ def window_start(change: rollback.FolderChange, now_ms: int) -> int:
     return max(min(marks) - EDIT_MARGIN_MS, oldest) if marks else oldest
 
 
-async def find_writers(client: OpencodeClient, folder: Folder, since_ms: int) -> list[Writer]:
+async def find_writers(
+    client: OpencodeClient | None, folder: Folder, since_ms: int
+) -> list[Writer]:
     """Tool calls of host sessions updated since ``since_ms`` whose input names ``folder``.
 
     Subagent sessions are read too (their tools run in child sessions); memoryd's own helper
-    sessions are not host sessions. Only the recent end of each transcript is fetched.
+    sessions are not host sessions. Only the recent end of each transcript is fetched. Without
+    opencode (another runner) there are no opencode sessions to have written it.
     """
+    if client is None:
+        return []
     sessions = await client.list_sessions(roots=False, archived=True, start_ms=since_ms)
     found: list[Writer] = []
     for s in sessions:
@@ -175,7 +180,9 @@ def _writer(
     )
 
 
-async def reconcile(paths: Paths, store: Store, clock: Clock, client: OpencodeClient) -> str | None:
+async def reconcile(
+    paths: Paths, store: Store, clock: Clock, client: OpencodeClient | None
+) -> str | None:
     """Judge a change of the agent-owned files, if one is waiting; what happened, or ``None``.
 
     ``"staged"`` (a host session made it), ``"adopted"`` (a valid hand edit), ``"held"``

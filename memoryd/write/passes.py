@@ -10,12 +10,14 @@ from typing import Any
 
 from memoryd import tokens
 from memoryd.app import App
-from memoryd.errors import HostError, MemorydError
+from memoryd.errors import HostError, MemorydError, RunnerMissing
 from memoryd.host.connect import open_host
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
-from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.runner.base import OPENCODE
+from memoryd.runner.choose import Choice, choose, client_runner
+from memoryd.status import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR, RUNNER_SEEN
 from memoryd.write import agent_edits, baseline_proc, rollback
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
@@ -68,7 +70,8 @@ async def check_edits(app: App, client: OpencodeClient | None = None) -> str | N
     """
     paths, store, clock = app.paths, app.store, app.clock
     try:
-        if client is not None:
+        if client is not None or not _uses_opencode(app):
+            # without opencode no opencode session can have made the change: judged as a hand edit
             done = await agent_edits.reconcile(paths, store, clock, client)
         else:
             _outcome, change = rollback.look(paths, store, clock)
@@ -116,9 +119,20 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
     return result
 
 
+def _uses_opencode(app: App) -> bool:
+    try:
+        return choose(app.settings, app.paths).name == OPENCODE
+    except RunnerMissing:
+        return True  # nothing else to use: asking opencode gives the clearer error
+
+
 async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
     paths, settings, store = app.paths, app.settings, app.store
     paths.ensure_dir(paths.state_dir)
+    choice = choose(settings, paths)
+    store.put_state(RUNNER_SEEN, {**choice.as_dict(), "at": app.clock.now_ms()})
+    if choice.name != OPENCODE:
+        return await _run_pass_without_host(app, choice, force_consolidation)
     worker = default_worker_id()
     async with open_host(settings, paths) as opening:
         # A private opencode boots in the background meanwhile: the local work costs no wall time.
@@ -145,6 +159,31 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
         )
         report = await Phase1(**common).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
+    return _finish_pass(app, report, p2, usage)
+
+
+async def _run_pass_without_host(app: App, choice: Choice, force_consolidation: bool) -> PassResult:
+    """A pass whose model calls run in a client CLI: no opencode is opened or started."""
+    usage = tick(app)
+    await check_edits(app)
+    common: dict[str, Any] = dict(
+        store=app.store,
+        client=None,
+        settings=app.settings,
+        paths=app.paths,
+        clock=app.clock,
+        worker_id=default_worker_id(),
+        runner=client_runner(choice, app.paths),
+    )
+    report = await Phase1(**common).run_pass()
+    p2 = await Phase2(**common).run(force=force_consolidation)
+    return _finish_pass(app, report, p2, usage)
+
+
+def _finish_pass(
+    app: App, report: Phase1Report, p2: Phase2Result, usage: IngestResult
+) -> PassResult:
+    store = app.store
     tick(app)
     log.debug("pass: recording the result")
     store.shrink()

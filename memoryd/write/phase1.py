@@ -41,6 +41,7 @@ from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
 from memoryd.paths import Paths
 from memoryd.redact import redact
+from memoryd.runner.base import OPENCODE, Answer, Runner
 from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
@@ -52,14 +53,10 @@ from memoryd.tuning import (
     STALE_HELPER_MS,
 )
 from memoryd.write.helpers import (
-    UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
-    helper_session,
-    model_name,
     remove_orphaned_helpers,
     remove_stale_helpers,
-    usage_of,
 )
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
@@ -117,7 +114,7 @@ def normalize_slug(slug: str | None) -> str | None:
     return s or None
 
 
-def validate_extraction(result: PromptResult) -> Extracted | None:
+def validate_extraction(result: PromptResult | Answer) -> Extracted | None:
     """Check the helper's answer against the schema; ``None`` means "nothing worth keeping"."""
     data = result.structured
     if data is None:
@@ -238,11 +235,12 @@ class Phase1(PhaseBase):
         self,
         *,
         store: Store,
-        client: OpencodeClient,
+        client: OpencodeClient | None,
         settings: Settings,
         paths: Paths,
         clock: Clock,
         worker_id: str | None = None,
+        runner: Runner | None = None,
     ) -> None:
         super().__init__(
             store=store,
@@ -251,6 +249,7 @@ class Phase1(PhaseBase):
             paths=paths,
             clock=clock,
             worker_id=worker_id or default_worker_id(),
+            runner=runner,
         )
         self._agent_checked = False
         self._compacted: set[str] = set()
@@ -265,9 +264,11 @@ class Phase1(PhaseBase):
         await asyncio.to_thread(reap_orphaned_servers, self.paths.private_servers)
         report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
+        if self.client is None:
+            return report  # no opencode in this pass: no opencode sessions to list
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         log.debug("phase 1: listing sessions")
-        sessions = await self.client.list_sessions(roots=True, archived=True)
+        sessions = await self.host.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
         report.backfilled = self.store.backfill_projects(
             {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
@@ -277,9 +278,9 @@ class Phase1(PhaseBase):
         ]
         report.helpers_seen = len(sessions) - len(roots)
         report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
+        report.stale_helpers = await remove_orphaned_helpers(self.host, self.store, sessions)
         report.stale_helpers += await remove_stale_helpers(
-            self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
+            self.host, sessions, self.clock.now_ms() - STALE_HELPER_MS
         )
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
@@ -354,7 +355,7 @@ class Phase1(PhaseBase):
         forgotten = 0
         for sid in sorted(self.store.known_session_ids() - listed):
             try:
-                await self.client.get_session(sid)
+                await self.host.get_session(sid)
             except HostNotFound:
                 self.store.delete_session_memory(sid)
                 forgotten += 1
@@ -364,8 +365,8 @@ class Phase1(PhaseBase):
         return forgotten
 
     async def _ensure_agent(self) -> None:
-        if not self._agent_checked:
-            await ensure_agent(self.client, self.paths, EXTRACT_AGENT)
+        if not self._agent_checked and self.runner.name == OPENCODE:
+            await ensure_agent(self.host, self.paths, EXTRACT_AGENT)
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
@@ -392,10 +393,10 @@ class Phase1(PhaseBase):
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
                 log.debug("phase 1: reading %s", sid)
-                fresh = await self.client.get_session(sid)
+                fresh = await self.host.get_session(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
-                messages = await self.client.messages(sid)
+                messages = await self.host.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
                 self.store.delete_session_memory(sid)
@@ -409,7 +410,7 @@ class Phase1(PhaseBase):
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
                 outside = external_tools(
-                    transcript.tool_names, (await self.client.mcp_status()).keys()
+                    transcript.tool_names, (await self.host.mcp_status()).keys()
                 )
                 if outside:
                     self.store.set_mode(
@@ -472,7 +473,6 @@ class Phase1(PhaseBase):
                 log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
-        directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
         text = prompts.render(
             "stage_one_input.md",
             session_id=session.id,
@@ -482,38 +482,37 @@ class Phase1(PhaseBase):
         )
         model = self.settings.extract_model
         self.budget.check(model)
-        async with helper_session(
-            self.client,
-            directory=directory,
-            title=f"memoryd-extract-{session.id}",
-            metadata={"memoryd": "extract", "source_session": session.id},
-            store=self.store,
-        ) as helper:
-            try:
-                result = await self.client.prompt(
-                    helper.id,
-                    directory=directory,
-                    text=text,
-                    agent=EXTRACT_AGENT,
-                    model=model,
-                    system=self._system_prompt,
-                    json_schema=prompts.EXTRACTION_SCHEMA,
-                    disable_tools=UNGOVERNED_TOOLS,
-                    timeout=self.settings.host.prompt_timeout_s,
-                )
-            except ModelCallError:
-                self._record_call(session.id, model, "error", CallUsage())
-                raise
-        used, usage = model_name(model, result), usage_of(result)
         try:
-            extracted = validate_extraction(result)
-        except ExtractionInvalid:
-            self._record_call(session.id, used, "invalid", usage)
+            answer = await self.runner.answer(
+                key=session.id,
+                system=self._system_prompt,
+                text=text,
+                schema=prompts.EXTRACTION_SCHEMA,
+                model=model,
+                timeout=self.settings.host.prompt_timeout_s,
+            )
+        except ModelCallError:
+            self._record_call(session.id, model, "error", CallUsage())
             raise
-        self._record_call(session.id, used, "ok" if extracted else "empty", usage)
+        used, usage = answer.model or model, answer.usage
+        try:
+            extracted = validate_extraction(answer)
+        except ExtractionInvalid:
+            self._record_call(session.id, used, "invalid", usage, answer.estimated)
+            raise
+        self._record_call(session.id, used, "ok" if extracted else "empty", usage, answer.estimated)
         return extracted
 
-    def _record_call(self, key: str, model: str | None, outcome: str, usage: CallUsage) -> None:
+    def _record_call(
+        self, key: str, model: str | None, outcome: str, usage: CallUsage, estimated: bool = False
+    ) -> None:
         self.store.record_model_call(
-            phase="phase1", job_kind=STAGE1, job_key=key, model=model, outcome=outcome, usage=usage
+            phase="phase1",
+            job_kind=STAGE1,
+            job_key=key,
+            model=model,
+            outcome=outcome,
+            usage=usage,
+            runner=self.runner.name,
+            estimated=estimated,
         )

@@ -1,0 +1,74 @@
+"""Which runner a pass uses: the setting, or (``auto``) what this machine has.
+
+``auto`` keeps opencode whenever it is there, so nothing changes for its users: a configured
+``[host] url``, a live server the shim recorded, or an ``opencode`` memoryd may start. Only
+without any of those does it turn to Claude Code on PATH. With neither, the error says what to
+install. The choice and why are recorded for ``memoryd status``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd.errors import RunnerMissing
+from memoryd.live_host import recorded_server
+from memoryd.paths import Paths
+from memoryd.runner.base import CLAUDE_CODE, OPENCODE, Runner
+from memoryd.runner.claude_code import ClaudeCodeRunner, find_claude
+from memoryd.settings import Settings
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str
+    why: str
+    executable: str | None = None  # the client CLI, for a runner that is one
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"name": self.name, "why": self.why, "executable": self.executable}
+
+
+def _opencode_installed(settings: Settings) -> bool:
+    exe = settings.host.opencode_bin
+    if "/" in exe:
+        return Path(exe).expanduser().is_file()
+    return shutil.which(exe) is not None
+
+
+def choose(settings: Settings, paths: Paths) -> Choice:
+    wanted = settings.runner
+    if wanted == OPENCODE:
+        return Choice(OPENCODE, "runner = opencode")
+    if wanted == CLAUDE_CODE:
+        exe = find_claude(settings.claude_bin)
+        if exe is None:
+            raise RunnerMissing(
+                "runner = claude-code",
+                f"{settings.claude_bin!r} is not on PATH or not executable; install Claude Code "
+                "(npm install -g @anthropic-ai/claude-code), sign in with `claude`, or set "
+                "claude_bin to its full path",
+            )
+        return Choice(CLAUDE_CODE, "runner = claude-code", exe)
+    if settings.host.url:
+        return Choice(OPENCODE, "auto: a [host] url is configured")
+    if recorded_server(paths) is not None:
+        return Choice(OPENCODE, "auto: opencode's shim recorded a running server")
+    if settings.host.start_server and _opencode_installed(settings):
+        return Choice(OPENCODE, "auto: opencode is installed")
+    exe = find_claude(settings.claude_bin)
+    if exe is not None:
+        return Choice(CLAUDE_CODE, "auto: no opencode here; Claude Code is on PATH", exe)
+    raise RunnerMissing(
+        "runner = auto",
+        "neither opencode nor Claude Code was found on PATH; install one of them "
+        "(npm install -g opencode-ai, or npm install -g @anthropic-ai/claude-code and sign in "
+        "with `claude`), or set [host] url to a running opencode",
+    )
+
+
+def client_runner(choice: Choice, paths: Paths) -> Runner:
+    """The runner for a choice that needs no opencode."""
+    assert choice.name == CLAUDE_CODE and choice.executable is not None
+    return ClaudeCodeRunner(choice.executable, workdir=paths.runner_dir, memories=paths.memories)
