@@ -172,3 +172,9 @@ UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by 
 RUNNER_EXTRACT_MAX_TURNS = 3
 RUNNER_CONSOLIDATE_MAX_TURNS = 60
 RUNNER_PROCESSES = 2  # client CLI children at once (each is a ~200 MB Node process)
+
+# Claude Code and Codex transcripts read as phase-1 sources (memoryd/host/client_sources.py).
+CLIENT_TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024  # a larger session file is refused, naming it
+CLIENT_TRANSCRIPT_MAX_FILES = 20_000  # files listed per client and pass (newest first)
+CLIENT_LINE_PROBLEMS_KEPT = 20  # malformed lines remembered per client for status
+CLIENT_TITLE_CHARS = 80  # a session without a title is named by its first request, cut here

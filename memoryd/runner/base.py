@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from memoryd.hosts import CLAUDE_CODE, OPENCODE
 from memoryd.store import CallUsage
 
-OPENCODE = "opencode"
-CLAUDE_CODE = "claude-code"
-RUNNER_NAMES = (OPENCODE, CLAUDE_CODE)
+__all__ = ["CLAUDE_CODE", "OPENCODE", "AgentRun", "Answer", "RecordRun", "Runner"]
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,14 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.agents import EXTRACT_AGENT
+from memoryd.host.client_sources import FileSource, Sources, outside_tools
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
+from memoryd.hosts import OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.redact import redact
-from memoryd.runner.base import OPENCODE, Answer, Runner
+from memoryd.runner.base import Answer, Runner
 from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import STAGE1, CallUsage, Claim, MemoryMode, Store
@@ -98,6 +100,7 @@ class Phase1Report:
     pruned: int = 0
     backfilled: int = 0
     save_points: int = 0
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # per host: seen, problems
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -226,6 +229,28 @@ def _joined(earlier: SavePoint | None, extracted: Extracted | None) -> Extracted
     return Extracted("\n\n".join(raws), "\n\n".join(sums), None)
 
 
+async def _outside(
+    client: OpencodeClient | None, session_id: str, tool_names: list[str]
+) -> list[str]:
+    """The tools of a session that brought outside content in (web, MCP servers not memoryd's)."""
+    if host_of(session_id) != OPENCODE or client is None:
+        return outside_tools(tool_names)
+    return external_tools(tool_names, (await client.mcp_status()).keys())
+
+
+class _OpencodeOnDemand:
+    """opencode for the sources, asked for only when an opencode session is read."""
+
+    def __init__(self, phase: PhaseBase) -> None:
+        self._phase = phase
+
+    async def get_session(self, session_id: str) -> Session:
+        return await self._phase.host.get_session(session_id)
+
+    async def messages(self, session_id: str) -> list[Message]:
+        return await self._phase.host.messages(session_id)
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -241,6 +266,7 @@ class Phase1(PhaseBase):
         clock: Clock,
         worker_id: str | None = None,
         runner: Runner | None = None,
+        file_sources: list[FileSource] | None = None,
     ) -> None:
         super().__init__(
             store=store,
@@ -254,6 +280,8 @@ class Phase1(PhaseBase):
         self._agent_checked = False
         self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
+        # opencode is always a source; Claude Code's and Codex's files when the caller passes them
+        self._sources = Sources(_OpencodeOnDemand(self), file_sources or [])
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -264,11 +292,11 @@ class Phase1(PhaseBase):
         await asyncio.to_thread(reap_orphaned_servers, self.paths.private_servers)
         report.orphans_released = len(self.store.release_orphaned_claims())
         report.pruned = self.store.prune_outputs(self.settings.max_unused_days)
-        if self.client is None:
-            return report  # no opencode in this pass: no opencode sessions to list
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         log.debug("phase 1: listing sessions")
-        sessions = await self.host.list_sessions(roots=True, archived=True)
+        sessions: list[Session] = []
+        if self.client is not None:  # without opencode (another runner) only the clients' files
+            sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
         report.backfilled = self.store.backfill_projects(
             {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
@@ -277,11 +305,18 @@ class Phase1(PhaseBase):
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
         ]
         report.helpers_seen = len(sessions) - len(roots)
-        report.forgotten = await self._forget_deleted({s.id for s in sessions})
-        report.stale_helpers = await remove_orphaned_helpers(self.host, self.store, sessions)
-        report.stale_helpers += await remove_stale_helpers(
-            self.host, sessions, self.clock.now_ms() - STALE_HELPER_MS
+        report.hosts[OPENCODE] = {"seen": len(roots)}
+        files, per_host = self._sources.list_files(
+            read_since_ms=self.clock.now_ms() - self.settings.max_rollout_age_days * DAY
         )
+        report.hosts.update(per_host)
+        roots += [s for s in files if s.is_root and not s.is_archived]
+        report.forgotten = await self._forget_deleted({s.id for s in [*sessions, *files]})
+        if self.client is not None:
+            report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
+            report.stale_helpers += await remove_stale_helpers(
+                self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
+            )
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -351,9 +386,18 @@ class Phase1(PhaseBase):
         return eligible
 
     async def _forget_deleted(self, listed: set[str]) -> int:
-        """Sessions we hold memory for that the host no longer has are forgotten."""
+        """Sessions we hold memory for that their host no longer has are forgotten."""
         forgotten = 0
         for sid in sorted(self.store.known_session_ids() - listed):
+            gone = self._sources.gone(sid)
+            if gone is not None:  # a client session: its file is gone, or we cannot tell
+                if gone:
+                    self.store.delete_session_memory(sid)
+                    forgotten += 1
+                    log.info("the session file of %s is gone; its memory is forgotten", sid)
+                continue
+            if self.client is None:
+                continue  # an opencode session, and no opencode to ask in this pass
             try:
                 await self.host.get_session(sid)
             except HostNotFound:
@@ -393,10 +437,9 @@ class Phase1(PhaseBase):
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
                 log.debug("phase 1: reading %s", sid)
-                fresh = await self.host.get_session(sid)
+                fresh, messages = await self._sources.read(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
-                messages = await self.host.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
                 self.store.delete_session_memory(sid)
@@ -409,9 +452,7 @@ class Phase1(PhaseBase):
                     [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
-                outside = external_tools(
-                    transcript.tool_names, (await self.host.mcp_status()).keys()
-                )
+                outside = await _outside(self.client, sid, transcript.tool_names)
                 if outside:
                     self.store.set_mode(
                         sid, "polluted", f"external context: {', '.join(outside[:5])}"
