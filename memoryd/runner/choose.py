@@ -62,7 +62,7 @@ def choose(settings: Settings, paths: Paths) -> Choice:
         return Choice(CLAUDE_CODE, "auto: no opencode here; Claude Code is on PATH", exe)
     raise RunnerMissing(
         "runner = auto",
-        "neither opencode nor Claude Code was found on PATH; install one of them "
+        "opencode and Claude Code not found on PATH; install one of them "
         "(npm install -g opencode-ai, or npm install -g @anthropic-ai/claude-code and sign in "
         "with `claude`), or set [host] url to a running opencode",
     )

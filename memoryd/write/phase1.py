@@ -547,13 +547,26 @@ class Phase1(PhaseBase):
     def _record_call(
         self, key: str, model: str | None, outcome: str, usage: CallUsage, estimated: bool = False
     ) -> None:
-        self.store.record_model_call(
-            phase="phase1",
-            job_kind=STAGE1,
-            job_key=key,
-            model=model,
-            outcome=outcome,
-            usage=usage,
-            runner=self.runner.name,
-            estimated=estimated,
-        )
+        record_extraction(self.store, self.runner.name, key, model, outcome, usage, estimated)
+
+
+def record_extraction(
+    store: Store,
+    runner: str,
+    key: str,
+    model: str | None,
+    outcome: str,
+    usage: CallUsage,
+    estimated: bool,
+) -> None:
+    """One extraction call in the ledger, with the runner that made it."""
+    store.record_model_call(
+        phase="phase1",
+        job_kind=STAGE1,
+        job_key=key,
+        model=model,
+        outcome=outcome,
+        usage=usage,
+        runner=runner,
+        estimated=estimated,
+    )
