@@ -149,7 +149,7 @@ class ClientConsolidator:
 
 
 def responder(
-    consolidator: ClientConsolidator,
+    consolidator: Callable[[ClientRequest], ClientReply],
     extraction: Callable[[ClientRequest], dict[str, Any]],
     user: Callable[[ClientRequest], ClientReply] = default_responder,
 ) -> Callable[[ClientRequest], ClientReply]:
