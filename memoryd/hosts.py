@@ -17,6 +17,7 @@ CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 HOSTS = (OPENCODE, CLAUDE_CODE, CODEX)
 _NAMESPACED = (CLAUDE_CODE, CODEX)
+SESSION_ID_PREFIXES = ("ses_", f"{CLAUDE_CODE}:", f"{CODEX}:")  # what a cited id starts with
 
 
 def namespaced(host: str, raw_id: str) -> str:

@@ -65,12 +65,17 @@ def parse(path: Path, data: bytes, *, fallback_ms: int) -> ParsedSession:
         at = at if at is not None else (stamps[-1] if stamps else fallback_ms)
         if not cwd and isinstance(rec.get("cwd"), str):
             cwd = rec["cwd"]
+        if rec.get("isSidechain") is True:
+            continue  # a sub-agent's own turns; its answer comes back as the tool's result
         if kind == "user":
             prompt = _user(out, rec, at)
             if prompt and not first_prompt:
                 first_prompt = prompt
         elif kind == "assistant":
             _assistant(out, rec, at)
+        elif kind == "attachment" and _queued_prompt(rec):
+            # a prompt typed while the agent was busy: the user's words, delivered late
+            out.user_text(_queued_prompt(rec), at)
         elif kind in _TITLE_KINDS:
             value = rec.get("customTitle") or rec.get("aiTitle") or rec.get("summary")
             if isinstance(value, str) and value.strip():
@@ -91,6 +96,14 @@ def parse(path: Path, data: bytes, *, fallback_ms: int) -> ParsedSession:
         problems=problems,
         unknown=dict(unknown),
     )
+
+
+def _queued_prompt(rec: dict[str, Any]) -> str:
+    att = rec.get("attachment")
+    if isinstance(att, dict) and att.get("type") == "queued_command":
+        prompt = att.get("prompt")
+        return prompt if isinstance(prompt, str) else ""
+    return ""
 
 
 def _user(out: MessageBuilder, rec: dict[str, Any], at: int) -> str:

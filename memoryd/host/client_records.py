@@ -31,10 +31,13 @@ CLAUDE_READ: dict[str, str] = {
     "assistant": "the agent's `text` and `tool_use` blocks (name and input); an API error "
     "record becomes an assistant error",
     "summary / custom-title / ai-title": "the session's title",
+    "attachment queued_command": "a prompt the user typed while the agent was busy",
 }
 CLAUDE_SKIPPED: dict[str, str] = {
     "thinking / redacted_thinking blocks": "reasoning, dropped as for opencode",
-    "attachment": "context the harness adds itself (environment, model identity, tool, agent "
+    "records with isSidechain": "a sub-agent's own turns (written by the agent, not the user); "
+    "its answer reaches the session as the tool's result",
+    "attachment (all other kinds)": "context the harness adds itself (environment, model identity, tool, agent "
     "and skill listings, git status, date, loaded memory files); sent as <system-reminder>, "
     "never the user's words",
     "system": "harness notices (compaction boundaries, local command output, API retries)",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from memoryd.errors import FileTooLarge, HostNotFound, PathError
+from memoryd.errors import FileTooLarge, HostNotFound, PathError, TranscriptUnreadable
 from memoryd.fsutil import lstat_or_none, read_regular, real_dir
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host.client_records import LineProblem, ParsedSession
@@ -182,7 +182,7 @@ class FileSource:
             return cached[1]
         try:
             parsed = self._read(path, st.st_mtime_ns // 1_000_000)
-        except (PathError, HostNotFound) as exc:
+        except (TranscriptUnreadable, HostNotFound) as exc:
             problem = LineProblem(str(path), 0, str(exc))
             problems.append(problem)
             self._report(fp, [problem])
@@ -225,7 +225,9 @@ class FileSource:
         try:
             data = read_regular(path, limit=CLIENT_TRANSCRIPT_MAX_BYTES)
         except FileTooLarge as exc:
-            raise PathError(path, f"is too large to read ({exc})") from exc
+            raise TranscriptUnreadable(path, f"too large ({exc.size} bytes)") from exc
+        except PathError as exc:  # a link, not a regular file, unreadable: the job fails, named
+            raise TranscriptUnreadable(path, str(exc)) from exc
         if data is None:
             raise HostNotFound(f"{self.host} session file {path}", 404, "NotFound", "gone")
         return self._parse(path, data, fallback_ms=mtime_ms)

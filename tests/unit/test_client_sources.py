@@ -330,3 +330,130 @@ async def test_a_session_with_external_context_is_polluted_not_extracted(
         store, host, paths, clock, settings_for(world, disable_on_external_context=True)
     ).run_pass()
     assert report.polluted == 1 and store.memory_mode(f"claude-code:{CLAUDE_ID}") == "polluted"
+
+
+# -- status and the UI ---------------------------------------------------------------------------
+
+
+async def test_status_and_the_dashboard_show_each_host(
+    store: Store, paths: Paths, clock: ManualClock, world: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from memoryd.app import App
+    from memoryd.cli.status import host_rows
+    from memoryd.status import LAST_PASS, snapshot
+    from memoryd.web.app import create_app
+    from memoryd.web.security import Secrets
+
+    with claude_file(world).open("a") as fh:
+        fh.write("{not json\n")
+    host = FakeOpencode()
+    report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
+    store.put_state(LAST_PASS, {"at": clock.now_ms(), "phase1": report.as_dict()})
+    hosts = snapshot(store, Settings(), paths)["hosts"]
+    assert list(hosts) == [OPENCODE, CLAUDE_CODE, CODEX]
+    assert (hosts[CLAUDE_CODE]["seen"], hosts[CLAUDE_CODE]["extracted"]) == (1, 1)
+    assert (hosts[CODEX]["seen"], hosts[CODEX]["extracted"]) == (1, 1)
+    assert hosts[OPENCODE]["extracted"] == 0 and hosts[CODEX]["last_error"] is None
+    line = len(claude_file(world).read_text().splitlines())
+    assert hosts[CLAUDE_CODE]["last_error"].startswith(
+        f"{claude_file(world)}:{line}: not valid JSON"
+    )
+    rows = dict(host_rows(hosts))
+    assert rows[CODEX].startswith("1 sessions seen, 1 extracted")
+    assert "not valid JSON" in rows[CLAUDE_CODE]
+
+    app = App(paths=paths, clock=clock)
+    try:
+        keys = Secrets(port=8765)
+        web = TestClient(create_app(app, keys), base_url="http://127.0.0.1:8765")
+        page = web.get(f"/?token={keys.token}").text
+    finally:
+        app.close()
+    for name in (OPENCODE, CLAUDE_CODE, CODEX):
+        assert f'data-host="{name}"' in page
+    assert "not valid JSON" in page
+
+
+# -- ids elsewhere: helper titles and citations ----------------------------------------------------
+
+
+def test_the_helper_extracting_a_client_session_is_recognised_as_memoryd_s() -> None:
+    from memoryd.host.models import Session, SessionTime
+    from memoryd.write.helpers import is_own_helper
+
+    for sid in (f"claude-code:{CLAUDE_ID}", f"codex:{CODEX_ID}"):
+        helper = Session(
+            id="ses_helper1",
+            title=f"memoryd-extract-{sid}",
+            directory="/x",
+            time=SessionTime(created=1, updated=1),
+            metadata={"memoryd": "extract"},
+        )
+        assert is_own_helper(helper)
+
+
+def test_a_cited_client_session_counts_as_used(store: Store, tmp_path: Path) -> None:
+    from memoryd.read.citations import parse_citations
+    from memoryd.read.usage import ingest_spool
+
+    sid = f"codex:{CODEX_ID}"
+    claim = store.claim_stage1(sid, 1, max_running=10, worker_id="w")
+    store.mark_stage1_succeeded(
+        sid,
+        claim.token,
+        raw_memory="r",
+        rollout_summary="s",
+        rollout_slug=None,
+        cwd=None,
+        title=None,
+    )
+    reply = f"Done.\n<memory-citation>\n<session_ids>\n{sid}\n</session_ids>\n</memory-citation>"
+    assert parse_citations(reply).session_ids == [sid]
+    spool = tmp_path / "spool" / "citations.jsonl"
+    spool.parent.mkdir()
+    record = {"v": 1, "session_id": "ses_user1", "part_id": "prt_1", "cited": [sid], "ts": 1}
+    spool.write_text(json.dumps(record) + "\n")
+    ingest_spool(store, spool)
+    assert store.output(sid).usage_count == 1
+
+
+def test_a_queued_prompt_is_the_users_words_and_sidechain_turns_are_not(world: Path) -> None:
+    path = claude_file(world)
+    extra = [
+        {
+            "type": "attachment",
+            "timestamp": "2026-12-02T14:41:00.000Z",
+            "attachment": {"type": "queued_command", "prompt": "also bump the version to 2.1"},
+        },
+        {
+            "type": "user",
+            "isSidechain": True,
+            "timestamp": "2026-12-02T14:41:01.000Z",
+            "message": {"role": "user", "content": "SUBAGENT-PROMPT search the repo"},
+        },
+    ]
+    with path.open("a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in extra)
+    text = build_transcript(
+        claude_transcript.parse(path, path.read_bytes(), fallback_ms=0).messages
+    ).text
+    assert "also bump the version to 2.1" in text and "SUBAGENT-PROMPT" not in text
+
+
+async def test_a_transcript_too_large_to_read_fails_its_job_naming_the_file(
+    store: Store, paths: Paths, clock: ManualClock, world: Path, monkeypatch
+) -> None:
+    from memoryd.host import client_sources as cs
+
+    big = claude_file(world)
+    monkeypatch.setattr(cs, "CLIENT_TRANSCRIPT_MAX_BYTES", big.stat().st_size - 1)
+    host = FakeOpencode()
+    report = await phase1(store, host, paths, clock, settings_for(world)).run_pass()
+    # the listing names it, and no session of the other client suffers
+    assert any(str(big) in p and "too large" in p for p in report.hosts[CLAUDE_CODE]["problems"])
+    assert store.output(f"codex:{CODEX_ID}") is not None
+    assert store.output(f"claude-code:{CLAUDE_ID}") is None and report.failed == 1
+    job = store.stage1_job(f"claude-code:{CLAUDE_ID}")
+    assert job["status"] != "running" and str(big) in job["last_error"]
