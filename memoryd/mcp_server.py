@@ -102,7 +102,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
             "Read a file from the memory folder (paths relative to it, e.g. 'MEMORY.md' or "
             "'rollout_summaries/<file>.md'). Use line_offset (1-based) and max_lines to page through long "
             "files; output is capped at 256 KiB with a hint for the next page."
-        )
+        ),
     )
     def memory_read(
         path: str,
@@ -120,7 +120,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
         structured_output=False,
         description=(
             "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."
-        )
+        ),
     )
     def memory_list(
         path: str = "", max_results: int | None = None, scope: ScopeMode = "project"
@@ -139,7 +139,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
             "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
             "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
             "Page with the returned cursor. scope: project (default: this project + global), global, all."
-        )
+        ),
     )
     def memory_search(
         queries: list[str] | None = None,
@@ -184,7 +184,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
             "Save a note the user explicitly asked you to remember (1–4000 characters, optional title). Notes "
             "are kept verbatim and folded into memory at the next consolidation; one the user did not ask for "
             "waits for their review. Notes containing secrets are refused."
-        )
+        ),
     )
     def memory_add_note(
         note: str, title: str | None = None, scope: Literal["project", "global"] = "project"
@@ -208,7 +208,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
     @server.tool(
         annotations=READ_ONLY,
         structured_output=False,
-        description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder."
+        description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder.",
     )
     def memory_inspect() -> str:
         return t.call(
@@ -260,17 +260,16 @@ class _DropAnswer:
         await self.out.flush()
 
 
-def serve_wire(
-    app: App, wire_in: int, wire_out: int, first: bytes, drop: str | int | None
-) -> int:
+def serve_wire(app: App, wire_in: int, wire_out: int, first: bytes, drop: str | int | None) -> int:
     """Run the SDK server on the claimed wire (:mod:`memoryd.mcp_handshake`): ``first`` is the
     message the handshake read, ``drop`` the id of the request it already answered."""
     server = build_server(app)
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
 
+    reader = anyio.wrap_file(open(wire_in, encoding="utf-8", errors="replace"))  # noqa: SIM115
+    writer = anyio.wrap_file(open(wire_out, "w", encoding="utf-8"))  # noqa: SIM115
+
     async def run() -> None:
-        reader = anyio.wrap_file(open(wire_in, encoding="utf-8", errors="replace"))  # noqa: SIM115
-        writer = anyio.wrap_file(open(wire_out, "w", encoding="utf-8"))  # noqa: SIM115
         stdin = _Replay(first.decode("utf-8", "replace"), reader)
         stdout = _DropAnswer(writer, drop)
         async with stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read, write):

@@ -165,3 +165,6 @@ UI_CHART_DAYS = 30  # the dashboard's tokens-per-day chart
 UI_SEARCH_RESULTS = 30
 UI_MAX_LISTED = 500  # files listed per folder on the Memory page
 UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by the guard
+
+# Claude Code and Codex (memoryd install claude-code|codex)
+CODEX_TRUST_TIMEOUT_S = 30.0  # `codex app-server` listing its hooks, to copy the trust of ours
