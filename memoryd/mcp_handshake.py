@@ -64,10 +64,23 @@ def early_answer(line: bytes) -> tuple[bytes | None, Any]:
     if not isinstance(rid, (str, int)) or isinstance(rid, bool):
         return None, None
     params = msg.get("params")
-    if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
+    if not _valid_params(params):
         return None, None  # let the SDK report a malformed handshake its own way
     reply = {"jsonrpc": "2.0", "id": rid, "result": initialize_result(params)}
     return (json.dumps(reply, separators=(",", ":")) + "\n").encode("utf-8"), rid
+
+
+def _valid_params(params: Any) -> bool:
+    """The fields the SDK requires of ``initialize`` params, with their types."""
+    if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
+        return False
+    info = params.get("clientInfo")
+    return (
+        isinstance(params.get("capabilities"), dict)
+        and isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+    )
 
 
 def read_line(fd: int) -> bytes:
