@@ -10,6 +10,16 @@ if sys.argv[1:2] == ["runner-files"]:  # a client CLI's consolidation run starts
 
     raise SystemExit(files_main(sys.argv[2:]))
 
+if sys.argv[1:] == ["mcp"]:  # answer the MCP handshake before the SDK has finished importing
+    from memoryd.mcp_handshake import main as mcp_main
+
+    raise SystemExit(mcp_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["hook"]:  # a client's hook: print the memory block, never fail the turn
+    from memoryd.read.hook import main as hook_main
+
+    raise SystemExit(hook_main(sys.argv[2:]))
+
 from memoryd.cli import main
 
 raise SystemExit(main())

@@ -5,6 +5,13 @@ returns its readable text. A failure reaches the host as a tool error (``isError
 text starts with ``<tool> error:``, so the model can tell it from an answer and act on it. Tool
 descriptions are written for a model deciding when and how to call them.
 
+Results are plain text (``structured_output=False``: the SDK would otherwise wrap a ``str``
+return as ``{"result": …}`` structured content, which both Claude Code and Codex show the model).
+The four reading tools say ``readOnlyHint``, so Codex runs them under ``approval_policy =
+"never"``; the note tool does not, so a client that gates writes keeps gating it. ``memoryd mcp``
+is entered through :mod:`memoryd.mcp_handshake`, which answers ``initialize`` before this module
+(and the SDK) has finished importing; :func:`serve_wire` takes over from there.
+
 Only looking and noting are offered (:data:`MODEL_TOOLS`). Erasing or excluding memory
 (``memoryd forget``, ``memoryd mode``, ``memoryd reset``) is the user's decision, and a model's
 ``confirm=true`` is not the user's consent: a model steered by text it read would give it just
@@ -14,34 +21,37 @@ erased.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.types import ToolAnnotations
 
 from memoryd import __version__, tools
 from memoryd.app import App
 from memoryd.errors import MemorydError
 from memoryd.live_host import LiveServer, find_server
+from memoryd.mcp_handshake import INSTRUCTIONS, SERVER_NAME
 from memoryd.tools.proposed import MCP, model_note
 from memoryd.tools.scope import Scope, ScopeMode
 
 log = logging.getLogger(__name__)
 
-SERVER_NAME = "memoryd"
-INSTRUCTIONS = (
-    "Long-term memory of this user's earlier coding sessions (decisions, preferences, conventions, "
-    "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
-    "the user asks you to remember it (memory_add_note). Reads default to this project and global "
-    "memory (scope='project'); scope='global' or 'all' narrows or widens them."
-)
+__all__ = ["INSTRUCTIONS", "MODEL_TOOLS", "READ_ONLY_TOOLS", "SERVER_NAME", "build_server"]
 
 # Everything a model may call. Forgetting, session modes and reset are deliberately absent.
 MODEL_TOOLS = ("memory_read", "memory_list", "memory_search", "memory_add_note", "memory_inspect")
+# The ones that change nothing; the note tool is the only one left out.
+READ_ONLY_TOOLS = ("memory_read", "memory_list", "memory_search", "memory_inspect")
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
 class MemoryTools:
@@ -86,11 +96,13 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
     server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
 
     @server.tool(
+        annotations=READ_ONLY,
+        structured_output=False,
         description=(
             "Read a file from the memory folder (paths relative to it, e.g. 'MEMORY.md' or "
             "'rollout_summaries/<file>.md'). Use line_offset (1-based) and max_lines to page through long "
             "files; output is capped at 256 KiB with a hint for the next page."
-        )
+        ),
     )
     def memory_read(
         path: str,
@@ -104,9 +116,11 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
         )
 
     @server.tool(
+        annotations=READ_ONLY,
+        structured_output=False,
         description=(
             "List one folder of the memory (default: the top). Entries are marked d (folder) or f (file)."
-        )
+        ),
     )
     def memory_list(
         path: str = "", max_results: int | None = None, scope: ScopeMode = "project"
@@ -116,6 +130,8 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
         )
 
     @server.tool(
+        annotations=READ_ONLY,
+        structured_output=False,
         description=(
             "Search memory. Give one or more queries. ranked=true uses a full-text index (best matches first, "
             "covers every session memory) — good for topics; ranked=false scans files line by line — good for "
@@ -123,7 +139,7 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
             "context_lines, case_sensitive (default true) and normalized (ignore case, accents and "
             "punctuation). since/until (date or ISO time) restrict to dated files (session summaries, notes). "
             "Page with the returned cursor. scope: project (default: this project + global), global, all."
-        )
+        ),
     )
     def memory_search(
         queries: list[str] | None = None,
@@ -162,11 +178,13 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
         )
 
     @server.tool(
+        annotations=WRITES,
+        structured_output=False,
         description=(
             "Save a note the user explicitly asked you to remember (1–4000 characters, optional title). Notes "
             "are kept verbatim and folded into memory at the next consolidation; one the user did not ask for "
             "waits for their review. Notes containing secrets are refused."
-        )
+        ),
     )
     def memory_add_note(
         note: str, title: str | None = None, scope: Literal["project", "global"] = "project"
@@ -188,7 +206,9 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
         )
 
     @server.tool(
-        description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder."
+        annotations=READ_ONLY,
+        structured_output=False,
+        description="Report memoryd's state: jobs, consolidation, budget, recent errors, memory folder.",
     )
     def memory_inspect() -> str:
         return t.call(
@@ -199,4 +219,61 @@ def build_server(app: App, caller: Scope | None = None) -> MCPServer:
 
 
 def serve(app: App) -> None:
+    """The SDK's own stdio server, answering the handshake itself (the path before the early
+    answer; ``bench/mcp_startup.py`` still times it)."""
     build_server(app).run("stdio")
+
+
+class _Replay:
+    """The wire's lines for the SDK, the first one (already read by the handshake) replayed."""
+
+    def __init__(self, first: str, rest: Any) -> None:
+        self.first, self.rest = first, rest
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        yield self.first
+        async for line in self.rest:
+            yield line
+
+
+class _DropAnswer:
+    """The wire towards the client, minus the SDK's answer to a request already answered."""
+
+    def __init__(self, out: Any, drop: str | int | None) -> None:
+        self.out, self.drop = out, drop
+
+    async def write(self, text: str) -> None:
+        if self.drop is not None:
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                msg = None
+            if isinstance(msg, dict) and msg.get("id") == self.drop and "method" not in msg:
+                self.drop = None
+                return
+        await self.out.write(text)
+
+    async def flush(self) -> None:
+        await self.out.flush()
+
+
+def serve_wire(app: App, wire_in: int, wire_out: int, first: bytes, drop: str | int | None) -> int:
+    """Run the SDK server on the claimed wire (:mod:`memoryd.mcp_handshake`): ``first`` is the
+    message the handshake read, ``drop`` the id of the request it already answered."""
+    server = build_server(app)
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
+
+    reader = anyio.wrap_file(open(wire_in, encoding="utf-8", errors="replace"))  # noqa: SIM115
+    writer = anyio.wrap_file(open(wire_out, "w", encoding="utf-8"))  # noqa: SIM115
+
+    async def run() -> None:
+        stdin = _Replay(first.decode("utf-8", "replace"), reader)
+        stdout = _DropAnswer(writer, drop)
+        async with stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    anyio.run(run)
+    return 0

@@ -28,6 +28,7 @@ SAMPLES: dict[str, dict[str, str]] = {
     "extensions/external_agent_import/instructions.md": {},
     "extensions/codex_import/instructions.md": {},
     "extensions/codex_export/instructions.md": {},
+    "extensions/codex_export_v2/instructions.md": {},
     "extensions/sync/instructions.md": {},
     "consolidation.md": {
         "memory_root": r"/home/dev/.local/share/memoryd/memories $HOME \1",
