@@ -142,6 +142,23 @@ def test_a_claude_code_session_becomes_memory_with_no_opencode(tmp_path: Path) -
         assert again.returncode == 0, again.stderr
         assert len(models.requests) == before
 
+        # the way back (`memoryd install claude-code`, no opencode either): the fact is in the
+        # next Claude Code session's request
+        wired = memoryd(env, "install", "claude-code")
+        assert wired.returncode == 0, wired.stdout + wired.stderr
+        models.clear()
+        nxt = box.claude("What do we know about releases? Say ok.")
+        assert nxt.returncode == 0, nxt.stderr[-2000:]
+        assert any(FACT in r.text() for r in models.requests), "the block did not reach Claude"
+        # ... while memoryd's own runs load neither that hook nor memoryd's MCP server
+        models.clear()
+        third = memoryd(env, "run", "--once")
+        assert "1 claimed" in third.stdout, third.stdout + third.stderr
+        runs = [r for r in models.requests if is_extraction(r)]
+        assert runs and all(FACT not in json.dumps(r.body.get("system")) for r in runs)
+        assert all(not any(t.startswith("mcp__memoryd__") for t in r.tools) for r in runs)
+        assert len(box.claude_transcripts()) == 2  # the user's two sessions, none of memoryd's
+
 
 def test_no_runner_at_all_names_what_to_install(tmp_path: Path) -> None:
     env = {
