@@ -135,6 +135,8 @@ def test_a_claude_code_session_becomes_memory_with_no_opencode(tmp_path: Path) -
         assert rows[0]["input_tokens"] > len(FACT) // 4
         text = memoryd(env, "status")
         assert "runner" in text.stdout and "claude-code" in text.stdout
+        inspect = memoryd(env, "inspect")
+        assert "runner: claude-code (setting auto; auto: no opencode" in inspect.stdout
 
         # nothing new: the next pass makes no model call at all
         before = len(models.requests)

@@ -19,6 +19,7 @@ from memoryd.runner.base import AgentRun, Answer, RecordRun
 from memoryd.runner.choose import choose
 from memoryd.settings import ExtensionsSettings, Settings
 from memoryd.status import snapshot
+from memoryd.tools.admin import memory_inspect
 from memoryd.store import CallUsage, Store
 from memoryd.write import rollback
 from memoryd.write.phase1 import Phase1
@@ -116,6 +117,9 @@ async def test_both_phases_run_without_opencode_and_the_ledger_names_the_runner(
     assert snap["tokens"]["per_runner"] == {
         "claude-code": {"calls": 2, "tokens": 400, "estimated_tokens": 50, "cost": 0.0}
     }
+    report = memory_inspect(store, settings, paths).to_text()
+    assert "runner: not chosen yet (setting auto)" in report  # passes.py records the choice
+    assert "claude-code 400 tokens in 2 calls (50 estimated)" in report
     # a second pass with nothing new calls nobody
     assert await _pass(paths, store, clock, settings, runner) == "no_changes"
     assert (runner.answers, runner.runs) == (1, 1)
