@@ -20,7 +20,21 @@ from typing import Any, Protocol
 from memoryd.hosts import CLAUDE_CODE, OPENCODE
 from memoryd.store import CallUsage
 
-__all__ = ["CLAUDE_CODE", "OPENCODE", "AgentRun", "Answer", "RecordRun", "Runner"]
+# memoryd's own file tools for a client CLI's consolidator (runner/files_mcp.py serves them); named
+# here so a runner can grant exactly these without importing the MCP SDK into the daemon
+FILES_SERVER = "memoryd-folder"
+FILES_TOOLS = ("read", "list", "write", "edit", "delete")
+
+__all__ = [
+    "FILES_SERVER",
+    "FILES_TOOLS",
+    "CLAUDE_CODE",
+    "OPENCODE",
+    "AgentRun",
+    "Answer",
+    "RecordRun",
+    "Runner",
+]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memoryd import prompts
 from memoryd.errors import (
     ExtractionInvalid,
     HostNotStarted,
@@ -39,8 +40,15 @@ from memoryd.errors import (
     HostTimeout,
     ModelCallError,
 )
-from memoryd.runner.base import CLAUDE_CODE, AgentRun, Answer, RecordRun, estimated_usage
-from memoryd.runner.files_mcp import SERVER_NAME, TOOL_NAMES
+from memoryd.runner.base import (
+    CLAUDE_CODE,
+    FILES_SERVER,
+    FILES_TOOLS,
+    AgentRun,
+    Answer,
+    RecordRun,
+    estimated_usage,
+)
 from memoryd.store import CallUsage
 from memoryd.tuning import (
     RUNNER_CONSOLIDATE_MAX_TURNS,
@@ -95,7 +103,7 @@ def files_server_args(root: Path) -> list[str]:
     """memoryd's own file tools for the memory folder, and the grant for exactly those."""
     config = {
         "mcpServers": {
-            SERVER_NAME: {
+            FILES_SERVER: {
                 "type": "stdio",
                 "command": sys.executable,
                 "args": ["-m", "memoryd", "runner-files", str(root)],
@@ -103,7 +111,7 @@ def files_server_args(root: Path) -> list[str]:
             }
         }
     }
-    allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOL_NAMES)
+    allowed = ",".join(f"mcp__{FILES_SERVER}__{t}" for t in FILES_TOOLS)
     return ["--mcp-config", json.dumps(config), "--allowedTools", allowed]
 
 
@@ -245,8 +253,6 @@ class ClaudeCodeRunner:
     async def consolidate(
         self, *, text: str, model: str | None, timeout: float, record: RecordRun
     ) -> None:
-        from memoryd import prompts  # the system text is a template like every prompt
-
         system = prompts.render("runner_consolidator_system.md", memory_root=str(self.memories))
         args = [
             *base_args(system, max_turns=RUNNER_CONSOLIDATE_MAX_TURNS),

@@ -20,11 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memoryd import __version__
 from memoryd.errors import MemorydError
 from memoryd.runner import files
+from memoryd.runner.base import FILES_SERVER as SERVER_NAME
 
 log = logging.getLogger(__name__)
-
-SERVER_NAME = "memoryd-folder"
-TOOL_NAMES = ("read", "list", "write", "edit", "delete")
 INSTRUCTIONS = (
     "The memory folder you consolidate. Every path is relative to it. Read and list anything in "
     "it; write, edit or delete only MEMORY.md, memory_summary.md, skills/**/*.md and the project "
