@@ -47,7 +47,9 @@ def memoryd_tools(req: ClientRequest) -> int:
     return total
 
 
-def turn(clients: ClientSandbox, models: ClientModels, which: str, cwd: Path) -> list[ClientRequest]:
+def turn(
+    clients: ClientSandbox, models: ClientModels, which: str, cwd: Path
+) -> list[ClientRequest]:
     models.clear()
     run = clients.claude if which == "claude" else clients.codex
     out = run(PROMPT, cwd=cwd)
