@@ -51,7 +51,7 @@ def sdk_answer(home: Path, line: bytes) -> dict[str, object]:
 
 
 def test_the_early_answer_is_the_sdk_servers_answer(memoryd_home: Path) -> None:
-    assert HANDSHAKE_VERSIONS == tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert tuple(HANDSHAKE_PROTOCOL_VERSIONS) == HANDSHAKE_VERSIONS
     for version in ("2024-11-05", "1999-01-01"):
         line = init_line(version)
         reply, _ = early_answer(line)
