@@ -19,8 +19,8 @@ from memoryd.runner.base import AgentRun, Answer, RecordRun
 from memoryd.runner.choose import choose
 from memoryd.settings import ExtensionsSettings, Settings
 from memoryd.status import snapshot
-from memoryd.tools.admin import memory_inspect
 from memoryd.store import CallUsage, Store
+from memoryd.tools.admin import memory_inspect
 from memoryd.write import rollback
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
