@@ -29,6 +29,7 @@ from memoryd.fsutil import plain_file
 from memoryd.layout import SKILLS_DIR
 from memoryd.tools import memory_list, memory_read
 from memoryd.tools.guard import ensure_dirs, open_path, open_root, split_path
+from memoryd.tuning import READ_MAX_BYTES, TOOL_FILE_MAX_BYTES
 from memoryd.workspace import DIFF_FILE
 from memoryd.workspace_audit import is_agent_owned, memory_file_cap
 
@@ -61,17 +62,13 @@ def read(
     root: Path, path: str, line_offset: int | None = None, max_lines: int | None = None
 ) -> str:
     """A window of a file (or a directory's listing), as the memory tools serve it."""
-    if split_path_or_diff(path):
-        return _read_diff(root)
+    if isinstance(path, str) and path.strip() in (DIFF_FILE, "./" + DIFF_FILE):
+        return _read_diff(root, line_offset, max_lines)
     return memory_read(root, path, line_offset, max_lines).to_text()
 
 
-def split_path_or_diff(path: str) -> bool:
-    """Whether ``path`` names the run's diff file (hidden from the memory tools, read here)."""
-    return isinstance(path, str) and path.strip().lstrip("./") == DIFF_FILE
-
-
-def _read_diff(root: Path) -> str:
+def _diff_bytes(root: Path) -> bytes:
+    """The run's diff file, opened without following a link (the memory tools hide it)."""
     fd_root = open_root(root)
     if fd_root is None:
         raise NotFound(f"{DIFF_FILE}: not found")
@@ -86,15 +83,34 @@ def _read_diff(root: Path) -> str:
             st = os.fstat(fd)
             if not plain_file(st):
                 raise Refused(f"{DIFF_FILE}: is not a plain file")
-            cap = 8 << 20
-            if st.st_size > cap:
-                raise FileTooLarge(DIFF_FILE, st.st_size, cap)
-            data = os.read(fd, cap + 1)
+            if st.st_size > TOOL_FILE_MAX_BYTES:
+                raise FileTooLarge(DIFF_FILE, st.st_size, TOOL_FILE_MAX_BYTES)
+            return os.read(fd, TOOL_FILE_MAX_BYTES + 1)
         finally:
             os.close(fd)
     finally:
         os.close(fd_root)
-    return data.decode("utf-8", errors="replace")
+
+
+def _read_diff(root: Path, line_offset: int | None, max_lines: int | None) -> str:
+    """The diff paged like any read (it can be large): whole lines within the read cap."""
+    lines = _diff_bytes(root).decode("utf-8", errors="replace").splitlines(keepends=True)
+    start = max(1, line_offset or 1)
+    if start > max(len(lines), 1):
+        raise InvalidArgument(f"line_offset {start} is past the end of {DIFF_FILE}")
+    stop = len(lines) if max_lines is None else min(len(lines), start - 1 + max(1, max_lines))
+    out: list[str] = []
+    used = 0
+    for i in range(start - 1, stop):
+        used += len(lines[i].encode("utf-8"))
+        if out and used > READ_MAX_BYTES:
+            stop = i
+            break
+        out.append(lines[i])
+    text = "".join(out)
+    if stop < len(lines):
+        text += f"\n[{len(lines) - stop} more lines; continue with line_offset={stop + 1}]"
+    return text
 
 
 def listing(root: Path, path: str | None = None) -> str:

@@ -185,3 +185,20 @@ def test_a_project_folder_is_never_made_by_the_tools(root: Path) -> None:
     with pytest.raises(NotFound):
         files.write(root, "projects/other-89abcdef/memory_summary.md", "v1\n")
     assert not (root / "projects" / "other-89abcdef").exists()
+
+
+def test_a_large_diff_is_read_in_pages(root: Path) -> None:
+    line = "M rollout_summaries/" + "x" * 100 + ".md\n"
+    (root / DIFF_FILE).write_text(line * 5000)  # ~560 KB: more than one read returns
+    pages, offset = [], 1
+    while True:
+        page = files.read(root, DIFF_FILE, line_offset=offset)
+        assert len(page.encode()) < 260 * 1024
+        pages.append(page)
+        if "continue with line_offset=" not in page:
+            break
+        offset = int(page.rsplit("line_offset=", 1)[1].rstrip("]"))
+    assert len(pages) == 3 and sum(p.count(line) for p in pages) == 5000
+    assert files.read(root, DIFF_FILE, line_offset=2, max_lines=1).startswith(line)
+    with pytest.raises(InvalidArgument):
+        files.read(root, DIFF_FILE, line_offset=10_000)
