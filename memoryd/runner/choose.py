@@ -3,7 +3,9 @@
 ``auto`` keeps opencode whenever it is there, so nothing changes for its users: a configured
 ``[host] url``, a live server the shim recorded, or an ``opencode`` memoryd may start. Only
 without any of those does it turn to Claude Code on PATH. With neither, the error says what to
-install. The choice and why are recorded for ``memoryd status``.
+install. The choice and why are recorded for ``memoryd status``. The runner decides who runs the
+model, not whose sessions are read: with ``runner = "claude-code"`` and opencode there, opencode's
+sessions are still listed through it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ def _opencode_installed(settings: Settings) -> bool:
     return shutil.which(exe) is not None
 
 
+def opencode_there(settings: Settings, paths: Paths) -> str | None:
+    """Why opencode can be used here (configured, running, or installed), or ``None``."""
+    if settings.host.url:
+        return "a [host] url is configured"
+    if recorded_server(paths) is not None:
+        return "opencode's shim recorded a running server"
+    if settings.host.start_server and _opencode_installed(settings):
+        return "opencode is installed"
+    return None
+
+
 def choose(settings: Settings, paths: Paths) -> Choice:
     wanted = settings.runner
     if wanted == OPENCODE:
@@ -51,12 +64,9 @@ def choose(settings: Settings, paths: Paths) -> Choice:
                 "claude_bin to its full path",
             )
         return Choice(CLAUDE_CODE, "runner = claude-code", exe)
-    if settings.host.url:
-        return Choice(OPENCODE, "auto: a [host] url is configured")
-    if recorded_server(paths) is not None:
-        return Choice(OPENCODE, "auto: opencode's shim recorded a running server")
-    if settings.host.start_server and _opencode_installed(settings):
-        return Choice(OPENCODE, "auto: opencode is installed")
+    there = opencode_there(settings, paths)
+    if there is not None:
+        return Choice(OPENCODE, f"auto: {there}")
     exe = find_claude(settings.claude_bin)
     if exe is not None:
         return Choice(CLAUDE_CODE, "auto: no opencode here; Claude Code is on PATH", exe)

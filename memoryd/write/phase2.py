@@ -40,6 +40,7 @@ from memoryd.extensions.claude_code import sync_claude_import
 from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.extensions.common import EXTENSIONS_DIR
 from memoryd.fsutil import atomic_write
+from memoryd.host.client_sources import client_sources
 from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
@@ -226,7 +227,8 @@ def _note_swept(p: PhaseBase, when: str, entries: list[str]) -> None:
 
 async def _judge_edits(p: PhaseBase) -> Phase2Result | None:
     """A change of the agent-owned files is judged before a run may read or record it."""
-    if await agent_edits.reconcile(p.paths, p.store, p.clock, p.client) != agent_edits.HELD:
+    files = client_sources(p.settings)
+    if await agent_edits.reconcile(p.paths, p.store, p.clock, p.client, files) != agent_edits.HELD:
         return None
     return Phase2Result(
         Phase2Status.SKIPPED_HOST, "a change of the memory folder waits for opencode"
