@@ -14,6 +14,7 @@ import pytest
 from memoryd.clock import HOUR, ManualClock
 from memoryd.errors import ModelCallError, RunnerMissing
 from memoryd.host.client_sources import client_sources
+from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
 from memoryd.runner import files
@@ -26,6 +27,7 @@ from memoryd.tools.admin import memory_inspect
 from memoryd.write import edit_review, rollback
 from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
+from tests.fakehost import FakeOpencode, write_memory
 from tests.unit.test_client_sources import FIXTURES, fixture_text, newest_stamp
 
 pytestmark = pytest.mark.anyio
@@ -247,3 +249,24 @@ async def test_a_claude_code_sessions_write_into_the_folder_is_staged_not_adopte
     staged = edit_review.pending(paths)
     assert staged is not None and "memory_summary.md" in staged.files
     assert [w["session_id"] for w in staged.writers] == [f"claude-code:{CLAUDE_ID}"]
+
+
+async def test_opencode_stays_a_source_when_another_runner_runs_the_model(tmp_path: Path) -> None:
+    paths, store, clock, settings = _world(tmp_path)
+    host = FakeOpencode(consolidate=write_memory)
+    host.add_session("ses_runner00001", updated=clock.now_ms() - 7 * HOUR)
+    runner = ScriptedRunner(paths.memories)
+    client = OpencodeClient("http://opencode.test", transport=host.transport())
+    report = await Phase1(
+        store=store,
+        client=client,
+        settings=settings,
+        paths=paths,
+        clock=clock,
+        worker_id="t",
+        runner=runner,
+        file_sources=client_sources(settings, environ={}),
+    ).run_pass()
+    assert report.succeeded == 2 and runner.answers == 2  # opencode's session and Claude's
+    assert host.prompts == []  # nothing was prompted in opencode
+    assert store.output("ses_runner00001") is not None
