@@ -120,6 +120,13 @@ class ClientInstaller:
     def _remember(self, files: dict[str, Any], path: Path, before: bytes | None) -> dict[str, Any]:
         """The file's record, keeping its original bytes on the first change only."""
         rec = dict(files.get(str(path)) or {})
+        if rec and (before is None or sha256(before) != rec.get("sha")):
+            # changed since memoryd wrote it: the kept original is no longer what to put back,
+            # so uninstall will take out memoryd's entries only
+            if rec.get("backup"):
+                (self.backups / str(rec["backup"])).unlink(missing_ok=True)
+            kept = {k: rec[k] for k in ("trust",) if k in rec}
+            rec = {"created": bool(rec.get("created")), "stale": True, **kept}
         if not rec:
             rec["created"] = before is None
             if before is not None:
@@ -189,7 +196,16 @@ class ClientInstaller:
         block = cc.codex_block(environ=self.environ, trust=tuple(trust) if trust else None)
         appended = _join(base, block)
         if appended == text:
-            return [ClientStep("unchanged", path)]
+            if dry_run or not rec:
+                return [ClientStep("unchanged", path)]
+            trusted = self._trust(path)  # a hook moved or Codex changed: its trust follows
+            if trusted is None or list(trusted) == trust:
+                return [ClientStep("unchanged", path)]
+            rec = self._remember(files, path, before)
+            rec["trust"] = list(trusted)
+            block = cc.codex_block(environ=self.environ, trust=trusted)
+            self._put_codex(path, base, block, mode, files, rec)
+            return [ClientStep("write", path, "the hook's trust entry")]
         if dry_run:
             return [ClientStep("write", path)]
         rec = self._remember(files, path, before)
@@ -277,7 +293,7 @@ class ClientInstaller:
         if got is None:
             return ClientStep("absent", path), False
         current, mode = got
-        if sha256(current) == rec.get("sha"):
+        if sha256(current) == rec.get("sha") and not rec.get("stale"):
             original = self._original(rec)
             if not dry_run:
                 if original is None:

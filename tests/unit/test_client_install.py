@@ -201,3 +201,81 @@ def test_print_shows_what_each_client_needs(env: dict[str, str]) -> None:
     codex = snippet("codex", environ=env)
     assert "required = true" in codex and 'approval_mode = "approve"' in codex
     assert "[[hooks.SessionStart]]" in codex
+
+
+FAKE_CODEX = '''#!{python}
+"""A stand-in for `codex app-server`: lists the SessionStart hooks of $CODEX_HOME/config.toml."""
+import hashlib, json, os, sys, tomllib
+path = os.path.join(os.environ["CODEX_HOME"], "config.toml")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "initialize":
+        print(json.dumps({{"id": msg["id"], "result": {{}}}}), flush=True)
+    elif msg.get("method") == "hooks/list":
+        with open(path, "rb") as f:
+            groups = tomllib.load(f).get("hooks", {{}}).get("SessionStart", [])
+        hooks = [
+            {{"key": f"{{path}}:session_start:{{g}}:{{h}}", "command": hook["command"],
+              "source": "user", "currentHash": "sha256:" + hashlib.sha256(
+                  hook["command"].encode()).hexdigest()}}
+            for g, group in enumerate(groups) for h, hook in enumerate(group["hooks"])
+        ]
+        print(json.dumps({{"id": msg["id"], "result": {{"data": [{{"hooks": hooks}}]}}}}), flush=True)
+'''
+
+
+def test_the_hook_is_trusted_as_codex_lists_it_and_followed_when_it_moves(
+    paths: Paths, env: dict[str, str], tmp_path: Path
+) -> None:
+    import sys
+
+    fake = tmp_path / "codex-bin"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable))
+    fake.chmod(0o755)
+    inst = ClientInstaller(paths, "codex", env, codex_bin=str(fake))
+    assert [s.action for s in inst.install()] == ["write"]
+    config = tmp_path / "codex" / "config.toml"
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:0:0"]
+    # the user puts a hook group of their own before memoryd's: its key moves to index 1
+    text = config.read_text()
+    config.write_text(
+        '[[hooks.SessionStart]]\n[[hooks.SessionStart.hooks]]\ntype = "command"\n'
+        'command = "mine"\n\n' + text
+    )
+    assert [s.action for s in ClientInstaller(paths, "codex", env, codex_bin=str(fake)).install()]
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:1:0"]
+    # the block itself unchanged, only the trust entry stale: re-running refreshes it alone
+    config.write_text(config.read_text().replace(":session_start:1:0", ":session_start:0:0"))
+    inst = ClientInstaller(paths, "codex", env, codex_bin=str(fake))
+    files = inst.record()
+    rec = next(iter(files.values()))
+    rec["trust"][0] = rec["trust"][0].replace(":1:0", ":0:0")
+    rec["appended"] = rec["appended"].replace(":session_start:1:0", ":session_start:0:0")
+    inst._save(files)
+    steps = inst.install()
+    assert [(s.action, s.detail) for s in steps] == [("write", "the hook's trust entry")]
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:1:0"]
+    ClientInstaller(paths, "codex", env).uninstall()
+    assert config.read_text().startswith("[[hooks.SessionStart]]\n[[hooks.SessionStart.hooks]]")
+    assert "memoryd" not in config.read_text()
+
+
+def test_a_reinstall_over_user_changes_never_undoes_them(
+    paths: Paths, env: dict[str, str], tmp_path: Path
+) -> None:
+    settings = tmp_path / "claude" / "settings.json"
+    ClientInstaller(paths, "claude-code", env).install()  # creates settings.json
+    data = json.loads(settings.read_text())
+    data["model"] = "sonnet"  # the user's own setting, added after memoryd's install
+    data["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] = 11  # and memoryd's hook changed
+    settings.write_text(json.dumps(data))
+    ClientInstaller(paths, "claude-code", env).install()  # adds memoryd's hook as it writes it
+    ClientInstaller(paths, "claude-code", env).uninstall()
+    left = json.loads(settings.read_text())
+    assert left["model"] == "sonnet"  # not the file as memoryd first created it (absent)
+    groups = left["hooks"]["SessionStart"]  # the changed group is the user's now: kept
+    assert [g["hooks"][0]["timeout"] for g in groups] == [11]
+    assert "permissions" not in left
