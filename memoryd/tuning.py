@@ -168,3 +168,4 @@ UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by 
 
 # Claude Code and Codex (memoryd install claude-code|codex)
 CODEX_TRUST_TIMEOUT_S = 30.0  # `codex app-server` listing its hooks, to copy the trust of ours
+MCP_PRIME_TIMEOUT_S = 60.0  # the install's one `memoryd mcp` start that keeps the tool list

@@ -30,6 +30,7 @@ from memoryd.fsutil import atomic_write, read_json_object, read_regular_with_mod
 from memoryd.host import client_config as cc
 from memoryd.host.codex_trust import find_codex, hook_trust
 from memoryd.paths import Paths
+from memoryd.tuning import MCP_PRIME_TIMEOUT_S
 
 BACKUPS = "client-backups"
 
@@ -145,10 +146,15 @@ class ClientInstaller:
 
     # --- install ------------------------------------------------------------------------------
 
-    def install(self, *, dry_run: bool = False) -> list[ClientStep]:
-        if self.client == cc.CLAUDE:
-            return self._install_claude(dry_run)
-        return self._install_codex(dry_run)
+    def install(self, *, dry_run: bool = False, prime: bool = True) -> list[ClientStep]:
+        steps = (
+            self._install_claude(dry_run)
+            if self.client == cc.CLAUDE
+            else self._install_codex(dry_run)
+        )
+        if prime and not dry_run:
+            prime_tool_list(self.environ)
+        return steps
 
     def _install_claude(self, dry_run: bool) -> list[ClientStep]:
         e = cc.claude_entries(environ=self.environ)
@@ -315,6 +321,42 @@ class ClientInstaller:
             else:
                 self._write(path, text.encode("utf-8"), mode)
         return ClientStep("remove-entries", path), False
+
+
+def prime_tool_list(environ: dict[str, str] | None = None) -> bool:
+    """Start ``memoryd mcp`` once and ask for its tools, so the SDK server's list is kept for the
+    early answer (:mod:`memoryd.mcp_handshake`) before any client has waited for it: a short
+    headless run often ends before the SDK has loaded, and the list would never be kept."""
+    import os
+    import subprocess
+
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "memoryd-install", "version": __version__},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    env = dict(os.environ if environ is None else environ)
+    try:
+        proc = subprocess.run(
+            cc.server_command(),
+            input="".join(json.dumps(m) + "\n" for m in lines),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=MCP_PRIME_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return '"id":2' in proc.stdout.replace(" ", "")
 
 
 # --- JSON merges (Claude Code) ---------------------------------------------------------------
