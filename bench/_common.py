@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import cProfile
+import io
 import os
 import platform
+import pstats
 import random
 from collections.abc import Callable
+from typing import Any
 
 WORDS = """the a to of and in for with on that this it is was we should use run test build config file
 function module import error fails passes fix refactor cache database query index schema migration api
@@ -61,3 +65,14 @@ def paragraph(rng: random.Random, chars: int, sentence: Callable[[random.Random]
         out.append(s)
         n += len(s) + 1
     return " ".join(out)
+
+
+def profile_text(fn: Callable[[], Any], label: str, top: int = 45) -> str:
+    """``fn`` run under cProfile, the ``top`` entries by cumulative time (profiling inflates all)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+    return f"--- profile: {label} ---\n{out.getvalue()}"

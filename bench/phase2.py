@@ -31,12 +31,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import dataclasses
 import gc
-import io
 import os
-import pstats
 import random
 import re
 import resource
@@ -58,7 +55,17 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import memoryd.write.baseline as baseline_mod
-from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragraph, table
+from bench._common import (
+    FILES,
+    PROJECTS,
+    TASKS,
+    WORDS,
+    fmt_s,
+    machine,
+    paragraph,
+    profile_text,
+    table,
+)
 from memoryd.clock import DAY, HOUR, MINUTE, SystemClock
 from memoryd.store.outputs import Output
 from memoryd.workspace import DIFF_FILE, RAW_MEMORIES_FILE, Workspace, is_tracked
@@ -579,14 +586,7 @@ def _timing_patches(acc: dict[str, float]) -> Iterator[None]:
 
 
 def _profile(label: str, fn: Callable[[], Any]) -> str:
-    prof = cProfile.Profile()
-    prof.enable()
-    fn()
-    prof.disable()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(18)
-    text = re.sub(r"\n\s*\n+", "\n", buf.getvalue()).strip()
-    return f"-- cProfile: {label} (profiling inflates everything) --\n{text}"
+    return re.sub(r"\n\s*\n+", "\n", profile_text(fn, label, top=18)).strip()
 
 
 # =============================================================================================

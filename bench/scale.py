@@ -38,12 +38,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import cProfile
 import gc
-import io
 import json
 import os
-import pstats
 import random
 import resource
 import shutil
@@ -62,7 +59,7 @@ if str(REPO) not in sys.path:
 
 import httpx
 
-from bench._common import PROJECTS, TASKS, WORDS, machine, table
+from bench._common import PROJECTS, TASKS, WORDS, machine, profile_text, table
 from bench.phase1 import make_session
 from bench.phase2 import _raw_memory, _summary
 from memoryd.app import App
@@ -344,16 +341,6 @@ def add_new_sessions(home: Home, k: int, seed: int) -> None:
 
 # =============================================================================================
 # One size
-
-
-def profile_text(fn: Callable[[], Any], label: str) -> str:
-    prof = cProfile.Profile()
-    prof.enable()
-    fn()
-    prof.disable()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(45)
-    return f"--- profile: {label} ---\n{out.getvalue()}"
 
 
 def pct(xs: list[float], p: float) -> float:

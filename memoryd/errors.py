@@ -45,6 +45,8 @@ The tree::
     ├── BaselineBroken              (internal) the baseline repository must be rebuilt
     │   └── BaselineHeadMissing     (internal) it has no commit yet
     ├── SourceUnreadable            (internal) an imported project's memory could not be read whole
+    ├── TranscriptUnreadable        a Claude Code or Codex session file that cannot be read (too
+    │                               large, a link, not a regular file): its job fails naming it
     ├── ReviewError                 nothing staged for review, or the job is busy (review mode)
     ├── UIError                     the web UI cannot listen on its port
     ├── SyncError                   the sync remote: unreachable, refusing, or not a repository
@@ -312,6 +314,13 @@ class BaselineHeadMissing(BaselineBroken):
 
 class SourceUnreadable(MemorydError):
     """Internal: a project's memory could not be read completely; its copy must be left alone."""
+
+
+class TranscriptUnreadable(MemorydError):
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"session file {path}: {reason}")
 
 
 class ToolError(MemorydError):

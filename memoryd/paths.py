@@ -194,3 +194,30 @@ def templates_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return here.parent / "templates"
+
+
+def _user_home(env: dict[str, str] | os._Environ[str]) -> Path:
+    home = env.get("HOME") or env.get("USERPROFILE")
+    return Path(home) if home else Path.home()
+
+
+def claude_config_dir(configured: str | None, environ: dict[str, str] | None = None) -> Path:
+    """Claude Code's home: the configured one, else ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    if configured:
+        return Path(configured).expanduser()
+    env = os.environ if environ is None else environ
+    value = env.get("CLAUDE_CONFIG_DIR", "").strip()
+    if value:
+        return Path(value).expanduser().absolute()
+    return _user_home(env) / ".claude"
+
+
+def codex_home(configured: str | None, environ: dict[str, str] | None = None) -> Path:
+    """Codex's home: the configured one, else ``$CODEX_HOME``, else ``~/.codex``."""
+    if configured:
+        return Path(configured).expanduser()
+    env = os.environ if environ is None else environ
+    value = env.get("CODEX_HOME", "").strip()
+    if value:
+        return Path(value).expanduser().absolute()
+    return _user_home(env) / ".codex"

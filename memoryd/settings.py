@@ -76,7 +76,8 @@ class HostSettings(BaseModel):
 
 
 class ExtensionsSettings(BaseModel):
-    """The ``[extensions]`` table: memory exchanged with other agents. Everything is off by default."""
+    """The ``[extensions]`` table: other agents. Their sessions are read when their home exists;
+    the memory exchanges are off by default."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -84,11 +85,21 @@ class ExtensionsSettings(BaseModel):
         default=False, description="Mirror Claude Code's per-project memory files."
     )
     claude_home: str | None = Field(
-        default=None, description="Claude Code's home (default: $HOME/.claude)."
+        default=None,
+        description="Claude Code's home (default: $CLAUDE_CONFIG_DIR, else ~/.claude).",
     )
     claude_projects: list[str] = Field(
         default_factory=list,
         description="Claude project keys to import (empty = all); env: comma-separated.",
+    )
+    claude_sessions: bool | None = Field(
+        default=None,
+        description="Read Claude Code's session transcripts in phase 1 (unset: when its home "
+        "exists; the home is claude_home, else $CLAUDE_CONFIG_DIR, else ~/.claude).",
+    )
+    codex_sessions: bool | None = Field(
+        default=None,
+        description="Read Codex's rollouts in phase 1 (unset: when its home exists).",
     )
     codex_import: bool = Field(
         default=False, description="Copy Codex's MEMORY.md and memory_summary.md in."

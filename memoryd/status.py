@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import hosts
 from memoryd.clock import DAY, iso_ms
 from memoryd.paths import Paths
 from memoryd.settings import Settings
@@ -128,6 +129,7 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             "last_seen": iso_ms(host_seen.get("at")),
         },
         "tokens": {"spent": total(per_phase), "per_phase": per_phase, "today": total(today)},
+        "hosts": hosts.snapshot(store, last_pass),  # opencode, claude-code, codex
         "last_pass": last_pass,
         "sync": sync_snapshot(store, settings),
         "settings": {

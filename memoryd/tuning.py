@@ -169,3 +169,9 @@ UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by 
 # Claude Code and Codex (memoryd install claude-code|codex)
 CODEX_TRUST_TIMEOUT_S = 30.0  # `codex app-server` listing its hooks, to copy the trust of ours
 MCP_PRIME_TIMEOUT_S = 60.0  # the install's one `memoryd mcp` start that keeps the tool list
+
+# Claude Code and Codex transcripts read as phase-1 sources (memoryd/host/client_sources.py).
+CLIENT_TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024  # a larger session file is refused, naming it
+CLIENT_TRANSCRIPT_MAX_FILES = 20_000  # files listed per client and pass (newest first)
+CLIENT_LINE_PROBLEMS_KEPT = 20  # malformed lines remembered per client for status
+CLIENT_TITLE_CHARS = 80  # a session without a title is named by its first request, cut here

@@ -20,6 +20,9 @@ def memoryd_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(__import__("os").environ):
         if name.startswith("MEMORYD_") and name != "MEMORYD_HOME" and name != "MEMORYD_TEST_CACHE":
             monkeypatch.delenv(name)
+    # Claude Code's and Codex's homes are phase-1 sources when they exist: never the real ones.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-claude-home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex-home"))
     return home
 
 

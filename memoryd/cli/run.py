@@ -54,8 +54,11 @@ def phase2_line(result: Phase2Result) -> str:
 
 
 def summary(report: Phase1Report) -> str:
+    clients = "".join(
+        f" + {h.get('seen', 0)} {name}" for name, h in report.hosts.items() if name != "opencode"
+    )
     parts = [
-        f"{report.discovered} sessions seen",
+        f"{report.discovered} sessions seen{clients}",
         f"{report.eligible} eligible",
         f"{report.claimed} claimed",
         f"{report.succeeded} extracted",
@@ -65,7 +68,7 @@ def summary(report: Phase1Report) -> str:
     if report.polluted:
         parts.append(f"{report.polluted} skipped as polluted")
     if report.forgotten:
-        parts.append(f"{report.forgotten} forgotten (deleted in opencode)")
+        parts.append(f"{report.forgotten} forgotten (deleted in their host)")
     parts.append(f"{report.failed} failed")
     line = "phase 1: " + ", ".join(parts)
     if report.waiting:

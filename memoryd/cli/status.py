@@ -133,6 +133,21 @@ def sync_rows(sync: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def host_rows(hosts: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row per host whose sessions memoryd reads: seen, extracted, the newest error."""
+    rows = []
+    for name, h in hosts.items():
+        if not h.get("active") and not h.get("extracted"):
+            continue  # a client that is not installed here
+        text = f"{_n(h['seen'])} sessions seen, {_n(h['extracted'])} extracted"
+        if h.get("home"):
+            text += f" ({h['home']})"
+        if h.get("last_error"):
+            text += f"; last error: {h['last_error']}"
+        rows.append((name, text))
+    return rows
+
+
 def render(s: dict[str, Any]) -> str:
     host = s["host"]
     where = host["url"] or "private opencode serve (started on demand)"
@@ -145,6 +160,7 @@ def render(s: dict[str, Any]) -> str:
         ("memories", f"{_n(s['stage1']['outputs'])} session memories"),
         ("jobs", ", ".join(f"{_n(jobs[k])} {k}" for k in ("done", "pending", "running", "failed"))),
     ]
+    rows += host_rows(s.get("hosts") or {})
     p2 = s["phase2"]
     p2_text = f"{p2['status']}, {_n(p2['consumed_outputs'])} memories consolidated"
     if p2.get("last_consolidation"):

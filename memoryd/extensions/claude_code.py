@@ -1,5 +1,9 @@
 """Mirror Claude Code's per-project memory into ``extensions/external_agent_import/``.
 
+What the user and Claude said reaches memory through the session transcripts, a phase-1 source
+(``host/claude_transcript.py``). This import adds what Claude curated itself: its auto-memory
+Markdown, which can outlive the transcripts it came from (older than the age window, or deleted).
+
 Claude Code keeps one folder per project under ``<claude home>/projects/<key>/``: session logs
 (``*.jsonl``) directly inside it, and the project's memory files under ``memory/``. For every
 project that has memory, this module keeps a copy in the memory folder::
@@ -16,7 +20,10 @@ Rules, in the order they are applied:
 * **An unreachable home changes nothing.** If ``<claude home>/projects`` cannot be listed, no
   copy is touched: a missing disk must not read as "the user deleted everything".
 * **A project needs a reliable cwd.** The newest session log whose first record carrying a
-  ``"cwd"`` names an existing absolute directory decides it. Without one the project is skipped
+  ``"cwd"`` names an existing absolute directory decides it; a project with no session log of its
+  own (Claude keeps a repository's memory under the root's key while sessions started in a
+  subfolder are filed under the subfolder's) takes the repository root those sessions name.
+  Without one the project is skipped
   and an existing copy is left exactly as it is.
 * **Copies are whole-project.** When any byte, the file set or ``scope.json`` differs, the
   project's folder is built aside (a dot-prefixed staging folder) and swapped in, so the
@@ -34,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import stat
 import tempfile
 import uuid
@@ -56,6 +64,8 @@ from memoryd.extensions.common import (
     sync_instructions,
 )
 from memoryd.fsutil import atomic_write, lstat_or_none, real_dir
+from memoryd.paths import claude_config_dir
+from memoryd.scopes import find_worktree
 from memoryd.settings import Settings
 from memoryd.tuning import EXTENSION_SOURCE_MAX_BYTES
 
@@ -87,13 +97,8 @@ class ImportResult:
 
 
 def claude_home_dir(settings: Settings, environ: dict[str, str] | None = None) -> Path:
-    """``[extensions] claude_home``, else ``$HOME/.claude`` (``USERPROFILE`` when HOME is unset)."""
-    configured = settings.extensions.claude_home
-    if configured:
-        return Path(configured).expanduser()
-    env = os.environ if environ is None else environ
-    home = env.get("HOME") or env.get("USERPROFILE")
-    return (Path(home) if home else Path.home()) / ".claude"
+    """``[extensions] claude_home``, else ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    return claude_config_dir(settings.extensions.claude_home, environ)
 
 
 def extension_dir(memory_root: Path) -> Path:
@@ -187,8 +192,40 @@ def _session_cwd(path: Path) -> str | None:
     return None
 
 
+def claude_key(directory: str) -> str:
+    """The project folder name Claude Code files a directory under (every other character ``-``)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", directory)
+
+
 def project_cwd(project_dir: Path) -> str | None:
-    """The project's working directory from its newest session log that names a usable one."""
+    """The project's working directory: from its own newest session log that names a usable one,
+    else the repository root that sessions started in its subfolders name.
+
+    Claude Code files a session under the folder it started in, but keeps the memory of a
+    repository under the repository root's key, so a project whose sessions all ran in
+    subfolders has memory and no session log of its own.
+    """
+    own = _own_cwd(project_dir)
+    if own is not None:
+        return own
+    key = project_dir.name
+    try:
+        siblings = _project_dirs(project_dir.parent)
+    except OSError:
+        return None
+    for name, other in siblings:
+        if not name.startswith(key + "-"):
+            continue  # a subfolder's key always extends its root's key
+        cwd = _own_cwd(other)
+        if cwd is None:
+            continue
+        root = find_worktree(Path(cwd))
+        if claude_key(root) == key:
+            return root
+    return None
+
+
+def _own_cwd(project_dir: Path) -> str | None:
     sessions: list[tuple[int, str]] = []
     try:
         with os.scandir(project_dir) as it:

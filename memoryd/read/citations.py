@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 _BLOCK = re.compile(r"<memory-citation>(.*?)</memory-citation>", re.S | re.I)
 _UNCLOSED = re.compile(r"<memory-citation>(?:(?!</memory-citation>).)*\Z", re.S | re.I)
 _SECTION = "<{0}>(.*?)</{0}>"
-_SESSION_ID = re.compile(r"\bses_[A-Za-z0-9]{6,}\b")
+# opencode's ids, and Claude Code's and Codex's namespaced ones (memoryd.hosts)
+_SESSION_ID = re.compile(
+    r"\b(?:ses_[A-Za-z0-9]{6,}|(?:claude-code|codex):[0-9A-Fa-f][0-9A-Fa-f-]{6,}[0-9A-Fa-f])\b"
+)
 
 
 @dataclass(frozen=True)

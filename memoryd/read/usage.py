@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.fsutil import pid_alive
+from memoryd.hosts import SESSION_ID_PREFIXES
 from memoryd.store import Store
 from memoryd.tuning import SPOOL_SETTLE_S
 
@@ -79,7 +80,9 @@ def parse_record(line: str) -> tuple[str, list[str]] | None:
     cited = rec.get("cited")
     if not isinstance(sid, str) or not isinstance(part, str) or not isinstance(cited, list):
         return None
-    return f"{sid}:{part}", [c for c in cited if isinstance(c, str) and c.startswith("ses_")]
+    return f"{sid}:{part}", [
+        c for c in cited if isinstance(c, str) and c.startswith(SESSION_ID_PREFIXES)
+    ]
 
 
 def ingest_spool(store: Store, spool: Path) -> IngestResult:

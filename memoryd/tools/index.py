@@ -40,9 +40,12 @@ Decisions:
   key is stored with it, so a project-scoped query lists no outputs either. A refresh that added
   many chunks (:data:`~memoryd.tuning.INDEX_OPTIMIZE_ADDED`, e.g. the first build) optimises
   the FTS index into one segment, which makes frequent-word and prefix queries ~1.5× cheaper.
-* **Forgetting.** ``secure_delete`` is on, and whenever a refresh removed chunks (a file edited or
-  deleted, a session forgotten) the FTS index is optimised, so removed text does not linger in the
-  file as index terms (~0.1 s on a 5 MB folder, paid by the first query after the change).
+* **Forgetting.** ``secure_delete`` is on, and whenever a refresh removed words the index no
+  longer holds (a file or session deleted or forgotten, an edit that took words out) the FTS
+  index is optimised, so removed text does not linger in the file as index terms (~17 ms per MB
+  of index, paid by the first query after the change). An edit that only adds (a line appended
+  to ``MEMORY.md``, a session's next version that keeps its words) re-indexes that document
+  alone: its old chunks' terms are all held by the new ones, so there is nothing to scrub.
 
 This module holds the file, its schema and the query side; keeping the index fresh lives in
 :mod:`memoryd.tools.index_refresh` and cutting text into chunks in :mod:`memoryd.tools.chunks`,

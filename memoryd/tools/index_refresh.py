@@ -69,6 +69,17 @@ def output_sigs(store: Store | None) -> dict[str, tuple[int, int, str | None]]:
     return out
 
 
+def _words(*texts: str) -> set[str]:
+    """The whitespace-separated words of ``texts``, exactly as written.
+
+    Coarser than the FTS tokenizer (which also splits at punctuation and folds case), so when
+    every old word is among the new ones, every index term the old chunks held is still held by
+    the new ones and nothing removed lingers in the file: no optimise is needed (an appended line
+    re-indexes its file without scrubbing the whole index).
+    """
+    return {word for text in texts for word in text.split()}
+
+
 def apply_oldest_first(todo: list[Pending]) -> None:
     """Index what changed oldest first, so chunk ids follow time: a ranked query with more
     matches than it scores takes the highest ids (see :meth:`SearchIndex._page`)."""
@@ -88,6 +99,8 @@ class RefreshStats:
     outputs_removed: int = 0
     chunks_added: int = 0
     chunks_removed: int = 0
+    # Removed chunks held words the index keeps no longer: optimise to scrub them from the file.
+    words_left: bool = False
     elapsed_ms: float = 0.0
     watermark_hit: bool = False  # answered from the watermark, without walking the folder
 
@@ -123,8 +136,18 @@ class IndexRefresh:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _drop_chunks(self, c: sqlite3.Connection, doc_id: int) -> int:
+    def _drop_chunks(
+        self, c: sqlite3.Connection, doc_id: int, words: set[str] | None = None
+    ) -> int:
+        """Remove a doc's chunks; with ``words``, also collect the words they held."""
         ids = [(r[0],) for r in c.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))]
+        if words is not None:
+            for (chunk_id,) in ids:
+                row = c.execute(
+                    "SELECT body, head FROM fts WHERE rowid = ?", (chunk_id,)
+                ).fetchone()
+                if row is not None:
+                    words.update(_words(row[0], row[1]))
         c.executemany("DELETE FROM fts WHERE rowid = ?", ids)
         c.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         return len(ids)
@@ -146,7 +169,12 @@ class IndexRefresh:
         ).fetchone()
         if row is not None:
             doc_id = row[0]
-            stats.chunks_removed += self._drop_chunks(c, doc_id)
+            old_words: set[str] = set()
+            stats.chunks_removed += self._drop_chunks(c, doc_id, old_words)
+            if not stats.words_left and not old_words <= _words(
+                *(part for _, chunk, head in pieces for part in (chunk.body, head))
+            ):
+                stats.words_left = True
             c.execute(
                 "UPDATE docs SET sig_a = ?, sig_b = ?, stamp = ?, name_stamp = ?, scope = ? WHERE id = ?",
                 (*sig, stamp, name_stamp, scope, doc_id),
@@ -168,7 +196,9 @@ class IndexRefresh:
         stats.chunks_added += len(pieces)
 
     def _drop_doc(self, c: sqlite3.Connection, doc_id: int, stats: RefreshStats) -> None:
-        stats.chunks_removed += self._drop_chunks(c, doc_id)
+        removed = self._drop_chunks(c, doc_id)
+        stats.chunks_removed += removed
+        stats.words_left = stats.words_left or removed > 0
         c.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
 
     # -- refreshing -------------------------------------------------------------------------
@@ -360,7 +390,7 @@ class IndexRefresh:
                 self._sync_files(todo, stats)
                 self._sync_outputs(todo, stats)
                 apply_oldest_first(todo)
-            if stats.chunks_removed or stats.chunks_added >= INDEX_OPTIMIZE_ADDED:
+            if stats.words_left or stats.chunks_added >= INDEX_OPTIMIZE_ADDED:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
             self._remember(dirs, before)

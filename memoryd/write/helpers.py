@@ -42,7 +42,10 @@ from memoryd.write.budget import Budget
 log = logging.getLogger(__name__)
 
 # the titles memoryd gives its helper sessions (a user's fork of one gets another title)
-_HELPER_TITLE = re.compile(r"memoryd-(extract-ses_[A-Za-z0-9]+|consolidate)")
+# (a Claude Code or Codex session's extraction names its namespaced id: memoryd.hosts)
+_HELPER_TITLE = re.compile(
+    r"memoryd-(extract-(?:ses_[A-Za-z0-9]+|(?:claude-code|codex):[A-Za-z0-9-]+)|consolidate)"
+)
 
 NONCE_KEY = "memoryd_nonce"  # metadata that ties a helper session to its record in memory.db
 PENDING_PREFIX = "pending:"  # a record made before the helper was created (its nonce)

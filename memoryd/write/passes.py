@@ -11,6 +11,7 @@ from typing import Any
 from memoryd import tokens
 from memoryd.app import App
 from memoryd.errors import HostError, MemorydError
+from memoryd.host.client_sources import client_sources
 from memoryd.host.connect import open_host
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
@@ -143,7 +144,7 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
             clock=app.clock,
             worker_id=worker,
         )
-        report = await Phase1(**common).run_pass()
+        report = await Phase1(**common, file_sources=client_sources(settings)).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
     tick(app)
     log.debug("pass: recording the result")

@@ -36,9 +36,11 @@ from memoryd.errors import (
     ModelCallError,
 )
 from memoryd.host.agents import EXTRACT_AGENT
+from memoryd.host.client_sources import FileSource, Sources, outside_tools
 from memoryd.host.models import Message, PromptResult, Session
 from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
+from memoryd.hosts import OPENCODE, host_of
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.scopes import checkout_root
@@ -101,6 +103,7 @@ class Phase1Report:
     pruned: int = 0
     backfilled: int = 0
     save_points: int = 0
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # per host: seen, problems
     skipped: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
@@ -229,6 +232,13 @@ def _joined(earlier: SavePoint | None, extracted: Extracted | None) -> Extracted
     return Extracted("\n\n".join(raws), "\n\n".join(sums), None)
 
 
+async def _outside(client: OpencodeClient, session_id: str, tool_names: list[str]) -> list[str]:
+    """The tools of a session that brought outside content in (web, MCP servers not memoryd's)."""
+    if host_of(session_id) != OPENCODE:
+        return outside_tools(tool_names)
+    return external_tools(tool_names, (await client.mcp_status()).keys())
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -243,6 +253,7 @@ class Phase1(PhaseBase):
         paths: Paths,
         clock: Clock,
         worker_id: str | None = None,
+        file_sources: list[FileSource] | None = None,
     ) -> None:
         super().__init__(
             store=store,
@@ -255,6 +266,8 @@ class Phase1(PhaseBase):
         self._agent_checked = False
         self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
+        # opencode is always a source; Claude Code's and Codex's files when the caller passes them
+        self._sources = Sources(client, file_sources or [])
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -276,7 +289,13 @@ class Phase1(PhaseBase):
             s for s in sessions if s.is_root and not is_helper_session(s) and not s.is_archived
         ]
         report.helpers_seen = len(sessions) - len(roots)
-        report.forgotten = await self._forget_deleted({s.id for s in sessions})
+        report.hosts[OPENCODE] = {"seen": len(roots)}
+        files, per_host = self._sources.list_files(
+            read_since_ms=self.clock.now_ms() - self.settings.max_rollout_age_days * DAY
+        )
+        report.hosts.update(per_host)
+        roots += [s for s in files if s.is_root and not s.is_archived]
+        report.forgotten = await self._forget_deleted({s.id for s in [*sessions, *files]})
         report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
         report.stale_helpers += await remove_stale_helpers(
             self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
@@ -350,9 +369,16 @@ class Phase1(PhaseBase):
         return eligible
 
     async def _forget_deleted(self, listed: set[str]) -> int:
-        """Sessions we hold memory for that the host no longer has are forgotten."""
+        """Sessions we hold memory for that their host no longer has are forgotten."""
         forgotten = 0
         for sid in sorted(self.store.known_session_ids() - listed):
+            gone = self._sources.gone(sid)
+            if gone is not None:  # a client session: its file is gone, or we cannot tell
+                if gone:
+                    self.store.delete_session_memory(sid)
+                    forgotten += 1
+                    log.info("the session file of %s is gone; its memory is forgotten", sid)
+                continue
             try:
                 await self.client.get_session(sid)
             except HostNotFound:
@@ -392,10 +418,9 @@ class Phase1(PhaseBase):
                 # after: the transcript holds at least that version, so the output claims it
                 # (else a turn landing in between is read now and extracted again next pass).
                 log.debug("phase 1: reading %s", sid)
-                fresh = await self.client.get_session(sid)
+                fresh, messages = await self._sources.read(sid)
                 if fresh.time.updated > (claim.watermark or 0):
                     self.store.advance_stage1_claim(sid, claim.token, fresh.time.updated)
-                messages = await self.client.messages(sid)
             except HostNotFound:
                 # the session itself is gone (a 404 from a helper session must not forget anything)
                 self.store.delete_session_memory(sid)
@@ -408,9 +433,7 @@ class Phase1(PhaseBase):
                     [(f"{sid}:{pid}", ids) for pid, ids in transcript.citations]
                 )
             if self.settings.disable_on_external_context and transcript.tool_names:
-                outside = external_tools(
-                    transcript.tool_names, (await self.client.mcp_status()).keys()
-                )
+                outside = await _outside(self.client, sid, transcript.tool_names)
                 if outside:
                     self.store.set_mode(
                         sid, "polluted", f"external context: {', '.join(outside[:5])}"

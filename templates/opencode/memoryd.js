@@ -35,7 +35,7 @@ const ci = (w) => w.replace(/[a-z]/g, (c) =>
 const TAG = ci("memory-citation");
 const BLOCK = new RegExp(`<${TAG}>([\\s\\S]*?)</${TAG}>`, "gu");
 const UNCLOSED = new RegExp(`<${TAG}>(?:(?!</${TAG}>)[\\s\\S])*$`, "gu");
-const SESSION_ID = /(?<![\p{L}\p{N}_])ses_[A-Za-z0-9]{6,}(?![\p{L}\p{N}_])/gu; // \b as in Python
+const SESSION_ID = /(?<![\p{L}\p{N}_])(?:ses_[A-Za-z0-9]{6,}|(?:claude-code|codex):[0-9A-Fa-f][0-9A-Fa-f-]{6,}[0-9A-Fa-f])(?![\p{L}\p{N}_])/gu; // \b as in Python
 const SPACE = /^[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$/; // str.isspace()
 const LINES = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/u; // str.splitlines()
 const SECTION = (name) => new RegExp(`<${ci(name)}>([\\s\\S]*?)</${ci(name)}>`, "u");

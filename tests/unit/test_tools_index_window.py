@@ -16,7 +16,7 @@ import pytest
 import memoryd.tools.index as index_mod
 import memoryd.tools.index_refresh as refresh_mod
 from memoryd.clock import DAY, ManualClock
-from memoryd.paths import Paths
+from memoryd.paths import Paths, bump_change_mark
 from memoryd.scopes import scope_key
 from memoryd.store import Store
 from memoryd.tools import SearchIndex, memory_search
@@ -261,3 +261,41 @@ def test_more_words_score_a_smaller_window(
     assert {m.path for m in two.matches} == {"n6.md", "n7.md", "n8.md", "n9.md"}  # the newest
     assert ranked(root, index, "grebe plover dunlin knot").total == 2
     assert ranked(root, index, "grebe", "plover", "dunlin", "knot", "a b c d").total == 2
+
+
+def test_an_edit_that_only_adds_words_re_indexes_without_optimising(
+    root: Path, index: SearchIndex
+) -> None:
+    statements: list[str] = []
+    note(root, "MEMORY.md", "- the staging deploy needs a flag\n", age_days=1)
+    index.refresh()
+    index._conn.set_trace_callback(statements.append)
+    note(
+        root,
+        "MEMORY.md",
+        "- the staging deploy needs a flag\n- the canary deploy waits an hour\n",
+        age_days=0.5,
+    )
+    bump_change_mark(root)
+    stats = index.refresh()
+    assert stats.files_indexed == 1 and stats.chunks_removed >= 1
+    assert not stats.words_left
+    assert not any("'optimize'" in s for s in statements)
+    assert [m.path for m in ranked(root, index, "canary").matches] == ["MEMORY.md"]
+
+
+def test_an_edit_that_takes_a_word_out_scrubs_it_from_the_file(
+    root: Path, store: Store, tmp_path: Path
+) -> None:
+    idx = SearchIndex(tmp_path / "s.db", root, store)
+    note(
+        root, "MEMORY.md", "- rotate the zanzibarquux key monthly\n- keep notes short\n", age_days=1
+    )
+    idx.refresh()
+    note(root, "MEMORY.md", "- rotate the key monthly\n- keep notes short\n", age_days=1)
+    bump_change_mark(root)
+    stats = idx.refresh()
+    assert stats.words_left
+    idx.close()
+    data = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert b"zanzibarquux" not in data
