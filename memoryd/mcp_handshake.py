@@ -5,21 +5,31 @@ longer than that on a loaded machine, so a server that lets the SDK answer the h
 missing from the first request. This module imports only the standard library. It takes the
 stdio wire (fd 0 and 1 are pointed at the null device and stderr, so a stray print cannot corrupt
 it), starts the heavy imports in a thread, reads the first message and, when it is
-``initialize``, answers it from the same constants the SDK server is built from. The SDK then
-gets the wire with that first message replayed; its own answer to it is dropped
+``initialize``, answers it from the same constants the SDK server is built from. While the SDK
+is still loading it also answers ``tools/list`` from the copy the SDK server itself gave the last
+time (:func:`tools_cache`, keyed on memoryd's version and the files that define the tools and
+the SDK), since Codex also waits only so long for the list. The SDK then gets the wire with every
+message read so far replayed; its own answers to the ones already answered are dropped
 (:func:`memoryd.mcp_server.serve_wire`), so the session state is the SDK's as if it had answered.
-A first message that is anything else is simply replayed, and the SDK answers everything.
+Anything else stops the early answers: it is replayed, and the SDK answers everything from there.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
+import select
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from memoryd import __version__
+from memoryd.errors import MemorydError
+from memoryd.fsutil import read_regular
+from memoryd.paths import Paths
 
 SERVER_NAME = "memoryd"
 INSTRUCTIONS = (
@@ -37,6 +47,39 @@ CAPABILITIES: dict[str, Any] = {
     "tools": {"listChanged": False},
 }
 MAX_FIRST_LINE = 1 << 20
+MAX_CACHE_BYTES = 1 << 20
+POLL_S = 0.02  # how often the early reader looks whether the SDK has finished loading
+
+
+def tools_cache_key() -> str:
+    """What the tool list depends on: memoryd's version, the Python, and the bytes of the
+    module that defines the tools and of the installed SDK's entry file (found, not imported)."""
+    digest = hashlib.sha256(f"{__version__}\n{sys.version}\n".encode())
+    here = Path(__file__).with_name("mcp_server.py")
+    digest.update(here.read_bytes())
+    spec = importlib.util.find_spec("mcp")
+    origin = spec.origin if spec is not None else None
+    if origin:
+        st = os.stat(origin)
+        digest.update(f"{origin}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def tools_cache(paths: Paths) -> Path:
+    return paths.state_dir / "mcp" / "tools-list.json"
+
+
+def cached_tools(paths: Paths, key: str) -> dict[str, Any] | None:
+    """The ``tools/list`` result the SDK server gave last time, if it was for this ``key``."""
+    try:
+        raw = read_regular(tools_cache(paths), limit=MAX_CACHE_BYTES)
+        data = json.loads(raw) if raw is not None else None
+    except (OSError, ValueError, MemorydError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    result = data.get("result")
+    return result if isinstance(result, dict) and isinstance(result.get("tools"), list) else None
 
 
 def initialize_result(params: Any) -> dict[str, Any]:
@@ -83,6 +126,39 @@ def _valid_params(params: Any) -> bool:
     )
 
 
+def _reply(rid: Any, result: dict[str, Any]) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + "\n").encode()
+
+
+def early_more(line: bytes, tools: dict[str, Any] | None) -> tuple[bool, bytes | None, Any]:
+    """A later message read before the SDK is up: (keep answering early?, reply, its id).
+
+    ``notifications/initialized`` needs no answer; ``tools/list`` (first page) gets the cached
+    list; anything else ends the early answers.
+    """
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return False, None, None
+    if not isinstance(msg, dict):
+        return False, None, None
+    method = msg.get("method")
+    if method == "notifications/initialized" and "id" not in msg:
+        return True, None, None
+    rid = msg.get("id")
+    params = msg.get("params") or {}
+    if (
+        method == "tools/list"
+        and tools is not None
+        and isinstance(rid, (str, int))
+        and not isinstance(rid, bool)
+        and isinstance(params, dict)
+        and params.get("cursor") is None
+    ):
+        return True, _reply(rid, tools), rid
+    return False, None, None
+
+
 def read_line(fd: int) -> bytes:
     """One line from ``fd``, byte by byte so nothing past it is consumed (the SDK reads the rest)."""
     out = bytearray()
@@ -116,6 +192,8 @@ def write_all(fd: int, data: bytes) -> None:
 def main(argv: list[str]) -> int:
     """``memoryd mcp``: the fast handshake, then the SDK server until the client hangs up."""
     loaded: dict[str, Any] = {}
+    paths = Paths.from_env()
+    key = tools_cache_key()
 
     def load() -> None:
         try:
@@ -124,9 +202,9 @@ def main(argv: list[str]) -> int:
             from memoryd.runtime.logconfig import configure
 
             configure(0)
-            app = App()
-            loaded["run"] = lambda wire_in, wire_out, first, drop: mcp_server.serve_wire(
-                app, wire_in, wire_out, first, drop
+            app = App(paths)
+            loaded["run"] = lambda wire_in, wire_out, lines, drops: mcp_server.serve_wire(
+                app, wire_in, wire_out, lines, drops, tools_cache(paths), key
             )
         except BaseException as exc:  # reported below, on the main thread
             loaded["error"] = exc
@@ -134,17 +212,31 @@ def main(argv: list[str]) -> int:
     wire_in, wire_out = claim_wire()
     loader = threading.Thread(target=load, name="memoryd-mcp-load", daemon=True)
     loader.start()
-    first = read_line(wire_in)
-    drop: Any = None
-    if first:
-        reply, drop = early_answer(first)
-        if reply is not None:
-            write_all(wire_out, reply)
+    lines = [read_line(wire_in)]
+    drops: set[Any] = set()
+    reply, rid = early_answer(lines[0]) if lines[0] else (None, None)
+    if reply is not None:
+        write_all(wire_out, reply)
+        drops.add(rid)
+        tools = cached_tools(paths, key)
+        while loader.is_alive():  # answer what we can until the SDK takes over
+            if not select.select([wire_in], [], [], POLL_S)[0]:
+                continue
+            line = read_line(wire_in)
+            if not line:
+                break
+            lines.append(line)
+            more, reply, rid = early_more(line, tools)
+            if reply is not None:
+                write_all(wire_out, reply)
+                drops.add(rid)
+            if not more:
+                break
     loader.join()
     if "error" in loaded:
         print(f"memoryd mcp: cannot start: {loaded['error']}", file=sys.stderr)
         return 1
-    if not first:
+    if not lines[0]:
         return 0  # the client went away before saying anything
-    code: int = loaded["run"](wire_in, wire_out, first, drop)
+    code: int = loaded["run"](wire_in, wire_out, [ln for ln in lines if ln], drops)
     return code

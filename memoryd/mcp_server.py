@@ -26,6 +26,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
@@ -37,6 +38,7 @@ from mcp.types import ToolAnnotations
 from memoryd import __version__, tools
 from memoryd.app import App
 from memoryd.errors import MemorydError
+from memoryd.fsutil import atomic_write, read_regular
 from memoryd.live_host import LiveServer, find_server
 from memoryd.mcp_handshake import INSTRUCTIONS, SERVER_NAME
 from memoryd.tools.proposed import MCP, model_note
@@ -224,54 +226,107 @@ def serve(app: App) -> None:
     build_server(app).run("stdio")
 
 
-class _Replay:
-    """The wire's lines for the SDK, the first one (already read by the handshake) replayed."""
+class _Wire:
+    """What the two ends share: the ids already answered early, and the ids of ``tools/list``
+    requests, whose first-page answer is kept for the next start's early answer."""
 
-    def __init__(self, first: str, rest: Any) -> None:
-        self.first, self.rest = first, rest
+    def __init__(self, drops: set[Any], cache: Path, key: str) -> None:
+        self.drops, self.cache, self.key = set(drops), cache, key
+        self.list_ids: set[Any] = set()
+
+    def saw(self, line: str) -> None:
+        if '"tools/list"' not in line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if (
+            isinstance(msg, dict)
+            and msg.get("method") == "tools/list"
+            and "id" in msg
+            and not (msg.get("params") or {}).get("cursor")
+        ):
+            self.list_ids.add(msg["id"])
+
+    def keep(self, result: Any) -> None:
+        if not isinstance(result, dict) or result.get("nextCursor"):
+            return
+        data = json.dumps({"key": self.key, "result": result}, sort_keys=True)
+        try:
+            if read_regular(self.cache) != data.encode():
+                self.cache.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self.cache, data)
+        except (OSError, MemorydError) as exc:
+            log.warning("tool list not kept for the next start: %s", exc)
+
+
+class _Replay:
+    """The wire's lines for the SDK, the ones the handshake already read replayed first."""
+
+    def __init__(self, first: list[str], rest: Any, wire: _Wire) -> None:
+        self.first, self.rest, self.wire = first, rest, wire
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        yield self.first
+        for line in self.first:
+            self.wire.saw(line)
+            yield line
         async for line in self.rest:
+            self.wire.saw(line)
             yield line
 
 
 class _DropAnswer:
-    """The wire towards the client, minus the SDK's answer to a request already answered."""
+    """The wire towards the client, minus the SDK's answers to requests already answered."""
 
-    def __init__(self, out: Any, drop: str | int | None) -> None:
-        self.out, self.drop = out, drop
+    def __init__(self, out: Any, wire: _Wire) -> None:
+        self.out, self.wire = out, wire
 
     async def write(self, text: str) -> None:
-        if self.drop is not None:
+        if self.wire.drops or self.wire.list_ids:
             try:
                 msg = json.loads(text)
             except ValueError:
                 msg = None
-            if isinstance(msg, dict) and msg.get("id") == self.drop and "method" not in msg:
-                self.drop = None
-                return
+            if isinstance(msg, dict) and "method" not in msg:
+                rid = msg.get("id")
+                if rid in self.wire.list_ids:
+                    self.wire.list_ids.discard(rid)
+                    self.wire.keep(msg.get("result"))
+                if rid in self.wire.drops:
+                    self.wire.drops.discard(rid)
+                    return
         await self.out.write(text)
 
     async def flush(self) -> None:
         await self.out.flush()
 
 
-def serve_wire(app: App, wire_in: int, wire_out: int, first: bytes, drop: str | int | None) -> int:
-    """Run the SDK server on the claimed wire (:mod:`memoryd.mcp_handshake`): ``first`` is the
-    message the handshake read, ``drop`` the id of the request it already answered."""
+def serve_wire(
+    app: App,
+    wire_in: int,
+    wire_out: int,
+    lines: list[bytes],
+    drops: set[Any],
+    cache: Path,
+    key: str,
+) -> int:
+    """Run the SDK server on the claimed wire (:mod:`memoryd.mcp_handshake`): ``lines`` are the
+    messages the handshake read, ``drops`` the ids of the requests it already answered, ``cache``
+    where the tool list is kept for the next start's early answer (valid for ``key``)."""
     server = build_server(app)
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
-
+    wire = _Wire(drops, cache, key)
     reader = anyio.wrap_file(open(wire_in, encoding="utf-8", errors="replace"))  # noqa: SIM115
     writer = anyio.wrap_file(open(wire_out, "w", encoding="utf-8"))  # noqa: SIM115
 
     async def run() -> None:
-        stdin = _Replay(first.decode("utf-8", "replace"), reader)
-        stdout = _DropAnswer(writer, drop)
+        first = [ln.decode("utf-8", "replace") for ln in lines]
+        stdin = _Replay(first, reader, wire)
+        stdout = _DropAnswer(writer, wire)
         async with stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read, write):
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
 

@@ -35,6 +35,7 @@ __all__ = [
     "claude_entries",
     "codex_block",
     "snippet",
+    "server_command",
 ]
 
 CLAUDE = "claude-code"

@@ -30,6 +30,7 @@ from memoryd.fsutil import atomic_write, read_json_object, read_regular_with_mod
 from memoryd.host import client_config as cc
 from memoryd.host.codex_trust import find_codex, hook_trust
 from memoryd.paths import Paths
+from memoryd.tuning import MCP_PRIME_TIMEOUT_S
 
 BACKUPS = "client-backups"
 
@@ -120,6 +121,13 @@ class ClientInstaller:
     def _remember(self, files: dict[str, Any], path: Path, before: bytes | None) -> dict[str, Any]:
         """The file's record, keeping its original bytes on the first change only."""
         rec = dict(files.get(str(path)) or {})
+        if rec and (before is None or sha256(before) != rec.get("sha")):
+            # changed since memoryd wrote it: the kept original is no longer what to put back,
+            # so uninstall will take out memoryd's entries only
+            if rec.get("backup"):
+                (self.backups / str(rec["backup"])).unlink(missing_ok=True)
+            kept = {k: rec[k] for k in ("trust",) if k in rec}
+            rec = {"created": bool(rec.get("created")), "stale": True, **kept}
         if not rec:
             rec["created"] = before is None
             if before is not None:
@@ -138,10 +146,15 @@ class ClientInstaller:
 
     # --- install ------------------------------------------------------------------------------
 
-    def install(self, *, dry_run: bool = False) -> list[ClientStep]:
-        if self.client == cc.CLAUDE:
-            return self._install_claude(dry_run)
-        return self._install_codex(dry_run)
+    def install(self, *, dry_run: bool = False, prime: bool = True) -> list[ClientStep]:
+        steps = (
+            self._install_claude(dry_run)
+            if self.client == cc.CLAUDE
+            else self._install_codex(dry_run)
+        )
+        if prime and not dry_run:
+            prime_tool_list(self.environ)
+        return steps
 
     def _install_claude(self, dry_run: bool) -> list[ClientStep]:
         e = cc.claude_entries(environ=self.environ)
@@ -189,7 +202,16 @@ class ClientInstaller:
         block = cc.codex_block(environ=self.environ, trust=tuple(trust) if trust else None)
         appended = _join(base, block)
         if appended == text:
-            return [ClientStep("unchanged", path)]
+            if dry_run or not rec:
+                return [ClientStep("unchanged", path)]
+            trusted = self._trust(path)  # a hook moved or Codex changed: its trust follows
+            if trusted is None or list(trusted) == trust:
+                return [ClientStep("unchanged", path)]
+            rec = self._remember(files, path, before)
+            rec["trust"] = list(trusted)
+            block = cc.codex_block(environ=self.environ, trust=trusted)
+            self._put_codex(path, base, block, mode, files, rec)
+            return [ClientStep("write", path, "the hook's trust entry")]
         if dry_run:
             return [ClientStep("write", path)]
         rec = self._remember(files, path, before)
@@ -277,7 +299,7 @@ class ClientInstaller:
         if got is None:
             return ClientStep("absent", path), False
         current, mode = got
-        if sha256(current) == rec.get("sha"):
+        if sha256(current) == rec.get("sha") and not rec.get("stale"):
             original = self._original(rec)
             if not dry_run:
                 if original is None:
@@ -299,6 +321,42 @@ class ClientInstaller:
             else:
                 self._write(path, text.encode("utf-8"), mode)
         return ClientStep("remove-entries", path), False
+
+
+def prime_tool_list(environ: dict[str, str] | None = None) -> bool:
+    """Start ``memoryd mcp`` once and ask for its tools, so the SDK server's list is kept for the
+    early answer (:mod:`memoryd.mcp_handshake`) before any client has waited for it: a short
+    headless run often ends before the SDK has loaded, and the list would never be kept."""
+    import os
+    import subprocess
+
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "memoryd-install", "version": __version__},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    env = dict(os.environ if environ is None else environ)
+    try:
+        proc = subprocess.run(
+            cc.server_command(),
+            input="".join(json.dumps(m) + "\n" for m in lines),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=MCP_PRIME_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return '"id":2' in proc.stdout.replace(" ", "")
 
 
 # --- JSON merges (Claude Code) ---------------------------------------------------------------

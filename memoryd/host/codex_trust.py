@@ -63,32 +63,32 @@ def hook_trust(
     finally:
         proc.kill()
         proc.wait(timeout=CODEX_TRUST_TIMEOUT_S)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
     return pick(answer, command)
 
 
 def _read_answer(proc: subprocess.Popen[str], rid: int) -> dict[str, Any]:
-    import selectors
-    import time
+    """The result of request ``rid``; the app server is killed if it takes too long."""
+    import threading
 
     assert proc.stdout is not None
-    deadline = time.monotonic() + CODEX_TRUST_TIMEOUT_S
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    while time.monotonic() < deadline:
-        if not sel.select(timeout=max(deadline - time.monotonic(), 0)):
-            break
-        line = proc.stdout.readline()
-        if not line:
-            break
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(msg, dict) and msg.get("id") == rid:
-            if "error" in msg:
-                raise InstallError(f"codex app-server refused hooks/list: {msg['error']}")
-            result = msg.get("result")
-            return result if isinstance(result, dict) else {}
+    timer = threading.Timer(CODEX_TRUST_TIMEOUT_S, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("id") == rid:
+                if "error" in msg:
+                    raise InstallError(f"codex app-server refused hooks/list: {msg['error']}")
+                result = msg.get("result")
+                return result if isinstance(result, dict) else {}
+    finally:
+        timer.cancel()
     raise InstallError("codex app-server did not list its hooks in time")
 
 

@@ -133,7 +133,7 @@ def test_opencode_memory_reaches_claude_code_and_codex(
             assert "/hooks" not in out.stdout  # the Codex hook was trusted, not left to the user
 
         # the block, as opencode had it, in the first request of each client
-        models.set_responder(scripted("memory_search", {"queries": [MARK], "scope": "all"}))
+        models.set_responder(scripted("memory_search", {"queries": [MARK]}))
         claude = clients.claude("how do we deploy?", cwd=box.project_dir)
         assert claude.returncode == 0, claude.stderr[-2000:]
         claude_reqs = list(models.requests)

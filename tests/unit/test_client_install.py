@@ -41,7 +41,7 @@ def test_claude_entries_are_merged_and_put_back_byte_for_byte(
     original = json.dumps(USER_SETTINGS).encode()  # compact: not how memoryd writes JSON
     settings.write_bytes(original)
     inst = ClientInstaller(paths, "claude-code", env)
-    assert [s.action for s in inst.install()] == ["write", "write"]
+    assert [s.action for s in inst.install(prime=False)] == ["write", "write"]
     data = json.loads(settings.read_text())
     assert data["model"] == "opus"
     assert data["hooks"]["SessionStart"][0]["hooks"][0]["command"] == "my-hook"
@@ -54,7 +54,7 @@ def test_claude_entries_are_merged_and_put_back_byte_for_byte(
     assert "mcp__memoryd__memory_add_note" not in data["permissions"]["allow"]
     server = json.loads((tmp_path / "claude" / ".claude.json").read_text())["mcpServers"]["memoryd"]
     assert server["args"] == ["-m", "memoryd", "mcp"] and server["env"]["MEMORYD_HOME"]
-    assert [s.action for s in ClientInstaller(paths, "claude-code", env).install()] == [
+    assert [s.action for s in ClientInstaller(paths, "claude-code", env).install(prime=False)] == [
         "unchanged",
         "unchanged",
     ]
@@ -71,7 +71,7 @@ def test_a_file_the_client_rewrote_loses_only_memoryds_entries(
     state = tmp_path / "claude" / ".claude.json"
     state.parent.mkdir()
     state.write_text(json.dumps({"numStartups": 1, "mcpServers": {"other": {"command": "x"}}}))
-    ClientInstaller(paths, "claude-code", env).install()
+    ClientInstaller(paths, "claude-code", env).install(prime=False)
     data = json.loads(state.read_text())
     data["numStartups"] = 2  # Claude Code rewrites this file itself
     state.write_text(json.dumps(data))
@@ -85,7 +85,7 @@ def test_a_file_the_client_rewrote_loses_only_memoryds_entries(
 def test_a_changed_server_entry_is_kept_unless_forced(
     paths: Paths, env: dict[str, str], tmp_path: Path
 ) -> None:
-    ClientInstaller(paths, "claude-code", env).install()
+    ClientInstaller(paths, "claude-code", env).install(prime=False)
     state = tmp_path / "claude" / ".claude.json"
     data = json.loads(state.read_text())
     data["mcpServers"]["memoryd"]["args"].append("--mine")
@@ -104,7 +104,7 @@ def test_json_that_is_not_plain_is_never_rewritten(
     settings.parent.mkdir()
     settings.write_text('{ // my comment\n "model": "opus" }')
     with pytest.raises(InstallError, match="not plain JSON"):
-        ClientInstaller(paths, "claude-code", env).install()
+        ClientInstaller(paths, "claude-code", env).install(prime=False)
     assert settings.read_text() == '{ // my comment\n "model": "opus" }'
 
 
@@ -117,7 +117,7 @@ def test_codex_block_is_appended_and_taken_out_exactly(
     config = tmp_path / "codex" / "config.toml"
     config.parent.mkdir()
     config.write_text(USER_TOML)
-    steps = ClientInstaller(paths, "codex", env).install()
+    steps = ClientInstaller(paths, "codex", env).install(prime=False)
     assert [s.action for s in steps] == ["write", "note"]  # no codex to trust the hook
     data = tomllib.loads(config.read_text())
     assert data["tui"] == {"theme": "dark"} and data["model"] == "o3"
@@ -128,7 +128,9 @@ def test_codex_block_is_appended_and_taken_out_exactly(
     )
     hook = data["hooks"]["SessionStart"][0]["hooks"][0]
     assert hook["command"].endswith("-m memoryd hook codex")
-    assert [s.action for s in ClientInstaller(paths, "codex", env).install()] == ["unchanged"]
+    assert [s.action for s in ClientInstaller(paths, "codex", env).install(prime=False)] == [
+        "unchanged"
+    ]
     # the user edits their own part afterwards: that edit survives the uninstall
     config.write_text(config.read_text().replace('theme = "dark"', 'theme = "light"'))
     assert [s.action for s in ClientInstaller(paths, "codex", env).uninstall()] == [
@@ -140,7 +142,7 @@ def test_codex_block_is_appended_and_taken_out_exactly(
 def test_codex_fresh_home_is_created_and_removed(
     paths: Paths, env: dict[str, str], tmp_path: Path
 ) -> None:
-    ClientInstaller(paths, "codex", env).install()
+    ClientInstaller(paths, "codex", env).install(prime=False)
     config = tmp_path / "codex" / "config.toml"
     assert config.read_text() == codex_block(environ=env)
     ClientInstaller(paths, "codex", env).uninstall()
@@ -156,7 +158,7 @@ def test_codex_config_that_would_break_is_refused(
     text = '[hooks]\nSessionStart = [{ hooks = [{ type = "command", command = "x" }] }]\n'
     config.write_text(text)
     with pytest.raises(InstallError, match="would break it"):
-        ClientInstaller(paths, "codex", env).install()
+        ClientInstaller(paths, "codex", env).install(prime=False)
     assert config.read_text() == text
     assert ClientInstaller(paths, "codex", env).record() == {}
 
@@ -164,12 +166,12 @@ def test_codex_config_that_would_break_is_refused(
 def test_a_hand_changed_codex_block_is_kept_unless_forced(
     paths: Paths, env: dict[str, str], tmp_path: Path
 ) -> None:
-    ClientInstaller(paths, "codex", env).install()
+    ClientInstaller(paths, "codex", env).install(prime=False)
     config = tmp_path / "codex" / "config.toml"
     config.write_text("x = 1\n\n" + config.read_text().replace("timeout = 10", "timeout = 30"))
     assert [s.action for s in ClientInstaller(paths, "codex", env).uninstall()] == ["keep-modified"]
     with pytest.raises(InstallError, match="changed by hand"):
-        ClientInstaller(paths, "codex", env).install()
+        ClientInstaller(paths, "codex", env).install(prime=False)
     ClientInstaller(paths, "codex", env).uninstall(force=True)
     assert config.read_text() == "x = 1\n"
 
@@ -201,3 +203,103 @@ def test_print_shows_what_each_client_needs(env: dict[str, str]) -> None:
     codex = snippet("codex", environ=env)
     assert "required = true" in codex and 'approval_mode = "approve"' in codex
     assert "[[hooks.SessionStart]]" in codex
+
+
+FAKE_CODEX = '''#!{python}
+"""A stand-in for `codex app-server`: lists the SessionStart hooks of $CODEX_HOME/config.toml."""
+import hashlib, json, os, sys, tomllib
+path = os.path.join(os.environ["CODEX_HOME"], "config.toml")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "initialize":
+        print(json.dumps({{"id": msg["id"], "result": {{}}}}), flush=True)
+    elif msg.get("method") == "hooks/list":
+        with open(path, "rb") as f:
+            groups = tomllib.load(f).get("hooks", {{}}).get("SessionStart", [])
+        hooks = [
+            {{"key": f"{{path}}:session_start:{{g}}:{{h}}", "command": hook["command"],
+              "source": "user", "currentHash": "sha256:" + hashlib.sha256(
+                  hook["command"].encode()).hexdigest()}}
+            for g, group in enumerate(groups) for h, hook in enumerate(group["hooks"])
+        ]
+        print(json.dumps({{"id": msg["id"], "result": {{"data": [{{"hooks": hooks}}]}}}}), flush=True)
+'''
+
+
+def test_the_hook_is_trusted_as_codex_lists_it_and_followed_when_it_moves(
+    paths: Paths, env: dict[str, str], tmp_path: Path
+) -> None:
+    import sys
+
+    fake = tmp_path / "codex-bin"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable))
+    fake.chmod(0o755)
+    inst = ClientInstaller(paths, "codex", env, codex_bin=str(fake))
+    assert [s.action for s in inst.install(prime=False)] == ["write"]
+    config = tmp_path / "codex" / "config.toml"
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:0:0"]
+    # the user puts a hook group of their own before memoryd's: its key moves to index 1
+    text = config.read_text()
+    config.write_text(
+        '[[hooks.SessionStart]]\n[[hooks.SessionStart.hooks]]\ntype = "command"\n'
+        'command = "mine"\n\n' + text
+    )
+    assert [
+        s.action
+        for s in ClientInstaller(paths, "codex", env, codex_bin=str(fake)).install(prime=False)
+    ]
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:1:0"]
+    # the block itself unchanged, only the trust entry stale: re-running refreshes it alone
+    config.write_text(config.read_text().replace(":session_start:1:0", ":session_start:0:0"))
+    inst = ClientInstaller(paths, "codex", env, codex_bin=str(fake))
+    files = inst.record()
+    rec = next(iter(files.values()))
+    rec["trust"][0] = rec["trust"][0].replace(":1:0", ":0:0")
+    rec["appended"] = rec["appended"].replace(":session_start:1:0", ":session_start:0:0")
+    inst._save(files)
+    steps = inst.install(prime=False)
+    assert [(s.action, s.detail) for s in steps] == [("write", "the hook's trust entry")]
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert list(state) == [f"{config}:session_start:1:0"]
+    ClientInstaller(paths, "codex", env).uninstall()
+    assert config.read_text().startswith("[[hooks.SessionStart]]\n[[hooks.SessionStart.hooks]]")
+    assert "memoryd" not in config.read_text()
+
+
+def test_a_reinstall_over_user_changes_never_undoes_them(
+    paths: Paths, env: dict[str, str], tmp_path: Path
+) -> None:
+    settings = tmp_path / "claude" / "settings.json"
+    ClientInstaller(paths, "claude-code", env).install(prime=False)  # creates settings.json
+    data = json.loads(settings.read_text())
+    data["model"] = "sonnet"  # the user's own setting, added after memoryd's install
+    data["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] = 11  # and memoryd's hook changed
+    settings.write_text(json.dumps(data))
+    ClientInstaller(paths, "claude-code", env).install(
+        prime=False
+    )  # adds memoryd's hook as it writes it
+    ClientInstaller(paths, "claude-code", env).uninstall()
+    left = json.loads(settings.read_text())
+    assert left["model"] == "sonnet"  # not the file as memoryd first created it (absent)
+    groups = left["hooks"]["SessionStart"]  # the changed group is the user's now: kept
+    assert [g["hooks"][0]["timeout"] for g in groups] == [11]
+    assert "permissions" not in left
+
+
+def test_the_install_keeps_the_tool_list_for_the_early_answer(
+    paths: Paths, env: dict[str, str], memoryd_home: Path
+) -> None:
+    import os
+
+    from memoryd.mcp_handshake import cached_tools, tools_cache_key
+
+    env = {**env, "PATH": os.environ.get("PATH", "")}
+    assert cached_tools(paths, tools_cache_key()) is None
+    ClientInstaller(paths, "claude-code", env).install()
+    tools = cached_tools(paths, tools_cache_key())
+    assert tools is not None
+    assert sorted(t["name"] for t in tools["tools"]) == sorted(
+        ["memory_read", "memory_list", "memory_search", "memory_add_note", "memory_inspect"]
+    )

@@ -127,3 +127,81 @@ async def test_annotations_plain_text_and_errors(memoryd_home: Path) -> None:
         assert res.content[0].text.startswith("# Memory\n- Deploy with make ship.")
         bad = await session.call_tool("memory_read", {"path": "../../etc/passwd"})
         assert bad.is_error and "memory_read error:" in bad.content[0].text
+
+
+def start(home: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memoryd", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MEMORYD_HOME": str(home)},
+    )
+
+
+def session(home: Path) -> list[dict[str, object]]:
+    """initialize, initialized, tools/list, ping: every line the server writes, in order."""
+    proc = start(home)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(init_line(rid=1))
+        proc.stdin.flush()
+        out = [json.loads(proc.stdout.readline())]
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}\n')
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":3,"method":"ping"}\n')
+        proc.stdin.flush()
+        while out[-1].get("id") != 3:
+            out.append(json.loads(proc.stdout.readline()))
+        return out
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+
+
+def test_the_tool_list_comes_early_from_what_the_sdk_answered_last_time(
+    memoryd_home: Path,
+) -> None:
+    from memoryd.mcp_handshake import tools_cache, tools_cache_key
+
+    paths = Paths.from_env({"MEMORYD_HOME": str(memoryd_home)})
+    cache = tools_cache(paths)
+    assert not cache.exists()
+    first = session(memoryd_home)  # no copy yet: the SDK answers, and its answer is kept
+    assert [m["id"] for m in first] == [1, 2, 3]
+    kept = json.loads(cache.read_text())
+    assert kept == {"key": tools_cache_key(), "result": first[1]["result"]}
+    second = session(memoryd_home)
+    assert [m["id"] for m in second] == [1, 2, 3]  # one answer each: the SDK's copy dropped
+    assert second[1]["result"] == first[1]["result"]
+    # a copy made for other code is never served: the SDK answers (and the copy is renewed)
+    cache.write_text(json.dumps({"key": "other", "result": {"tools": []}}))
+    third = session(memoryd_home)
+    assert third[1]["result"] == first[1]["result"]
+    assert json.loads(cache.read_text())["key"] == tools_cache_key()
+
+
+def test_only_the_first_page_of_tools_and_initialized_are_answered_early() -> None:
+    from memoryd.mcp_handshake import early_more
+
+    tools = {"tools": [{"name": "t"}]}
+    assert early_more(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', tools) == (
+        True,
+        None,
+        None,
+    )
+    more, reply, rid = early_more(b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}', tools)
+    assert more and rid == 5 and reply is not None and json.loads(reply)["result"] == tools
+    for line in (
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"cursor":"x"}}',
+        b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"memory_list"}}',
+        b"nonsense",
+    ):
+        assert early_more(line, tools) == (False, None, None)
+    assert early_more(b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}', None) == (
+        False,
+        None,
+        None,
+    )
