@@ -5,6 +5,21 @@ if sys.argv[1:2] == ["tool"]:  # the shim's per-call path: skip loading the full
 
     raise SystemExit(tool_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["runner-files"]:  # a client CLI's consolidation run starts this itself
+    from memoryd.runner.files_mcp import main as files_main
+
+    raise SystemExit(files_main(sys.argv[2:]))
+
+if sys.argv[1:] == ["mcp"]:  # answer the MCP handshake before the SDK has finished importing
+    from memoryd.mcp_handshake import main as mcp_main
+
+    raise SystemExit(mcp_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["hook"]:  # a client's hook: print the memory block, never fail the turn
+    from memoryd.read.hook import main as hook_main
+
+    raise SystemExit(hook_main(sys.argv[2:]))
+
 from memoryd.cli import main
 
 raise SystemExit(main())

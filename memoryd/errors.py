@@ -20,7 +20,8 @@ The tree::
     ├── TokenizerError              the tokenizer helper process failed to start, answer or count
     ├── HostError                   talking to the agent host (opencode)
     │   ├── HostUnreachable         connection refused, DNS, no server configured or recorded
-    │   │   └── HostNotStarted      memoryd's own opencode could not be found, started or readied
+    │   │   ├── HostNotStarted      memoryd's own opencode could not be found, started or readied
+    │   │   └── RunnerMissing       no model runner: neither opencode nor a client CLI is there
     │   ├── HostAuthError           401/403
     │   ├── HostTimeout             no answer in time
     │   ├── HostProtocolError       an answer we cannot parse (malformed JSON, wrong shape)
@@ -146,6 +147,16 @@ class HostNotStarted(HostUnreachable):
         )
         self.url = url
         self.detail = detail
+
+
+class RunnerMissing(HostUnreachable):
+    """Nothing can run memoryd's model calls: the message names what to install or set."""
+
+    def __init__(self, setting: str, detail: str) -> None:
+        self.setting = setting
+        self.url = ""
+        self.detail = detail
+        HostError.__init__(self, f"no model runner ({setting}): {detail}")
 
 
 class HostAuthError(HostError):

@@ -103,6 +103,11 @@ class Paths:
         return self.state_dir / "helper"
 
     @property
+    def runner_dir(self) -> Path:
+        """Working directory of a client CLI runner's calls (``claude -p``): empty, ours alone."""
+        return self.state_dir / "runner"
+
+    @property
     def readpath_block(self) -> Path:
         """The rendered memory block the opencode shim injects into every turn."""
         return self.state_dir / "readpath" / "block.md"

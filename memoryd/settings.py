@@ -177,6 +177,14 @@ class Settings(BaseModel):
     consolidation_model: str | None = Field(
         default=None, description='"provider/model" for consolidation.'
     )
+    runner: Literal["auto", "opencode", "claude-code"] = Field(
+        default="auto",
+        description="Who runs memoryd's model calls: opencode, or Claude Code (`claude -p`, as "
+        "you are signed in). auto: opencode when configured or installed, else claude on PATH.",
+    )
+    claude_bin: str = Field(
+        default="claude", description="The Claude Code executable the claude-code runner starts."
+    )
     disable_on_external_context: bool = Field(
         default=False, description="Skip sessions that used web or MCP tools (marked polluted)."
     )

@@ -166,6 +166,10 @@ UI_SEARCH_RESULTS = 30
 UI_MAX_LISTED = 500  # files listed per folder on the Memory page
 UI_MAX_FORM_BYTES = 64 * 1024  # a state-changing request's body, read whole by the guard
 
+# Claude Code and Codex (memoryd install claude-code|codex)
+CODEX_TRUST_TIMEOUT_S = 30.0  # `codex app-server` listing its hooks, to copy the trust of ours
+MCP_PRIME_TIMEOUT_S = 60.0  # the install's one `memoryd mcp` start that keeps the tool list
+
 # Claude Code and Codex transcripts read as phase-1 sources (memoryd/host/client_sources.py).
 CLIENT_TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024  # a larger session file is refused, naming it
 CLIENT_TRANSCRIPT_MAX_FILES = 20_000  # files listed per client and pass (newest first)
@@ -187,3 +191,10 @@ GIT_MODE_TREE = 0o040000
 # -- the daemon --------------------------------------------------------------------------------
 DAEMON_INTERVAL_S = 300.0  # between passes when no event asks for one (`memoryd run --interval`)
 DAEMON_GRACE_S = 8.0  # a stop waits this long for running work before cancelling it
+
+# Model runners without opencode (memoryd/runner/): turns a client CLI may take per call. An
+# extraction is one answer through the structured-output tool (two turns, one to spare); a
+# consolidation reads, then edits a handful of files.
+RUNNER_EXTRACT_MAX_TURNS = 3
+RUNNER_CONSOLIDATE_MAX_TURNS = 60
+RUNNER_PROCESSES = 2  # client CLI children at once (each is a ~200 MB Node process)

@@ -1,4 +1,4 @@
-"""``memoryd install opencode`` / ``memoryd uninstall opencode``."""
+"""``memoryd install opencode|claude-code|codex`` / ``memoryd uninstall …``."""
 
 from __future__ import annotations
 
@@ -7,27 +7,37 @@ import sys
 from pathlib import Path
 
 from memoryd.exitcodes import EXIT_OK, EXIT_USAGE
+from memoryd.host.client_config import CLIENTS
+from memoryd.host.client_install import ClientInstaller
 from memoryd.host.install import Installer
 from memoryd.host.mcp_config import snippet
 from memoryd.store.home import App
 
+HOSTS = ["opencode", *CLIENTS]
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, help_text in (
-        ("install", "write memoryd's agents into opencode's config (idempotent)"),
-        ("uninstall", "remove exactly what `memoryd install` wrote"),
+        ("install", "connect a client to memoryd: opencode, claude-code or codex (idempotent)"),
+        ("uninstall", "take out exactly what `memoryd install` wrote"),
     ):
         p = sub.add_parser(name, help=help_text)
         if name == "install":
             p.add_argument(
                 "--print",
                 dest="print_host",
-                choices=["opencode", "claude-code", "codex"],
-                help="only print the MCP configuration for that host, change nothing",
+                nargs="?",
+                const=True,
+                choices=HOSTS,
+                help="only print the configuration for that host (or the named one), change nothing",
             )
-            p.add_argument("host", nargs="?", choices=["opencode"])
+            p.add_argument("host", nargs="?", choices=HOSTS)
+            p.add_argument(
+                "--codex-bin",
+                help="the codex binary asked to trust memoryd's hook (default: codex on PATH)",
+            )
         else:
-            p.add_argument("host", choices=["opencode"])
+            p.add_argument("host", choices=HOSTS)
         p.add_argument(
             "--config-dir",
             type=Path,
@@ -40,14 +50,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_install(app: App, args: argparse.Namespace) -> int:
     if args.print_host:
-        print(snippet(args.print_host))
+        host = args.host if args.print_host is True else args.print_host
+        if host is None:
+            print("memoryd install --print: name a host", file=sys.stderr)
+            return EXIT_USAGE
+        print(snippet(host))
         return EXIT_OK
     if args.host is None:
         print(
-            "memoryd install: name a host (opencode) or use --print claude-code|codex",
+            "memoryd install: name a host (opencode, claude-code or codex)",
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.host in CLIENTS:
+        client = ClientInstaller(app.paths, args.host, codex_bin=args.codex_bin)
+        for cstep in client.install(dry_run=args.dry_run):
+            print(("would " if args.dry_run else "") + cstep.describe())
+        return EXIT_OK
     installer = Installer(app.paths, args.config_dir)
     steps = installer.install(force=args.force, dry_run=args.dry_run)
     prefix = "would " if args.dry_run else ""
@@ -61,6 +80,11 @@ def cmd_install(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall(app: App, args: argparse.Namespace) -> int:
+    if args.host in CLIENTS:
+        client = ClientInstaller(app.paths, args.host)
+        for cstep in client.uninstall(force=args.force, dry_run=args.dry_run):
+            print(("would " if args.dry_run else "") + cstep.describe())
+        return EXIT_OK
     installer = Installer(app.paths, args.config_dir)
     for step in installer.uninstall(force=args.force, dry_run=args.dry_run):
         print(("would " if args.dry_run else "") + step.describe())

@@ -133,6 +133,17 @@ def sync_rows(sync: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def runner_row(runner: dict[str, Any], per_runner: dict[str, Any]) -> tuple[str, str]:
+    """Who ran the model calls (setting, last choice and why) and what each runner spent."""
+    text = f"{runner.get('name') or 'not chosen yet'} (setting {runner.get('setting', 'auto')}"
+    text += f"; {runner['why']})" if runner.get("why") else ")"
+    spent = []
+    for name, v in per_runner.items():
+        est = f", {_n(v['estimated_tokens'])} estimated" if v.get("estimated_tokens") else ""
+        spent.append(f"{name}: {_n(v['tokens'])} tokens in {_n(v['calls'])} calls{est}")
+    return "runner", text + (f"; {'; '.join(spent)}" if spent else "")
+
+
 def host_rows(hosts: dict[str, Any]) -> list[tuple[str, str]]:
     """One row per host whose sessions memoryd reads: seen, extracted, the newest error."""
     rows = []
@@ -209,6 +220,7 @@ def render(s: dict[str, Any]) -> str:
         for phase, v in s["tokens"]["per_phase"].items()
     )
     rows.append(("tokens", f"{_n(spent['total'])} spent" + (f" ({per})" if per else "")))
+    rows.append(runner_row(s.get("runner") or {}, s["tokens"].get("per_runner") or {}))
     rows.append(
         (
             "today",

@@ -11,7 +11,8 @@ consolidator folds the other's into its own memory:
   diff turns that into forgetting. A Codex folder we cannot reach changes nothing.
 * **Export** (:func:`export_codex`, after a validated phase 2): our two files go to
   ``<codex memories>/extensions/opencode_import/resources/opencode/``, with instructions for
-  Codex's consolidator next to them. Only into a Codex memory folder that already exists (we
+  Codex's consolidator next to them (on a v2 home they ask it to fold them into its summary, the
+  only file v2 maintains, never into a ``MEMORY.md``). Only into a Codex memory folder that already exists (we
   never create one) and only when our summary is valid (first line ``v1``). Export failures are
   logged and never fail the run.
 
@@ -55,7 +56,8 @@ log = logging.getLogger(__name__)
 IMPORT_EXTENSION = "codex_import"
 IMPORT_FOLDER = "codex"
 EXPORT_EXTENSION = "opencode_import"  # the folder name inside Codex's extensions/
-EXPORT_TEMPLATE = "codex_export"  # our template for it
+EXPORT_TEMPLATE = "codex_export"  # our template for it (a legacy home keeps a MEMORY.md)
+EXPORT_TEMPLATE_V2 = "codex_export_v2"  # a v2 home: Codex maintains only its summary
 EXPORT_FOLDER = "opencode"
 MEMORY_FILE = "MEMORY.md"
 CODEX_V1_FOLDER = "memories"
@@ -236,10 +238,9 @@ def _export(codex_root: Path, memory_root: Path) -> bool:
         if write_if_changed(dest / name, redacted(data)):
             changed = True
             log.info("codex export: wrote %s", dest / name)
-    return (
-        sync_instructions(codex_root / EXTENSIONS_DIR / EXPORT_EXTENSION, EXPORT_TEMPLATE)
-        or changed
-    )
+    # v2 never writes a MEMORY.md: its consolidator is not asked to maintain one
+    template = EXPORT_TEMPLATE_V2 if codex_root.name == CODEX_V2_FOLDER else EXPORT_TEMPLATE
+    return sync_instructions(codex_root / EXTENSIONS_DIR / EXPORT_EXTENSION, template) or changed
 
 
 def export_codex(settings: Settings, memory_root: Path) -> bool:

@@ -49,34 +49,12 @@ def opencode_entry(
 
 def snippet(host: str, python: str | None = None, environ: dict[str, str] | None = None) -> str:
     """The exact configuration another host needs to run memoryd's MCP server."""
-    cmd = server_command(python)
-    env = server_env(environ)
     if host == "opencode":
         return json.dumps({"mcp": {KEY: opencode_entry(python, environ)}}, indent=2)
-    if host == "claude-code":
-        server: dict[str, Any] = {"command": cmd[0], "args": cmd[1:]}
-        if env:
-            server["env"] = env
-        add = " ".join(f"-e {k}={v}" for k, v in env.items())
-        return (
-            GATE_NOTE + "# either run:\n"
-            f"claude mcp add --scope user {KEY} {add + ' ' if add else ''}-- {' '.join(cmd)}\n"
-            "# or put this in .mcp.json (project) / ~/.claude.json (user):\n"
-            + json.dumps({"mcpServers": {KEY: server}}, indent=2)
-        )
-    if host == "codex":
-        lines = [
-            GATE_NOTE.rstrip("\n"),
-            "# ~/.codex/config.toml",
-            f"[mcp_servers.{KEY}]",
-            f"command = {json.dumps(cmd[0])}",
-            f"args = {json.dumps(cmd[1:])}",
-        ]
-        if env:
-            lines.append(
-                "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
-            )
-        return "\n".join(lines)
+    if host in ("claude-code", "codex"):
+        from memoryd.host import client_config  # it builds on this module's command and env
+
+        return client_config.snippet(host, python, environ)
     raise InstallError(f"unknown host {host!r} (choose opencode, claude-code or codex)")
 
 

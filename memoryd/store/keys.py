@@ -10,6 +10,7 @@ LAST_PASS = "last_pass"  # what the last pass did (write/passes.py)
 LAST_PASS_ERROR = "last_pass_error"  # what stopped the last pass, None after a clean one
 DAEMON = "daemon"  # the running daemon's heartbeat (runtime/daemon.py)
 HOST_SEEN = "host"  # the opencode last reached: URL, version, private or not
+RUNNER_SEEN = "runner"  # the runner the last pass used (opencode, claude-code) and why
 # Entries removed from the memory folder because memoryd's layout has no place for them.
 FOLDER_SWEPT = "memory_folder_swept"
 # A change of the agent-owned files waiting because opencode could not say who made it.

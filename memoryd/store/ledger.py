@@ -95,12 +95,15 @@ class Ledger:
         model: str | None,
         outcome: str,
         usage: CallUsage,
+        runner: str | None = None,
+        estimated: bool = False,
     ) -> None:
         with write_tx(self._conn) as c:
             c.execute(
                 """INSERT INTO model_calls (at, phase, job_kind, job_key, model, outcome, input_tokens,
-                   output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens, cost)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens, cost,
+                   runner, estimated)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     self._clock.now_ms(),
                     phase,
@@ -114,8 +117,29 @@ class Ledger:
                     usage.cache_read_tokens,
                     usage.cache_write_tokens,
                     usage.cost,
+                    runner,
+                    int(estimated),
                 ),
             )
+
+    def tokens_per_runner(self) -> dict[str, dict[str, int | float]]:
+        """Calls and tokens per runner; rows from before runners were recorded count as opencode's."""
+        rows = self._conn.execute(
+            """SELECT COALESCE(runner, 'opencode') AS runner, COUNT(*) AS calls,
+                      SUM(input_tokens + output_tokens + reasoning_tokens) AS total,
+                      SUM(CASE WHEN estimated THEN input_tokens + output_tokens ELSE 0 END) AS est,
+                      SUM(cost) AS cost
+               FROM model_calls GROUP BY 1 ORDER BY 1"""
+        )
+        return {
+            r["runner"]: {
+                "calls": r["calls"],
+                "tokens": r["total"] or 0,
+                "estimated_tokens": r["est"] or 0,
+                "cost": round(r["cost"] or 0.0, 6),
+            }
+            for r in rows
+        }
 
     def token_totals(self, since_ms: int | None = None) -> dict[str, dict[str, int | float]]:
         """Calls and tokens per phase (optionally since a time)."""

@@ -219,6 +219,18 @@ def m011_output_version_index(conn: sqlite3.Connection) -> None:
     )
 
 
+def m012_model_call_runner(conn: sqlite3.Connection) -> None:
+    """Which runner made each model call (opencode, claude-code) and whether its tokens were
+    estimated because the runner reported none: ``status`` shows tokens per runner."""
+    _run(
+        conn,
+        """
+        ALTER TABLE model_calls ADD COLUMN runner TEXT;
+        ALTER TABLE model_calls ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 # The apply order, oldest first (see the module docstring: the list decides, not the numbers).
 MIGRATIONS: list[Migration] = [
     Migration(fn.__name__, fn)
@@ -232,6 +244,7 @@ MIGRATIONS: list[Migration] = [
         m008_sync_tombstones,
         m006_project_scopes,
         m011_output_version_index,
+        m012_model_call_runner,
     )
 ]
 

@@ -81,6 +81,18 @@ class InspectReport(Result):
             out.append(f"  last error: {p2['last_error']}")
         spent = self.status["tokens"]["spent"]
         out.append(f"tokens spent: {spent['total']} in {spent['calls']} calls")
+        runner = self.status.get("runner") or {}
+        per_runner = self.status["tokens"].get("per_runner") or {}
+        out.append(
+            f"runner: {runner.get('name') or 'not chosen yet'} (setting {runner.get('setting')}"
+            + (f"; {runner['why']}" if runner.get("why") else "")
+            + ")"
+            + "".join(
+                f"; {name} {v['tokens']} tokens in {v['calls']} calls"
+                + (f" ({v['estimated_tokens']} estimated)" if v["estimated_tokens"] else "")
+                for name, v in per_runner.items()
+            )
+        )
         out.append(
             "sessions by mode: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.modes.items())) or "none")

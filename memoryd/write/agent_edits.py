@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from memoryd.clock import Clock
 from memoryd.errors import ConfinementError, HostError, HostNotFound
 from memoryd.folder import rollback
+from memoryd.host.client_sources import FileSource
 from memoryd.host.models import Message, Part, Session
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
@@ -87,14 +89,23 @@ def window_start(change: rollback.FolderChange, now_ms: int) -> int:
     return max(min(marks) - EDIT_MARGIN_MS, oldest) if marks else oldest
 
 
-async def find_writers(client: OpencodeClient, folder: Folder, since_ms: int) -> list[Writer]:
+async def find_writers(
+    client: OpencodeClient | None,
+    folder: Folder,
+    since_ms: int,
+    files: Sequence[FileSource] = (),
+) -> list[Writer]:
     """Tool calls of host sessions updated since ``since_ms`` whose input names ``folder``.
 
     Subagent sessions are read too (their tools run in child sessions); memoryd's own helper
-    sessions are not host sessions. Only the recent end of each transcript is fetched.
+    sessions are not host sessions. Only the recent end of each transcript is fetched. Without
+    opencode (another runner) there are no opencode sessions to have written it; Claude Code's
+    and Codex's sessions (``files``) are read whole from their files either way.
     """
+    found = await _client_writers(files, folder, since_ms)
+    if client is None:
+        return found
     sessions = await client.list_sessions(roots=False, archived=True, start_ms=since_ms)
-    found: list[Writer] = []
     for s in sessions:
         if s.time.updated < since_ms or is_own_helper(s):
             continue
@@ -103,6 +114,23 @@ async def find_writers(client: OpencodeClient, folder: Folder, since_ms: int) ->
         except HostNotFound:
             continue  # deleted since the listing: nothing of it can reach memory
         found += writers_in(s, messages, folder, since_ms)
+    return found
+
+
+async def _client_writers(
+    files: Sequence[FileSource], folder: Folder, since_ms: int
+) -> list[Writer]:
+    """Tool calls of the clients' sessions (their transcript files) that name ``folder``."""
+    found: list[Writer] = []
+    for src in files:
+        for s in src.list_sessions(read_since_ms=since_ms).sessions:
+            if s.time.updated < since_ms:
+                continue
+            try:
+                session, messages = await src.read(s.id)
+            except HostNotFound:
+                continue  # its file went away since the listing
+            found += writers_in(session, messages, folder, since_ms)
     return found
 
 
@@ -176,7 +204,13 @@ def _writer(
     )
 
 
-async def reconcile(paths: Paths, store: Store, clock: Clock, client: OpencodeClient) -> str | None:
+async def reconcile(
+    paths: Paths,
+    store: Store,
+    clock: Clock,
+    client: OpencodeClient | None,
+    files: Sequence[FileSource] = (),
+) -> str | None:
     """Judge a change of the agent-owned files, if one is waiting; what happened, or ``None``.
 
     ``"staged"`` (a host session made it), ``"adopted"`` (a valid hand edit), ``"held"``
@@ -190,7 +224,7 @@ async def reconcile(paths: Paths, store: Store, clock: Clock, client: OpencodeCl
     since = window_start(change, now)
     folder = Folder.of(paths.memories, change.changed)
     try:
-        writers = await find_writers(client, folder, since)
+        writers = await find_writers(client, folder, since, files)
     except HostError as exc:
         hold(store, clock, sorted(change.changed), exc)
         return HELD

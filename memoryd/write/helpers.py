@@ -26,6 +26,7 @@ from memoryd.errors import (
     BudgetWait,
     HostError,
     HostNotFound,
+    HostUnreachable,
     MemorydError,
     ModelCallError,
     PathError,
@@ -35,6 +36,7 @@ from memoryd.host.agents import agent_homes, write_agent_config
 from memoryd.host.models import PromptResult, Session
 from memoryd.host.opencode import HELPER_METADATA_KEY, OpencodeClient
 from memoryd.paths import Paths
+from memoryd.runner.base import Runner
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.store.ledger import CallUsage
@@ -247,19 +249,33 @@ class PhaseBase:
         self,
         *,
         store: Store,
-        client: OpencodeClient,
+        client: OpencodeClient | None,
         settings: Settings,
         paths: Paths,
         clock: Clock,
         worker_id: str,
+        runner: Runner | None = None,
     ) -> None:
         self.store = store
-        self.client = client
+        self.client = client  # None: no opencode in this pass (another runner, other sources)
         self.settings = settings
         self.paths = paths
         self.clock = clock
         self.worker_id = worker_id
         self.budget = Budget(store, settings, clock)
+        if runner is None:
+            # opencode's runner is built on this module's helpers, so it is imported here
+            from memoryd.runner.opencode import OpencodeRunner
+
+            runner = OpencodeRunner(self.host, store=store, paths=paths, settings=settings)
+        self.runner: Runner = runner
+
+    @property
+    def host(self) -> OpencodeClient:
+        """The opencode this pass talks to; only code that needs opencode asks for it."""
+        if self.client is None:
+            raise HostUnreachable("", "this pass runs without opencode")
+        return self.client
 
     def judge(self, exc: Exception, model: str | None) -> Failure:
         """Decide release / fail / trip the circuit for an exception a claimed job raised.

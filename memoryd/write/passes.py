@@ -9,15 +9,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd import tokenizer as tokens
-from memoryd.errors import HostError, MemorydError
+from memoryd.errors import HostError, MemorydError, RunnerMissing
 from memoryd.folder import baseline_proc, rollback
 from memoryd.host.client_sources import client_sources
 from memoryd.host.connect import open_host
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
+from memoryd.runner.base import OPENCODE
+from memoryd.runner.choose import Choice, choose, client_runner, opencode_there
 from memoryd.store.home import App
-from memoryd.store.keys import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.store.keys import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR, RUNNER_SEEN
 from memoryd.write import agent_edits
 from memoryd.write.phase1 import Phase1, Phase1Report, default_worker_id
 from memoryd.write.phase2 import Phase2, Phase2Result, Phase2Status
@@ -70,8 +72,10 @@ async def check_edits(app: App, client: OpencodeClient | None = None) -> str | N
     """
     paths, store, clock = app.paths, app.store, app.clock
     try:
-        if client is not None:
-            done = await agent_edits.reconcile(paths, store, clock, client)
+        files = client_sources(app.settings)  # Claude Code's and Codex's sessions are read too
+        if client is not None or not _uses_opencode(app):
+            # without opencode no opencode session can have made the change
+            done = await agent_edits.reconcile(paths, store, clock, client, files)
         else:
             _outcome, change = rollback.look(paths, store, clock)
             if change is None:
@@ -79,7 +83,7 @@ async def check_edits(app: App, client: OpencodeClient | None = None) -> str | N
             try:
                 async with open_host(app.settings, paths) as opening:
                     host = await opening.ready()
-                    done = await agent_edits.reconcile(paths, store, clock, host.client)
+                    done = await agent_edits.reconcile(paths, store, clock, host.client, files)
             except HostError as exc:
                 agent_edits.hold(store, clock, sorted(change.changed), exc)
                 done = agent_edits.HELD
@@ -120,9 +124,26 @@ async def run_pass(app: App, *, force_consolidation: bool = False) -> PassResult
     return result
 
 
+def _uses_opencode(app: App) -> bool:
+    """Whether this home's passes talk to opencode (as a runner, or as a source). With no runner
+    at all it counts as opencode's: a change then waits for opencode, as before runners."""
+    if opencode_there(app.settings, app.paths) is not None:
+        return True
+    try:
+        return choose(app.settings, app.paths).name == OPENCODE
+    except RunnerMissing:
+        return True
+
+
 async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResult:
     paths, settings, store = app.paths, app.settings, app.store
     paths.ensure_dir(paths.state_dir)
+    choice = choose(settings, paths)
+    store.ledger.put_state(RUNNER_SEEN, {**choice.as_dict(), "at": app.clock.now_ms()})
+    if choice.name != OPENCODE and opencode_there(settings, paths) is None:
+        return await _run_pass_without_host(app, choice, force_consolidation)
+    # opencode is a source whoever runs the model: another runner only takes over the prompts
+    runner = None if choice.name == OPENCODE else client_runner(choice, paths)
     worker = default_worker_id()
     async with open_host(settings, paths) as opening:
         # A private opencode boots in the background meanwhile: the local work costs no wall time.
@@ -146,9 +167,35 @@ async def _run_pass(app: App, *, force_consolidation: bool = False) -> PassResul
             paths=paths,
             clock=app.clock,
             worker_id=worker,
+            runner=runner,
         )
         report = await Phase1(**common, file_sources=client_sources(settings)).run_pass()
         p2 = await Phase2(**common).run(force=force_consolidation)
+    return _finish_pass(app, report, p2, usage)
+
+
+async def _run_pass_without_host(app: App, choice: Choice, force_consolidation: bool) -> PassResult:
+    """A pass whose model calls run in a client CLI: no opencode is opened or started."""
+    usage = tick(app)
+    await check_edits(app)
+    common: dict[str, Any] = dict(
+        store=app.store,
+        client=None,
+        settings=app.settings,
+        paths=app.paths,
+        clock=app.clock,
+        worker_id=default_worker_id(),
+        runner=client_runner(choice, app.paths),
+    )
+    report = await Phase1(**common, file_sources=client_sources(app.settings)).run_pass()
+    p2 = await Phase2(**common).run(force=force_consolidation)
+    return _finish_pass(app, report, p2, usage)
+
+
+def _finish_pass(
+    app: App, report: Phase1Report, p2: Phase2Result, usage: IngestResult
+) -> PassResult:
+    store = app.store
     tick(app)
     log.debug("pass: recording the result")
     store.shrink()

@@ -43,6 +43,7 @@ from memoryd.host.opencode import OpencodeClient, is_helper_session
 from memoryd.host.server import reap_orphaned_servers
 from memoryd.paths import Paths
 from memoryd.redact import redact
+from memoryd.runner.base import Answer, Runner
 from memoryd.scopes import checkout_root
 from memoryd.settings import Settings
 from memoryd.store import Store
@@ -56,14 +57,10 @@ from memoryd.tuning import (
     STALE_HELPER_MS,
 )
 from memoryd.write.helpers import (
-    UNGOVERNED_TOOLS,
     PhaseBase,
     ensure_agent,
-    helper_session,
-    model_name,
     remove_orphaned_helpers,
     remove_stale_helpers,
-    usage_of,
 )
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
@@ -122,7 +119,7 @@ def normalize_slug(slug: str | None) -> str | None:
     return s or None
 
 
-def validate_extraction(result: PromptResult) -> Extracted | None:
+def validate_extraction(result: PromptResult | Answer) -> Extracted | None:
     """Check the helper's answer against the schema; ``None`` means "nothing worth keeping"."""
     data = result.structured
     if data is None:
@@ -234,11 +231,26 @@ def _joined(earlier: SavePoint | None, extracted: Extracted | None) -> Extracted
     return Extracted("\n\n".join(raws), "\n\n".join(sums), None)
 
 
-async def _outside(client: OpencodeClient, session_id: str, tool_names: list[str]) -> list[str]:
+async def _outside(
+    client: OpencodeClient | None, session_id: str, tool_names: list[str]
+) -> list[str]:
     """The tools of a session that brought outside content in (web, MCP servers not memoryd's)."""
-    if host_of(session_id) != OPENCODE:
+    if host_of(session_id) != OPENCODE or client is None:
         return outside_tools(tool_names)
     return external_tools(tool_names, (await client.mcp_status()).keys())
+
+
+class _OpencodeOnDemand:
+    """opencode for the sources, asked for only when an opencode session is read."""
+
+    def __init__(self, phase: PhaseBase) -> None:
+        self._phase = phase
+
+    async def get_session(self, session_id: str) -> Session:
+        return await self._phase.host.get_session(session_id)
+
+    async def messages(self, session_id: str) -> list[Message]:
+        return await self._phase.host.messages(session_id)
 
 
 def default_worker_id() -> str:
@@ -250,11 +262,12 @@ class Phase1(PhaseBase):
         self,
         *,
         store: Store,
-        client: OpencodeClient,
+        client: OpencodeClient | None,
         settings: Settings,
         paths: Paths,
         clock: Clock,
         worker_id: str | None = None,
+        runner: Runner | None = None,
         file_sources: list[FileSource] | None = None,
     ) -> None:
         super().__init__(
@@ -264,12 +277,13 @@ class Phase1(PhaseBase):
             paths=paths,
             clock=clock,
             worker_id=worker_id or default_worker_id(),
+            runner=runner,
         )
         self._agent_checked = False
         self._compacted: set[str] = set()
         self._system_prompt = prompts.render("stage_one_system.md")
         # opencode is always a source; Claude Code's and Codex's files when the caller passes them
-        self._sources = Sources(client, file_sources or [])
+        self._sources = Sources(_OpencodeOnDemand(self), file_sources or [])
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -282,7 +296,9 @@ class Phase1(PhaseBase):
         report.pruned = self.store.outputs.prune_outputs(self.settings.max_unused_days)
         # Archived sessions are listed too (and then skipped) so they are not mistaken for deleted ones.
         log.debug("phase 1: listing sessions")
-        sessions = await self.client.list_sessions(roots=True, archived=True)
+        sessions: list[Session] = []
+        if self.client is not None:  # without opencode (another runner) only the clients' files
+            sessions = await self.client.list_sessions(roots=True, archived=True)
         report.discovered = len(sessions)
         report.backfilled = self.store.outputs.backfill_projects(
             {s.id: (s.projectID, checkout_root(s.worktree, s.directory)) for s in sessions}
@@ -298,10 +314,11 @@ class Phase1(PhaseBase):
         report.hosts.update(per_host)
         roots += [s for s in files if s.is_root and not s.is_archived]
         report.forgotten = await self._forget_deleted({s.id for s in [*sessions, *files]})
-        report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
-        report.stale_helpers += await remove_stale_helpers(
-            self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
-        )
+        if self.client is not None:
+            report.stale_helpers = await remove_orphaned_helpers(self.client, self.store, sessions)
+            report.stale_helpers += await remove_stale_helpers(
+                self.client, sessions, self.clock.now_ms() - STALE_HELPER_MS
+            )
         eligible = self._eligible(roots, report)
         report.eligible = len(eligible)
         if not eligible or not self.settings.generate_memories:
@@ -381,8 +398,10 @@ class Phase1(PhaseBase):
                     forgotten += 1
                     log.info("the session file of %s is gone; its memory is forgotten", sid)
                 continue
+            if self.client is None:
+                continue  # an opencode session, and no opencode to ask in this pass
             try:
-                await self.client.get_session(sid)
+                await self.host.get_session(sid)
             except HostNotFound:
                 self.store.outputs.delete_session_memory(sid)
                 forgotten += 1
@@ -392,8 +411,8 @@ class Phase1(PhaseBase):
         return forgotten
 
     async def _ensure_agent(self) -> None:
-        if not self._agent_checked:
-            await ensure_agent(self.client, self.paths, EXTRACT_AGENT)
+        if not self._agent_checked and self.runner.name == OPENCODE:
+            await ensure_agent(self.host, self.paths, EXTRACT_AGENT)
             self._agent_checked = True
 
     # -- one job --------------------------------------------------------------------------
@@ -497,7 +516,6 @@ class Phase1(PhaseBase):
                 log.warning("extraction of %s failed: %s", sid, failure.reason)
 
     async def _extract(self, session: Session, transcript: Transcript) -> Extracted | None:
-        directory = str(self.paths.helper_dir)  # created by _ensure_agent before any claim
         text = prompts.render(
             "stage_one_input.md",
             session_id=session.id,
@@ -507,38 +525,50 @@ class Phase1(PhaseBase):
         )
         model = self.settings.extract_model
         self.budget.check(model)
-        async with helper_session(
-            self.client,
-            directory=directory,
-            title=f"memoryd-extract-{session.id}",
-            metadata={"memoryd": "extract", "source_session": session.id},
-            store=self.store,
-        ) as helper:
-            try:
-                result = await self.client.prompt(
-                    helper.id,
-                    directory=directory,
-                    text=text,
-                    agent=EXTRACT_AGENT,
-                    model=model,
-                    system=self._system_prompt,
-                    json_schema=prompts.EXTRACTION_SCHEMA,
-                    disable_tools=UNGOVERNED_TOOLS,
-                    timeout=self.settings.host.prompt_timeout_s,
-                )
-            except ModelCallError:
-                self._record_call(session.id, model, "error", CallUsage())
-                raise
-        used, usage = model_name(model, result), usage_of(result)
         try:
-            extracted = validate_extraction(result)
-        except ExtractionInvalid:
-            self._record_call(session.id, used, "invalid", usage)
+            answer = await self.runner.answer(
+                key=session.id,
+                system=self._system_prompt,
+                text=text,
+                schema=prompts.EXTRACTION_SCHEMA,
+                model=model,
+                timeout=self.settings.host.prompt_timeout_s,
+            )
+        except ModelCallError:
+            self._record_call(session.id, model, "error", CallUsage())
             raise
-        self._record_call(session.id, used, "ok" if extracted else "empty", usage)
+        used, usage = answer.model or model, answer.usage
+        try:
+            extracted = validate_extraction(answer)
+        except ExtractionInvalid:
+            self._record_call(session.id, used, "invalid", usage, answer.estimated)
+            raise
+        self._record_call(session.id, used, "ok" if extracted else "empty", usage, answer.estimated)
         return extracted
 
-    def _record_call(self, key: str, model: str | None, outcome: str, usage: CallUsage) -> None:
-        self.store.ledger.record_model_call(
-            phase="phase1", job_kind=STAGE1, job_key=key, model=model, outcome=outcome, usage=usage
-        )
+    def _record_call(
+        self, key: str, model: str | None, outcome: str, usage: CallUsage, estimated: bool = False
+    ) -> None:
+        record_extraction(self.store, self.runner.name, key, model, outcome, usage, estimated)
+
+
+def record_extraction(
+    store: Store,
+    runner: str,
+    key: str,
+    model: str | None,
+    outcome: str,
+    usage: CallUsage,
+    estimated: bool,
+) -> None:
+    """One extraction call in the ledger, with the runner that made it."""
+    store.ledger.record_model_call(
+        phase="phase1",
+        job_kind=STAGE1,
+        job_key=key,
+        model=model,
+        outcome=outcome,
+        usage=usage,
+        runner=runner,
+        estimated=estimated,
+    )

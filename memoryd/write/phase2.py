@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 from memoryd import prompts
 from memoryd.errors import (
     ConfinementError,
-    HostError,
     InvalidMemory,
-    ModelCallError,
     OwnershipLost,
     PathError,
 )
@@ -43,30 +41,25 @@ from memoryd.extensions.codex import export_codex, import_codex
 from memoryd.folder import rollback
 from memoryd.folder.audit import read_memory_file, with_user_writes
 from memoryd.folder.baseline_proc import open_baseline
-from memoryd.folder.confine import planted_parent_config, sweep
+from memoryd.folder.confine import sweep
 from memoryd.folder.layout import DIFF_FILE, EXTENSIONS_DIR
 from memoryd.folder.workspace import Workspace
 from memoryd.fsutil import atomic_write
-from memoryd.host.agents import CONSOLIDATE_AGENT, agent_homes, config_text
-from memoryd.host.opencode import OpencodeClient
-from memoryd.host.permissions import consolidator_rules
+from memoryd.host.client_sources import client_sources
 from memoryd.paths import Paths, bump_change_mark
 from memoryd.read.block import summary_token_budget
 from memoryd.redact import contains_secret, redact
+from memoryd.runner.base import AgentRun
 from memoryd.scopes import PROJECTS_DIR
 from memoryd.store import Store
 from memoryd.store.jobs import GLOBAL, GLOBAL_KEY
 from memoryd.store.keys import FOLDER_SWEPT
-from memoryd.store.ledger import CallUsage
 from memoryd.store.outputs import Output
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.write import agent_edits, review
 from memoryd.write.helpers import (
     PhaseBase,
     Verdict,
-    ensure_agent,
-    helper_session,
-    session_usage,
 )
 
 if TYPE_CHECKING:
@@ -190,25 +183,6 @@ def consolidation_prompt(paths: Paths, project_keys: list[str], diff: WorkspaceD
     )
 
 
-async def confinement(client: OpencodeClient, paths: Paths) -> list[dict[str, str]]:
-    """Boot opencode afresh in the (swept) folder; the session rules for it, or refuse."""
-    root = str(paths.memories)
-    # An instance booted earlier may hold config loaded before the sweep: start a new one.
-    await client.dispose_instance(root)
-    worktree = await client.worktree(root)
-    # memoryd's own agent definition sits in the parent: allowed while its bytes are ours
-    home = agent_homes(paths)[CONSOLIDATE_AGENT]
-    ours = {home.config_file: config_text(CONSOLIDATE_AGENT).encode("utf-8")}
-    planted = planted_parent_config(paths.memories, worktree, managed=ours)
-    if planted:
-        raise ConfinementError(
-            "opencode would load these into the consolidator's session from folders above "
-            "the memory folder; remove them or move MEMORYD_HOME",
-            [str(p) for p in planted],
-        )
-    return consolidator_rules(root, worktree)
-
-
 def redact_agent_files(root: Path) -> list[str]:
     """Last line of defence: scrub secrets from what the consolidator wrote before it is committed.
 
@@ -257,7 +231,8 @@ def _note_swept(p: PhaseBase, when: str, entries: list[str]) -> None:
 
 async def _judge_edits(p: PhaseBase) -> Phase2Result | None:
     """A change of the agent-owned files is judged before a run may read or record it."""
-    if await agent_edits.reconcile(p.paths, p.store, p.clock, p.client) != agent_edits.HELD:
+    files = client_sources(p.settings)
+    if await agent_edits.reconcile(p.paths, p.store, p.clock, p.client, files) != agent_edits.HELD:
         return None
     return Phase2Result(
         Phase2Status.SKIPPED_HOST, "a change of the memory folder waits for opencode"
@@ -500,66 +475,27 @@ class Phase2(PhaseBase):
                 await asyncio.gather(agent, return_exceptions=True)
 
     async def _consolidate(self, diff: WorkspaceDiff) -> None:
-        root = str(self.paths.memories)
-        rules = await confinement(self.client, self.paths)
-        started = rollback.wall_ms()
-        try:
-            await self._consolidate_in(root, rules, diff)
-        finally:
-            try:  # nothing the run left behind stays loaded in a long-lived server
-                await asyncio.shield(self.client.dispose_instance(root))
-            except HostError as exc:
-                log.warning("could not dispose the memory folder's opencode instance: %s", exc)
-        await agent_edits.refuse_host_writes(self.client, self.store, self.paths, started)
-
-    async def _consolidate_in(
-        self, root: str, rules: list[dict[str, str]], diff: WorkspaceDiff
-    ) -> None:
-        await ensure_agent(self.client, self.paths, CONSOLIDATE_AGENT)
         text = consolidation_prompt(self.paths, self.workspace().project_keys(), diff)
         model = self.settings.consolidation_model
-        async with helper_session(
-            self.client,
-            directory=root,
-            title="memoryd-consolidate",
-            metadata={"memoryd": "consolidate"},
-            store=self.store,
-            permission=rules,
-        ) as helper:
-            outcome = "ok"
-            try:
-                await self.client.prompt(
-                    helper.id,
-                    directory=root,
-                    text=text,
-                    agent=CONSOLIDATE_AGENT,
-                    # No per-prompt tools map: opencode 1.18 turns one into the session's whole
-                    # permission list, replacing the rules above. Those rules deny the MCP
-                    # resource tools' reads ("mcp:*") instead.
-                    model=model,
-                    timeout=self.settings.host.prompt_timeout_s,
-                )
-            except ModelCallError:
-                outcome = "error"
-                raise
-            except BaseException:
-                outcome = "aborted"
-                raise
-            finally:
-                bump_change_mark(self.paths.memories)  # opencode writes in place: tell the index
-                usage = CallUsage()
-                try:
-                    usage = session_usage(await self.client.get_session(helper.id))
-                except HostError as exc:
-                    log.warning("could not read token usage of the consolidation session: %s", exc)
-                self.store.ledger.record_model_call(
-                    phase="phase2",
-                    job_kind=GLOBAL,
-                    job_key=GLOBAL_KEY,
-                    model=model,
-                    outcome=outcome,
-                    usage=usage,
-                )
+
+        def record(run: AgentRun) -> None:
+            self.store.ledger.record_model_call(
+                phase="phase2",
+                job_kind=GLOBAL,
+                job_key=GLOBAL_KEY,
+                model=run.model or model,
+                outcome=run.outcome,
+                usage=run.usage,
+                runner=self.runner.name,
+                estimated=run.estimated,
+            )
+
+        try:
+            await self.runner.consolidate(
+                text=text, model=model, timeout=self.settings.host.prompt_timeout_s, record=record
+            )
+        finally:
+            bump_change_mark(self.paths.memories)  # the tools write in place: tell the index
 
 
 def _machine_id(store: Store) -> str:

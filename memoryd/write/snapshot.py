@@ -9,7 +9,14 @@ from memoryd.host import ids as hosts
 from memoryd.paths import Paths
 from memoryd.settings import Settings
 from memoryd.store import Store
-from memoryd.store.keys import DAEMON, FOLDER_SWEPT, HOST_SEEN, LAST_PASS, LAST_PASS_ERROR
+from memoryd.store.keys import (
+    DAEMON,
+    FOLDER_SWEPT,
+    HOST_SEEN,
+    LAST_PASS,
+    LAST_PASS_ERROR,
+    RUNNER_SEEN,
+)
 from memoryd.tuning import PHASE2_COOLDOWN_MS
 from memoryd.write.budget import Budget
 
@@ -53,6 +60,19 @@ def sync_snapshot(store: Store, settings: Settings) -> dict[str, Any]:
         "received": st.get("received") or {},  # other machines' memory rendered after it
         "rerooted_at": iso_ms(st.get("rerooted_at")),  # last forget-rewrite of the branch
         "interval_s": settings.sync_interval_s,
+    }
+
+
+def _runner(store: Store, settings: Settings) -> dict[str, Any]:
+    """The runner setting, and what the last pass actually used."""
+    seen = store.ledger.get_state(RUNNER_SEEN)
+    last: dict[str, Any] = seen if isinstance(seen, dict) else {}
+    return {
+        "setting": settings.runner,
+        "name": last.get("name"),
+        "why": last.get("why"),
+        "executable": last.get("executable"),
+        "last_used": iso_ms(last.get("at")),
     }
 
 
@@ -120,7 +140,13 @@ def snapshot(store: Store, settings: Settings, paths: Paths) -> dict[str, Any]:
             "private": host_seen.get("private", settings.host.url is None),
             "last_seen": iso_ms(host_seen.get("at")),
         },
-        "tokens": {"spent": total(per_phase), "per_phase": per_phase, "today": total(today)},
+        "runner": _runner(store, settings),
+        "tokens": {
+            "spent": total(per_phase),
+            "per_phase": per_phase,
+            "per_runner": store.ledger.tokens_per_runner(),
+            "today": total(today),
+        },
         "hosts": hosts.snapshot(store, last_pass),  # opencode, claude-code, codex
         "last_pass": last_pass,
         "sync": sync_snapshot(store, settings),

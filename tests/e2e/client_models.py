@@ -27,6 +27,8 @@ from typing import Any
 from tests.e2e.mockllm import Text, ToolCall, tool_instructions
 
 ClientReply = Text | ToolCall | Sequence[ToolCall]
+# ToolCall("mcp__memoryd/memory_search", …): tool ``memory_search`` of namespace ``mcp__memoryd``
+NAMESPACE_SEP = "/"
 
 
 @dataclass
@@ -339,16 +341,18 @@ def responses_stream(req: ClientRequest, reply: ClientReply) -> bytes:
             }
         )
     for call in calls:
-        items.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{uuid.uuid4().hex[:20]}",
-                "call_id": call.id or f"call_{uuid.uuid4().hex[:20]}",
-                "name": call.name,
-                "arguments": json.dumps(call.arguments),
-                "status": "completed",
-            }
-        )
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "id": f"fc_{uuid.uuid4().hex[:20]}",
+            "call_id": call.id or f"call_{uuid.uuid4().hex[:20]}",
+            "name": call.name,
+            "arguments": json.dumps(call.arguments),
+            "status": "completed",
+        }
+        namespace, sep, name = call.name.partition(NAMESPACE_SEP)
+        if sep:  # a tool inside a namespace tool (Codex offers each MCP server as one)
+            item.update(namespace=namespace, name=name)
+        items.append(item)
     output_chars = 0
     for index, item in enumerate(items):
         out.append(
@@ -358,7 +362,7 @@ def responses_stream(req: ClientRequest, reply: ClientReply) -> bytes:
             )
         )
         if item["type"] == "message":
-            delta = item["content"][0]["text"]
+            delta = str(item["content"][0]["text"])
             out.append(
                 _sse(
                     "response.output_text.delta",

@@ -29,7 +29,9 @@ SAMPLES: dict[str, dict[str, str]] = {
     "extensions/external_agent_import/instructions.md": {},
     "extensions/codex_import/instructions.md": {},
     "extensions/codex_export/instructions.md": {},
+    "extensions/codex_export_v2/instructions.md": {},
     "extensions/sync/instructions.md": {},
+    "runner_consolidator_system.md": {"memory_root": "/home/u/.local/share/memoryd/memories"},
     "consolidation.md": {
         "memory_root": r"/home/dev/.local/share/memoryd/memories $HOME \1",
         "diff_file": "phase2_workspace_diff.md",

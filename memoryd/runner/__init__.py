@@ -1,0 +1,1 @@
+"""Model runners: who runs memoryd's two kinds of model call (see :mod:`memoryd.runner.base`)."""
