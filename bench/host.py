@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from bench._common import machine, table
 from bench.phase1 import real_scenarios
 from memoryd import prompts
-from memoryd.host.mcp_config import snippet
+from memoryd.host.client_config import snippet
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM, RecordedRequest, ToolCall, last_user_text
 from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode

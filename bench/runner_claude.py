@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memoryd import prompts
 from memoryd.folder.layout import DIFF_FILE
 from memoryd.runner.base import AgentRun
-from memoryd.runner.claude_code import ClaudeCodeRunner
+from memoryd.runner.claude_cli import ClaudeCodeRunner
 from tests.e2e.client_consolidator import ClientConsolidator, fact_extraction, responder
 from tests.e2e.client_models import ClientModels
 from tests.e2e.clients import ClientSandbox, client_binary

@@ -30,14 +30,9 @@ from memoryd import __version__
 from memoryd.errors import MemorydError
 from memoryd.fsutil import read_regular
 from memoryd.paths import Paths
+from memoryd.tuning import MCP_INSTRUCTIONS as INSTRUCTIONS
+from memoryd.tuning import MCP_SERVER_NAME as SERVER_NAME
 
-SERVER_NAME = "memoryd"
-INSTRUCTIONS = (
-    "Long-term memory of this user's earlier coding sessions (decisions, preferences, conventions, "
-    "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
-    "the user asks you to remember it (memory_add_note). Reads default to this project and global "
-    "memory (scope='project'); scope='global' or 'all' narrows or widens them."
-)
 # What the SDK's server negotiates through ``initialize`` and the capabilities it announces for
 # memoryd's server; a unit test holds both to the installed SDK.
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -55,7 +50,7 @@ def tools_cache_key() -> str:
     """What the tool list depends on: memoryd's version, the Python, and the bytes of the
     module that defines the tools and of the installed SDK's entry file (found, not imported)."""
     digest = hashlib.sha256(f"{__version__}\n{sys.version}\n".encode())
-    here = Path(__file__).with_name("mcp_server.py")
+    here = Path(__file__).parent / "cli" / "mcp_server.py"
     digest.update(here.read_bytes())
     spec = importlib.util.find_spec("mcp")
     origin = spec.origin if spec is not None else None

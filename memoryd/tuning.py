@@ -198,3 +198,13 @@ DAEMON_GRACE_S = 8.0  # a stop waits this long for running work before cancellin
 RUNNER_EXTRACT_MAX_TURNS = 3
 RUNNER_CONSOLIDATE_MAX_TURNS = 60
 RUNNER_PROCESSES = 2  # client CLI children at once (each is a ~200 MB Node process)
+
+# The MCP server's name and its instructions to the client's model: the early handshake
+# (memoryd/mcp_handshake.py) and the SDK server (memoryd/cli/mcp_server.py) answer with the same.
+MCP_SERVER_NAME = "memoryd"
+MCP_INSTRUCTIONS = (
+    "Long-term memory of this user's earlier coding sessions (decisions, preferences, conventions, "
+    "fixes). Start with memory_search; open what it finds with memory_read. Save something only when "
+    "the user asks you to remember it (memory_add_note). Reads default to this project and global "
+    "memory (scope='project'); scope='global' or 'all' narrows or widens them."
+)

@@ -39,15 +39,16 @@ from memoryd import __version__, tools
 from memoryd.errors import MemorydError
 from memoryd.fsutil import atomic_write, read_regular
 from memoryd.host.live import LiveServer, find_server
-from memoryd.mcp_handshake import INSTRUCTIONS, SERVER_NAME
 from memoryd.store.home import App
 from memoryd.tools.hits import SearchQuery
 from memoryd.tools.proposed import MCP, model_note
 from memoryd.tools.scope import Scope, ScopeMode
+from memoryd.tuning import MCP_INSTRUCTIONS as INSTRUCTIONS
+from memoryd.tuning import MCP_SERVER_NAME as SERVER_NAME
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INSTRUCTIONS", "MODEL_TOOLS", "READ_ONLY_TOOLS", "SERVER_NAME", "build_server"]
+__all__ = ["MODEL_TOOLS", "READ_ONLY_TOOLS", "build_server"]
 
 # Everything a model may call. Forgetting, session modes and reset are deliberately absent.
 MODEL_TOOLS = ("memory_read", "memory_list", "memory_search", "memory_add_note", "memory_inspect")

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 from memoryd.exitcodes import EXIT_OK, EXIT_USAGE
-from memoryd.host.client_config import CLIENTS
+from memoryd.host.client_config import CLIENTS, snippet
 from memoryd.host.client_install import ClientInstaller
 from memoryd.host.install import Installer
-from memoryd.host.mcp_config import snippet
 from memoryd.store.home import App
 
 HOSTS = ["opencode", *CLIENTS]

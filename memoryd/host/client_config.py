@@ -24,22 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryd.host.mcp_config import GATE_NOTE, KEY, server_command, server_env
+from memoryd.errors import InstallError
+from memoryd.host.ids import CODEX
+from memoryd.host.mcp_config import GATE_NOTE, KEY, opencode_snippet, server_command, server_env
 
 __all__ = [
     "CLAUDE",
     "CLIENTS",
-    "CODEX",
-    "KEY",
     "READ_TOOLS",
     "claude_entries",
     "codex_block",
     "snippet",
-    "server_command",
 ]
 
 CLAUDE = "claude-code"
-CODEX = "codex"
 CLIENTS = (CLAUDE, CODEX)
 # The tools that change nothing (memoryd.cli.mcp_server.READ_ONLY_TOOLS; kept here so an install
 # does not import the MCP SDK; a unit test holds the two equal).
@@ -187,4 +185,6 @@ def snippet(client: str, python: str | None = None, environ: dict[str, str] | No
             " and trusts the hook\n# (Codex runs an untrusted hook only after you approve it"
             " in /hooks):\n" + codex_block(python, environ)
         )
-    raise ValueError(client)
+    if client == "opencode":
+        return opencode_snippet(python, environ)
+    raise InstallError(f"unknown host {client!r} (choose opencode, {CLAUDE} or {CODEX})")

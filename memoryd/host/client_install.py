@@ -29,6 +29,8 @@ from memoryd.errors import InstallError, PathError
 from memoryd.fsutil import atomic_write, read_json_object, read_regular_with_mode, sha256
 from memoryd.host import client_config as cc
 from memoryd.host.codex_trust import find_codex, hook_trust
+from memoryd.host.ids import CODEX
+from memoryd.host.mcp_config import KEY, server_command
 from memoryd.paths import Paths
 from memoryd.tuning import MCP_PRIME_TIMEOUT_S
 
@@ -254,7 +256,7 @@ class ClientInstaller:
         codex = find_codex(self.codex_bin)
         if codex is None:
             return None
-        command = cc.hook_command(cc.CODEX, environ=self.environ)
+        command = cc.hook_command(CODEX, environ=self.environ)
         env = dict(self.environ) if self.environ is not None else None
         try:
             return hook_trust(codex, command, path.parent, env)
@@ -347,7 +349,7 @@ def prime_tool_list(environ: dict[str, str] | None = None) -> bool:
     env = dict(os.environ if environ is None else environ)
     try:
         proc = subprocess.run(
-            cc.server_command(),
+            server_command(),
             input="".join(json.dumps(m) + "\n" for m in lines),
             capture_output=True,
             text=True,
@@ -372,7 +374,7 @@ def _obj(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
 def _merge_server(
     data: dict[str, Any], old: dict[str, Any], server: dict[str, Any]
 ) -> dict[str, Any]:
-    _obj(data, "mcpServers", "mcpServers")[cc.KEY] = server
+    _obj(data, "mcpServers", "mcpServers")[KEY] = server
     return {"server": server}
 
 
@@ -401,10 +403,10 @@ def _without_json(path: Path, raw: bytes, rec: dict[str, Any], *, force: bool) -
     added = rec.get("added") or {}
     if "server" in added:
         servers = data.get("mcpServers")
-        if isinstance(servers, dict) and cc.KEY in servers:
-            if servers[cc.KEY] != added["server"] and not force:
+        if isinstance(servers, dict) and KEY in servers:
+            if servers[KEY] != added["server"] and not force:
                 return None
-            del servers[cc.KEY]
+            del servers[KEY]
             if not servers:
                 del data["mcpServers"]
     if "hook_group" in added:

@@ -47,15 +47,9 @@ def opencode_entry(
     return entry
 
 
-def snippet(host: str, python: str | None = None, environ: dict[str, str] | None = None) -> str:
-    """The exact configuration another host needs to run memoryd's MCP server."""
-    if host == "opencode":
-        return json.dumps({"mcp": {KEY: opencode_entry(python, environ)}}, indent=2)
-    if host in ("claude-code", "codex"):
-        from memoryd.host import client_config  # it builds on this module's command and env
-
-        return client_config.snippet(host, python, environ)
-    raise InstallError(f"unknown host {host!r} (choose opencode, claude-code or codex)")
+def opencode_snippet(python: str | None = None, environ: dict[str, str] | None = None) -> str:
+    """opencode's MCP entry (the clients' snippets build on this module in ``client_config``)."""
+    return json.dumps({"mcp": {KEY: opencode_entry(python, environ)}}, indent=2)
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 Phase 1 needs a tool-less structured answer (:meth:`Runner.answer`); phase 2 needs a confined
 file-editing agent run over the memory folder (:meth:`Runner.consolidate`). opencode does both
-through its HTTP API (:mod:`memoryd.runner.opencode`); a client CLI the user is already signed
-in to does both as a child process (:mod:`memoryd.runner.claude_code`). Everything around the
+through its HTTP API (:mod:`memoryd.write.opencode_runner`); a client CLI the user is already signed
+in to does both as a child process (:mod:`memoryd.runner.claude_cli`). Everything around the
 call (the budget, the circuit breaker, the ledger, the sweep, rollback and validation) stays in
 the phases and is the same for every runner.
 
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memoryd.host.ids import CLAUDE_CODE, OPENCODE
 from memoryd.store.ledger import CallUsage
 
 # memoryd's own file tools for a client CLI's consolidator (runner/files_mcp.py serves them); named
@@ -28,8 +27,6 @@ FILES_TOOLS = ("read", "list", "write", "edit", "delete")
 __all__ = [
     "FILES_SERVER",
     "FILES_TOOLS",
-    "CLAUDE_CODE",
-    "OPENCODE",
     "AgentRun",
     "Answer",
     "RecordRun",

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import RunnerMissing
+from memoryd.host.ids import CLAUDE_CODE, OPENCODE
 from memoryd.host.live import recorded_server
 from memoryd.paths import Paths
-from memoryd.runner.base import CLAUDE_CODE, OPENCODE, Runner
-from memoryd.runner.claude_code import ClaudeCodeRunner, find_claude
+from memoryd.runner.base import Runner
+from memoryd.runner.claude_cli import ClaudeCodeRunner, find_claude
 from memoryd.settings import Settings
 
 

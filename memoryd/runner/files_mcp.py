@@ -1,4 +1,4 @@
-"""``memoryd runner-files ROOT``: the consolidator's file tools (:mod:`memoryd.runner.files`)
+"""``memoryd runner-files ROOT``: the consolidator's file tools (:mod:`memoryd.runner.folder_tools`)
 over MCP on stdio, for a client CLI whose own file tools are switched off.
 
 The client starts this process for one consolidation and ends it with the run. It loads no
@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from memoryd import __version__
 from memoryd.errors import MemorydError
-from memoryd.runner import files
+from memoryd.runner import folder_tools as files
 from memoryd.runner.base import FILES_SERVER as SERVER_NAME
 
 log = logging.getLogger(__name__)

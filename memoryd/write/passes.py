@@ -13,10 +13,10 @@ from memoryd.errors import HostError, MemorydError, RunnerMissing
 from memoryd.folder import baseline_proc, rollback
 from memoryd.host.client_sources import client_sources
 from memoryd.host.connect import open_host
+from memoryd.host.ids import OPENCODE
 from memoryd.host.opencode import OpencodeClient
 from memoryd.read.block import sync_block
 from memoryd.read.usage import IngestResult, ingest_spool
-from memoryd.runner.base import OPENCODE
 from memoryd.runner.choose import Choice, choose, client_runner, opencode_there
 from memoryd.store.home import App
 from memoryd.store.keys import HOST_SEEN, LAST_PASS, LAST_PASS_ERROR, RUNNER_SEEN

@@ -57,11 +57,11 @@ from memoryd.tuning import (
     STALE_HELPER_MS,
 )
 from memoryd.write.helpers import (
-    PhaseBase,
     ensure_agent,
     remove_orphaned_helpers,
     remove_stale_helpers,
 )
+from memoryd.write.phase_base import PhaseBase
 from memoryd.write.transcript import Transcript, build_transcript, external_tools
 
 log = logging.getLogger(__name__)

@@ -57,10 +57,7 @@ from memoryd.store.keys import FOLDER_SWEPT
 from memoryd.store.outputs import Output
 from memoryd.tuning import PHASE2_HEARTBEAT_S, RESOURCE_RETENTION_DAYS
 from memoryd.write import agent_edits, review
-from memoryd.write.helpers import (
-    PhaseBase,
-    Verdict,
-)
+from memoryd.write.phase_base import PhaseBase, Verdict
 
 if TYPE_CHECKING:
     from memoryd.folder.baseline_proc import BaselineLike

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.host.client_config import KEY
+from memoryd.host.mcp_config import KEY
 from tests.e2e.client_models import ClientModels, ClientRequest
 from tests.e2e.clients import ClientSandbox, client_binary
 from tests.e2e.consolidator import ScriptedConsolidator, install

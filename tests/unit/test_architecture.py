@@ -51,11 +51,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("folder", ("memoryd.folder",)),
     ("exchange", ("memoryd.extensions", "memoryd.sync")),
     ("read", ("memoryd.read",)),
-    ("write", ("memoryd.write",)),
     ("tools", ("memoryd.tools",)),
+    ("runner", ("memoryd.runner",)),
+    ("write", ("memoryd.write",)),
+    ("admin", ("memoryd.tools.admin",)),
     (
         "edges",
-        ("memoryd.__main__", "memoryd.toolcall", "memoryd.cli", "memoryd.web", "memoryd.runtime"),
+        (
+            "memoryd.__main__",
+            "memoryd.toolcall",
+            "memoryd.mcp_handshake",
+            "memoryd.cli",
+            "memoryd.web",
+            "memoryd.runtime",
+        ),
     ),
 ]
 LAYER_NAMES = [name for name, _ in LAYERS]

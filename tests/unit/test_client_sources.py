@@ -74,6 +74,14 @@ def world(tmp_path: Path) -> Path:
     (day / f"rollout-2026-12-02T14-40-00-{CODEX_ID}.jsonl").write_text(
         fixture_text("codex_subfolder.jsonl", tmp_path)
     )
+    # Each file last written when its newest record was: the clock above, not today's date,
+    # decides whether a session is idle (a file listed from stat alone is dated by its mtime).
+    for path, name in (
+        (claude / f"{CLAUDE_ID}.jsonl", "claude_subfolder.jsonl"),
+        (day / f"rollout-2026-12-02T14-40-00-{CODEX_ID}.jsonl", "codex_subfolder.jsonl"),
+    ):
+        at = newest_stamp(name) / 1000
+        os.utime(path, (at, at))
     return tmp_path
 
 

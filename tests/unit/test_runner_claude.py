@@ -15,7 +15,7 @@ import pytest
 
 from memoryd.errors import HostNotStarted, HostTimeout, ModelCallError, is_host_fault
 from memoryd.runner.base import AgentRun
-from memoryd.runner.claude_code import (
+from memoryd.runner.claude_cli import (
     RUNNER_MARKER,
     ClaudeCodeRunner,
     base_args,

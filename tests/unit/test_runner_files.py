@@ -10,7 +10,7 @@ import pytest
 
 from memoryd.errors import FileTooLarge, InvalidArgument, NotFound, Refused, ToolError
 from memoryd.folder.layout import DIFF_FILE
-from memoryd.runner import files
+from memoryd.runner import folder_tools as files
 from memoryd.tuning import MEMORY_MAX_BYTES, SUMMARY_MAX_BYTES
 
 KEY = "app-0123abcd"

@@ -18,7 +18,7 @@ from memoryd.host.client_sources import client_sources
 from memoryd.host.opencode import OpencodeClient
 from memoryd.paths import Paths
 from memoryd.read.block import sync_block
-from memoryd.runner import files
+from memoryd.runner import folder_tools as files
 from memoryd.runner.base import AgentRun, Answer, RecordRun
 from memoryd.runner.choose import choose
 from memoryd.settings import ExtensionsSettings, Settings

@@ -374,7 +374,7 @@ def test_install_print_documents_the_erase_gate() -> None:
     import tomllib
 
     from memoryd.cli.mcp_server import MODEL_TOOLS
-    from memoryd.host.mcp_config import snippet
+    from memoryd.host.client_config import snippet
 
     for host in ("claude-code", "codex"):
         text = snippet(host)

@@ -150,7 +150,7 @@ def test_user_changed_old_mcp_entry_is_kept(paths: Paths, tmp_path: Path) -> Non
 
 
 def test_print_snippets() -> None:
-    from memoryd.host.mcp_config import snippet
+    from memoryd.host.client_config import snippet
 
     assert "claude mcp add" in snippet("claude-code") and '"mcpServers"' in snippet("claude-code")
     assert "[mcp_servers.memoryd]" in snippet(

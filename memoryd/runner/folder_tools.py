@@ -26,16 +26,16 @@ from pathlib import Path
 
 from memoryd.errors import FileTooLarge, InvalidArgument, NotFound, Refused
 from memoryd.folder.audit import is_agent_owned, memory_file_cap
+from memoryd.folder.confine import INSTRUCTION_NAMES
 from memoryd.folder.guard import ensure_dirs, open_path, open_root, split_path
 from memoryd.folder.layout import DIFF_FILE, SKILLS_DIR
 from memoryd.fsutil import plain_file
-from memoryd.tools import memory_list, memory_read
+from memoryd.tools.files import memory_list, memory_read
 from memoryd.tuning import READ_MAX_BYTES, TOOL_FILE_MAX_BYTES
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 # Names a coding agent loads as instructions from a folder it works in: never written, anywhere.
-INSTRUCTION_NAMES = frozenset({"agents.md", "claude.md", "context.md"})
 
 
 def writable(relpath: str) -> tuple[str, ...]:

@@ -18,10 +18,11 @@ from memoryd.errors import ConfinementError, HostError, ModelCallError
 from memoryd.folder import rollback
 from memoryd.folder.confine import planted_parent_config
 from memoryd.host.agents import CONSOLIDATE_AGENT, EXTRACT_AGENT, agent_homes, config_text
+from memoryd.host.ids import OPENCODE
 from memoryd.host.opencode import OpencodeClient
 from memoryd.host.permissions import consolidator_rules
 from memoryd.paths import Paths
-from memoryd.runner.base import OPENCODE, AgentRun, Answer, RecordRun
+from memoryd.runner.base import AgentRun, Answer, RecordRun
 from memoryd.settings import Settings
 from memoryd.store import Store
 from memoryd.store.ledger import CallUsage

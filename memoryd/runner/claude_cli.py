@@ -40,8 +40,8 @@ from memoryd.errors import (
     HostTimeout,
     ModelCallError,
 )
+from memoryd.host.ids import CLAUDE_CODE
 from memoryd.runner.base import (
-    CLAUDE_CODE,
     FILES_SERVER,
     FILES_TOOLS,
     AgentRun,
