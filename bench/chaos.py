@@ -293,7 +293,10 @@ def _lane_run(w: World, st: _Storm, lane: int, rng: random.Random, warm: WarmSta
         st.steps[step] += 1
         st.aims[aim + (" [daemon]" if args == ("run",) else "")] += 1
         took = time.monotonic() - started
-        log(f"kill {st.fig.injected} (lane {lane}, aim {aim}) {took:.1f} s in: {step}")
+        own = ", own opencode" if private else ""
+        log(
+            f"kill {st.fig.injected} (lane {lane}, aim {aim}, pid {run.pid}{own}) {took:.1f} s in: {step}"
+        )
         if integrity != "ok":
             st.fig.corrupt += 1
             st.fig.fail(f"integrity_check failed after kill {st.fig.injected}: {integrity}")
