@@ -144,10 +144,9 @@ def sweep(seeds: list[int], kills: int, n_sessions: int) -> int:
                     if alive(pid):
                         os.kill(pid, 9)
         calls = len(fig.calls)
-        row = (seed, fig.runs, fig.injected, calls, fig.lost, fig.duplicated, fig.corrupt)
-        totals.update(
-            dict(zip(("runs", "kills", "calls", "lost", "dup", "corrupt"), row[1:], strict=True))
-        )
+        row = (seed, fig.runs, fig.injected, calls, fig.lost, fig.duplicated, fig.corrupt, fig.left)
+        keys = ("runs", "kills", "calls", "lost", "dup", "corrupt", "left")
+        totals.update(dict(zip(keys, row[1:], strict=True)))
         verdict = "ok" if not fig.failures else f"{len(fig.failures)} FAILED"
         rows.append((*map(str, row), f"{time.monotonic() - t0:.0f} s", verdict))
         print(f"seed {seed}: {' '.join(rows[-1][1:])}", flush=True)
@@ -156,10 +155,10 @@ def sweep(seeds: list[int], kills: int, n_sessions: int) -> int:
         if fig.failures:
             failed.append(seed)
     print(f"\nmemoryd chaos storm sweep ({len(seeds)} seeds) — {machine()}")
-    header = ("seed", "runs", "kills", "extractions", "lost", "dup", "corrupt", "time", "checks")
+    header = ("seed", "runs", "kills", "extractions", "lost", "dup", "corrupt", "left")
     ok = f"{len(seeds) - len(failed)} of {len(seeds)} ok"
-    total = ("total", *(str(totals[k]) for k in ("runs", "kills", "calls", "lost", "dup")))
-    table([*rows, (*total, str(totals["corrupt"]), "", ok)], header)
+    total = ("total", *(str(totals[k]) for k in keys))
+    table([*rows, (*total, "", ok)], (*header, "time", "checks"))
     if failed:
         print(f"failed seeds: {', '.join(map(str, failed))}")
     return 1 if failed else 0

@@ -55,6 +55,7 @@ class Figures:
     lost: int = 0
     duplicated: int = 0
     corrupt: int = 0
+    left: int = 0  # memoryd helper sessions and opencode servers still there after the drain
     recovery_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -433,6 +434,7 @@ class World:
             fig.corrupt += 1
             fig.fail(f"baseline and folder disagree: {[c.path for c in diff.changes][:5]}")
         helpers = self.helper_sessions()
+        fig.left += len(helpers)
         if helpers:
             with contextlib.closing(self.db()) as conn:
                 known = {r[0] for r in conn.execute("SELECT session_id FROM helper_sessions")}
@@ -441,6 +443,7 @@ class World:
                 f"({len(known & set(helpers))} of them recorded)"
             )
         left = memoryd_servers(self.home)
+        fig.left += len(left)
         if left:
             fig.fail(f"opencode serve started by memoryd still running: {left}")
             for pid in left:
