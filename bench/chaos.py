@@ -901,7 +901,8 @@ def main() -> int:
     ap.add_argument(
         "--seeds",
         default=None,
-        help="sweep: the storm alone over N seeds from --seed on, or over a comma list",
+        help="sweep: the storm alone over N seeds from --seed on, or over a comma list\n"
+        "(one seed: --seeds 104, with the comma; --seeds 104 alone is 104 seeds)",
     )
     ap.add_argument("--quick", action="store_true", help="the small slice the test suite runs")
     ap.add_argument("--scenarios", default="1,2,3,4,5,6")
@@ -923,6 +924,8 @@ def main() -> int:
             if "," in args.seeds
             else list(range(args.seed, args.seed + int(args.seeds)))
         )
+        shown = ", ".join(map(str, seeds[:12])) + (", ..." if len(seeds) > 12 else "")
+        print(f"storm sweep over {len(seeds)} seeds: {shown}", flush=True)
         return sweep(seeds, kills, n_sessions)
     wanted = {int(s) for s in args.scenarios.split(",") if s}
     rng = random.Random(args.seed)
