@@ -56,6 +56,7 @@ class Figures:
     lost: int = 0
     duplicated: int = 0
     corrupt: int = 0
+    left: int = 0  # memoryd helper sessions and opencode servers still there after the drain
     recovery_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -149,6 +150,8 @@ class World:
         self.extractions: list[Extraction] = []  # every extraction call the model saw
         self._live: list[Extraction] = []  # those being answered now
         self._lock = threading.Lock()
+        # CHAOS_PROC (in each warm memoryd's environment, so in its servers' too) -> that run
+        self.launched: dict[str, tuple[tuple[str, ...], Run]] = {}
         self._server_owners: dict[int, int] = {}  # private opencode pid -> the memoryd's pid
         self.sessions: list[str] = []
         out = self.cli("install", "opencode")
@@ -432,6 +435,7 @@ class World:
             fig.corrupt += 1
             fig.fail(f"baseline and folder disagree: {[c.path for c in diff.changes][:5]}")
         helpers = self.helper_sessions()
+        fig.left += len(helpers)
         if helpers:
             with contextlib.closing(self.db()) as conn:
                 known = {r[0] for r in conn.execute("SELECT session_id FROM helper_sessions")}
@@ -440,8 +444,34 @@ class World:
                 f"({len(known & set(helpers))} of them recorded)"
             )
         left = memoryd_servers(self.home)
+        fig.left += len(left)
         if left:
             fig.fail(f"opencode serve started by memoryd still running: {left}")
+            for pid in left:
+                fig.fail(f"  left: {self.describe_server(pid)}")
+
+    def describe_server(self, pid: int) -> str:
+        """Who started a leftover ``opencode serve`` and what it had done (a failure's notes):
+        the memoryd named by ``CHAOS_PROC`` in its environment, that run's last lines, and the
+        server records memoryd keeps."""
+        tag, ppid = "", "?"
+        with contextlib.suppress(OSError):
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            tag = next(
+                (e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"CHAOS_PROC=")), ""
+            )
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            ppid = stat[stat.rindex(")") + 2 :].split()[1]
+        records = sorted(p.name for p in self.paths.private_servers.glob("*"))
+        launched = self.launched.get(tag)
+        if launched is None:
+            return f"pid {pid} (ppid {ppid}, CHAOS_PROC {tag!r}: no memoryd of ours); records {records}"
+        args, run = launched
+        lines = [ln.rstrip() for ln in run.lines if "DEBUG" in ln or "INFO" in ln][-8:]
+        return (
+            f"pid {pid} (ppid {ppid}) started by memoryd pid {run.pid} {list(args)} "
+            f"exit {run.proc.returncode}; records {records}; its last lines: {lines}"
+        )
 
 
 _LAUNCH = (
@@ -510,16 +540,22 @@ class WarmStart:
     def __init__(self, w: World) -> None:
         self.w = w
         self.ready: dict[bool, subprocess.Popen[str]] = {}
+        self.n = 0
+        self.tags: dict[int, str] = {}  # spare's pid -> its CHAOS_PROC
 
     def _spawn(self, private: bool) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+        self.n += 1
+        tag = f"{id(self)}-{self.n}"
+        proc = subprocess.Popen(
             [PY, "-c", _LAUNCH],
-            env=self.w.env(private=private),
+            env=self.w.env(private=private, CHAOS_PROC=tag),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.tags[proc.pid] = tag
+        return proc
 
     def start(self, args: tuple[str, ...], *, private: bool) -> Run:
         proc = self.ready.pop(private, None)
@@ -535,7 +571,9 @@ class WarmStart:
         proc.stdin.write(json.dumps(["-vv", *args]) + "\n")
         proc.stdin.flush()
         self.ready[private] = self._spawn(private)
-        return Run(proc)
+        run = Run(proc)
+        self.w.launched[self.tags.pop(proc.pid, "")] = (args, run)
+        return run
 
     def close(self) -> None:
         for proc in self.ready.values():

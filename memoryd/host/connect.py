@@ -121,7 +121,6 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostOpeni
         # Submitted to a worker thread now (a task would not run before the caller's local work),
         # and waited for until the process exists, so that work overlaps the whole boot.
         starting = asyncio.get_running_loop().run_in_executor(None, server.start)
-        await asyncio.to_thread(server.spawned.wait)
     else:
         raise HostUnreachable(
             "",
@@ -129,6 +128,8 @@ async def open_host(settings: Settings, paths: Paths) -> AsyncIterator[HostOpeni
             "and [host] start_server is false",
         )
     try:
+        if server is not None:  # inside the try: a pass cancelled while it spawns stops it too
+            await asyncio.to_thread(server.spawned.wait)
         async with AsyncExitStack() as stack:
             yield HostOpening(coords, starting, host.request_timeout_s, stack)
     finally:

@@ -262,7 +262,7 @@ class PrivateServer:
             env.setdefault(key, value)
         env["OPENCODE_SERVER_PASSWORD"] = password
         env["OPENCODE_SERVER_USERNAME"] = self.username
-        cmd = [binary, "serve", "--hostname", "127.0.0.1", "--port", str(port)]
+        cmd = [*_GATE, binary, "serve", "--hostname", "127.0.0.1", "--port", str(port)]
         if self.print_logs:
             cmd += ["--print-logs", "--log-level", self.log_level]
         where = f"http://127.0.0.1:{port}"
@@ -275,7 +275,7 @@ class PrivateServer:
                     cmd,
                     cwd=self.cwd,
                     env=env,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,  # the gate: opencode runs only once it is recorded
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     start_new_session=True,  # own process group: stop() reaches tool subprocesses
@@ -285,6 +285,7 @@ class PrivateServer:
             self._proc = proc
             self._record = _record_server(self.record_dir, proc.pid)
             note_server(proc.pid)  # our claims and helpers outlive us until this server is gone
+            _open_gate(proc)
             self._output = output = _Output(proc, self.log_file)
             atexit.register(self.stop)
         self.spawned.set()
@@ -390,6 +391,22 @@ class PrivateServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.stop)
+
+
+# Issue 29: a memoryd SIGKILLed between spawning opencode and recording it left a server that
+# nobody knew to stop. The child is a shell that becomes opencode (same pid, same start time)
+# only after reading a line on stdin, which memoryd writes once the record exists; a memoryd
+# killed before that closes the pipe by dying, and the shell exits without starting opencode.
+_GATE = ("/bin/sh", "-c", 'read -r go && exec "$0" "$@" </dev/null')
+
+
+def _open_gate(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+    except OSError:
+        pass  # the shell is gone already: the wait for "listening" reports its exit
 
 
 def _record_server(record_dir: Path | None, pid: int) -> Path | None:
