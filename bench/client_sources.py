@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from memoryd.host import claude_transcript, codex_rollout
 from memoryd.host import client_sources as cs
 
-FIXTURES = ROOT / "tests" / "unit" / "client_fixtures"
+FIXTURES = ROOT / "tests" / "unit" / "host" / "client_fixtures"
 
 
 def build(home: Path, kind: str, files: int, turns: int) -> int:

@@ -30,7 +30,7 @@ from memoryd.write.phase1 import Phase1
 from memoryd.write.phase2 import Phase2
 from memoryd.write.snapshot import snapshot
 from tests.fakehost import FakeOpencode, write_memory
-from tests.unit.test_client_sources import FIXTURES, fixture_text, newest_stamp
+from tests.unit.host.test_client_sources import FIXTURES, fixture_text, newest_stamp
 
 pytestmark = pytest.mark.anyio
 CLAUDE_ID = "8c1b2a34-5d6e-4f70-8a9b-0c1d2e3f4a5b"

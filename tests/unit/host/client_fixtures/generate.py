@@ -1,6 +1,6 @@
 """Regenerate the client transcript fixtures with the real Claude Code and Codex binaries.
 
-Run by hand (``.venv/bin/python -m tests.unit.client_fixtures.generate``) after a client update;
+Run by hand (``.venv/bin/python -m tests.unit.host.client_fixtures.generate``) after a client update;
 the unit tests only read the files it writes. Each client runs in the e2e sandbox against the
 scripted model: a first turn in a subfolder of a git repository that reads a file through a tool,
 then a second turn in the same session that corrects it. Machine-specific text is replaced
