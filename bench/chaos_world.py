@@ -153,26 +153,56 @@ class World:
         # CHAOS_PROC (in each warm memoryd's environment, so in its servers' too) -> that run
         self.launched: dict[str, tuple[tuple[str, ...], Run]] = {}
         self._server_owners: dict[int, int] = {}  # private opencode pid -> the memoryd's pid
+        # helper session id -> the memoryd that recorded it, as first seen: the record is deleted
+        # when the helper is (a reaped helper of a killed run), its calls may still arrive
+        self._helper_owners: dict[str, int] = {}
+        self._watching = threading.Event()
+        threading.Thread(target=self._watch_helpers, daemon=True).start()
         self.sessions: list[str] = []
         out = self.cli("install", "opencode")
         if out.returncode != 0:
             raise RuntimeError(f"memoryd install failed: {out.stderr}")
 
     def close(self) -> None:
+        self._watching.set()
         self.box.stop()
         self.mock.stop()
 
+    def _remember_helpers(self, rows: list[sqlite3.Row]) -> None:
+        for session_id, owner in rows:
+            if session_id in self._helper_owners:
+                continue
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                self._helper_owners[session_id] = int(json.loads(owner)["pid"])
+
+    def _watch_helpers(self) -> None:
+        """Every helper record, seen while it exists (a few hundred ms apart): a call that
+        arrives after its helper was reaped is still tied to the memoryd that made it."""
+        while not self._watching.wait(0.1):
+            with contextlib.suppress(sqlite3.Error, OSError):
+                if self._migrated():
+                    with contextlib.closing(self.db()) as conn:
+                        rows = conn.execute(
+                            "SELECT session_id, owner FROM helper_sessions"
+                        ).fetchall()
+                    with self._lock:
+                        self._remember_helpers(rows)
+
     def _helper_owner(self, helper: str | None) -> int | None:
-        if helper is None or not self._migrated():
+        if helper is None:
+            return None
+        with self._lock:
+            if helper in self._helper_owners:
+                return self._helper_owners[helper]
+        if not self._migrated():
             return None
         with contextlib.closing(self.db()) as conn:
-            row = conn.execute(
-                "SELECT owner FROM helper_sessions WHERE session_id = ?", (helper,)
-            ).fetchone()
-        try:
-            return int(json.loads(row[0])["pid"]) if row is not None else None
-        except (ValueError, KeyError, TypeError):
-            return None
+            rows = conn.execute(
+                "SELECT session_id, owner FROM helper_sessions WHERE session_id = ?", (helper,)
+            ).fetchall()
+        with self._lock:
+            self._remember_helpers(rows)
+            return self._helper_owners.get(helper)
 
     def _owner_by_peer(self, peer: tuple[str, int] | None) -> tuple[int | None, str]:
         """The memoryd behind a model call whose helper has no record: the opencode process
