@@ -53,6 +53,7 @@ def sdk_answer(home: Path, line: bytes) -> dict[str, object]:
     return answer
 
 
+@pytest.mark.slow  # starts real processes and waits on them
 def test_the_early_answer_is_the_sdk_servers_answer(memoryd_home: Path) -> None:
     assert tuple(HANDSHAKE_PROTOCOL_VERSIONS) == HANDSHAKE_VERSIONS
     for version in ("2024-11-05", "1999-01-01"):
@@ -166,6 +167,7 @@ def session(home: Path) -> list[dict[str, object]]:
         proc.stdout.close()
 
 
+@pytest.mark.slow  # starts real processes and waits on them
 def test_the_tool_list_comes_early_from_what_the_sdk_answered_last_time(
     memoryd_home: Path,
 ) -> None:

@@ -118,6 +118,7 @@ async def test_a_structured_answer_comes_back_with_its_usage(tmp_path: Path) -> 
     assert (tmp_path / "wd").is_dir()  # runs in memoryd's own empty folder
 
 
+@pytest.mark.slow  # starts real processes and waits on them
 async def test_a_hung_client_is_killed_with_what_it_started(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     exe = _fake_claude(
