@@ -29,6 +29,7 @@ Not a test: nothing here is collected by pytest.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import re
@@ -494,6 +495,9 @@ def run(
     from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode
 
     out = Run()
+    # An installed memoryd has its bytecode (pip compiles it); a checkout under
+    # PYTHONDONTWRITEBYTECODE would charge every run the compiling of each edited module.
+    compileall.compile_dir(str(REPO / "memoryd"), quiet=1)
     root = Path(tempfile.mkdtemp(prefix="memoryd-bench-idle-"))
     mock = box = proxy = None
     procs: list[subprocess.Popen[bytes]] = []

@@ -893,7 +893,7 @@ class RealPass:
 
 def _stamp_finals(store: Store, finals: list[float]) -> None:
     for m in ("mark_stage1_succeeded", "mark_stage1_no_output", "mark_stage1_failed"):
-        orig = getattr(store, m)
+        orig = getattr(store.stage1, m)
 
         def stamped(*a: Any, _orig: Callable[..., Any] = orig, **k: Any) -> Any:
             try:
@@ -901,7 +901,7 @@ def _stamp_finals(store: Store, finals: list[float]) -> None:
             finally:
                 finals.append(time.perf_counter())
 
-        setattr(store, m, stamped)
+        setattr(store.stage1, m, stamped)
 
 
 async def _timed_pass(

@@ -1,3 +1,4 @@
+import gc
 import sys
 
 if sys.argv[1:2] == ["tool"]:  # the shim's per-call path: skip loading the full CLI
@@ -20,6 +21,9 @@ if sys.argv[1:2] == ["hook"]:  # a client's hook: print the memory block, never 
 
     raise SystemExit(hook_main(sys.argv[2:]))
 
-from memoryd.cli import main
+# The CLI's imports build thousands of objects that live as long as the process and no garbage:
+# no collection runs until they are in (main() freezes them and turns the collector back on).
+gc.disable()
+from memoryd.cli import main  # noqa: E402
 
 raise SystemExit(main())

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from memoryd.redact import code, commands, printed, shapes, shell, spans, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, Rule
 
 __all__ = [
@@ -49,7 +50,7 @@ _HEADER_RULES = (
     Rule(
         "bearer",
         partial(
-            re.compile(
+            lazy(
                 r"(earer(?<=[Bb]earer)(?<![A-Za-z0-9_].earer)[ \t]+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*",
                 re.ASCII,
             ).subn,
@@ -60,7 +61,7 @@ _HEADER_RULES = (
     Rule(
         "basic-auth",
         partial(
-            re.compile(
+            lazy(
                 r"(uthorization(?<=[Aa]uthorization)(?<![A-Za-z0-9_].uthorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
                 r"(?i:basic)[ \t]+)"
                 r"[A-Za-z0-9+/]{8,}={0,2}",
@@ -108,7 +109,7 @@ POSITION_RULES: tuple[Rule, ...] = tuple(
 )
 _Step = tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]], str]
 _Steps = tuple[_Step, ...]
-_TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-.+/=~:]{16}")
+_TOKEN_RUN_RE = lazy(r"[A-Za-z0-9_\-.+/=~:]{16}")
 
 
 def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
@@ -159,7 +160,7 @@ def _run(steps: _Steps, text: str, folded: str, families: dict[str, None]) -> st
 
 # A JSON string literal that holds escapes: tool input as opencode stores it (a bash command, a
 # file an agent wrote) is JSON, and a rule written for the plain text would see \" and \n there.
-_JSON_STRING_RE = re.compile(r'"((?:[^"\\\n]|\\.){8,})"')
+_JSON_STRING_RE = lazy(r'"((?:[^"\\\n]|\\.){8,})"')
 _MAX_JSON_DEPTH = 3
 
 

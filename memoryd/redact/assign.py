@@ -18,6 +18,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, looks_random
 from memoryd.redact.values import (
     STRONG_KINDS,
@@ -33,41 +34,41 @@ _MAX_PLAIN_LEN = 4096
 # A keyword that ends a word: ``DB_PASSWORD``, ``apiKey``, ``--token``; not ``tokens`` or ``keyboard``.
 # The leading character class lets the regex engine skip ahead quickly; the lookbehinds then pick
 # the branch for that letter.
-KEYWORD_RE = re.compile(
+KEYWORD_RE = lazy(
     r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w|sk|at)|(?<=s)(?:ecret|ig(?:nature)?)"
     r"|(?<=t)oken|(?<=k)ey|(?<=a)uth(?:ori[sz]ation)?|(?<=c)(?:redentials?|reds|ookie))"
     r"(?![a-z0-9])"
 )
-MARKER_RE = re.compile(r"\[REDACTED(?::[a-z0-9-]+)?\]")
-_AFTER_KEYWORD_RE = re.compile(
+MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]")
+_AFTER_KEYWORD_RE = lazy(
     r"(?P<rest>[A-Za-z0-9_.\-]{0,128})(?P<close>\\*[\"'`])?(?P<ws>[ \t]*)"
     r"(?P<op>:=|=>|=(?![=~])|:(?!:))?(?P<ws2>[ \t]*)"
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_QUOTE_OPEN_RE = re.compile(r"(\\*)([\"'`])")
-_STRUCT_CHAR_RE = re.compile(r"[\[\]{}\"'\\]")
-_ESCAPE_PAIR_RE = re.compile(r"\\.", re.DOTALL)
-_JSON_PRIMITIVE_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])|(?:true|false|null)\b")
-_BLOCK_SCALAR_RE = re.compile(r"[|>][+-]?[1-9]?[+-]?(?:[ \t]+#.*)?")
-_FORMAT_FIELD_RE = re.compile(r"\{[A-Za-z_][\w.]*(?:\[[^\]{}]*\])?(?:![rsa])?(?::[^{}\n]*)?\}")
+_QUOTE_OPEN_RE = lazy(r"(\\*)([\"'`])")
+_STRUCT_CHAR_RE = lazy(r"[\[\]{}\"'\\]")
+_ESCAPE_PAIR_RE = lazy(r"\\.", re.DOTALL)
+_JSON_PRIMITIVE_RE = lazy(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])|(?:true|false|null)\b")
+_BLOCK_SCALAR_RE = lazy(r"[|>][+-]?[1-9]?[+-]?(?:[ \t]+#.*)?")
+_FORMAT_FIELD_RE = lazy(r"\{[A-Za-z_][\w.]*(?:\[[^\]{}]*\])?(?:![rsa])?(?::[^{}\n]*)?\}")
 _TYPE_EXPR = r"[A-Za-z_][\w.]*(?:\[[^\]\n]*\]|<[^>\n]*>)?"
-_TYPE_ANNOTATION_RE = re.compile(
+_TYPE_ANNOTATION_RE = lazy(
     rf"(?P<type>{_TYPE_EXPR}(?:[ \t]*\|[ \t]*{_TYPE_EXPR})*\??)(?P<eq>[ \t]+=(?![=>])[ \t]*)?"
 )
-_AUTH_SCHEME_RE = re.compile(r"[A-Za-z][\w.\-]{1,30}[ \t]+(?=[^\s=])")
-_COOKIE_PAIR_RE = re.compile(r"(?:(?<=^)|(?<=[;,\s]))([!#$%&'*+.^`|~\w\-]+)=([^;,\s\"'\\]*)")
+_AUTH_SCHEME_RE = lazy(r"[A-Za-z][\w.\-]{1,30}[ \t]+(?=[^\s=])")
+_COOKIE_PAIR_RE = lazy(r"(?:(?<=^)|(?<=[;,\s]))([!#$%&'*+.^`|~\w\-]+)=([^;,\s\"'\\]*)")
 _COOKIE_ATTRIBUTES = frozenset(
     {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
 )
-_STRING_PREFIX_RE = re.compile(r"[rRbBuUfF]{1,2}(?=[\"'])")
-_REGEX_HINT_RE = re.compile(r"\\|\[|\(\?|\|")
-_TUPLE_TARGET_RE = re.compile(
+_STRING_PREFIX_RE = lazy(r"[rRbBuUfF]{1,2}(?=[\"'])")
+_REGEX_HINT_RE = lazy(r"\\|\[|\(\?|\|")
+_TUPLE_TARGET_RE = lazy(
     r"(?:^|[\n(\[]|\\n)[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*,[ \t]*\Z"
 )
-_CIPHERTEXT_RE = re.compile(
+_CIPHERTEXT_RE = lazy(
     r"(?i)[\"']?(?:encrypted\w*|ciphertext|iv|nonce|auth_tag|kms\w*)[\"']?[ \t]*:"
 )
-_QUALIFIED_BEFORE_RE = re.compile(
+_QUALIFIED_BEFORE_RE = lazy(
     r"(?i)(?:public|pub|cache|cached|idempotency|request|host|subject|authority|foreign|primary"
     r"|sort|partition|routing|lookup|object|restored|saved)[ \t]+\Z"
 )
@@ -204,7 +205,7 @@ def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pa
         ends.append(r"(?<!\\)\"" if style == "header" else r"\\[nrt\"']|\"")
     if enclosing:
         ends.append(re.escape(enclosing))
-    return re.compile("|".join(ends))
+    return lazy("|".join(ends))
 
 
 _LABEL_WORDS = ("my", "your", "the", "some", "test", "fake", "dummy", "example", "sample", "mock")

@@ -23,25 +23,26 @@ from __future__ import annotations
 
 import re
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.spans import QUOTED, VAL, apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, password_like, plain, secret_key_kind, weak_ok
 
 # --- SQL ------------------------------------------------------------------------------------------
 
-_SQL_RE = re.compile(
+_SQL_RE = lazy(
     r"(?i)(?:\bset[ \t]+password(?:[ \t]+for[ \t]+\S+)?[ \t]*=[ \t]*(?:password[ \t]*\([ \t]*)?"
     r"(?=\\*['\"])|(?:\b|(?<=@)[a-z_]{0,24})(?:password|passwd)|\bsecret"
     r"|\bidentified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?)"
     r"[ \t]*(?:=[ \t]*|\bto[ \t]+|\bas[ \t]+|\(?[ \t]*)?(?:password[ \t]*\([ \t]*)?"
     r"(?<![\w\\])(?:[EN](?=['\"]))?" + QUOTED
 )
-_ORACLE_RE = re.compile(r"(?i)\bidentified[ \t]+by[ \t]+(?P<s>(?![\"'`:?])[^\s;\"'`]+)")
+_ORACLE_RE = lazy(r"(?i)\bidentified[ \t]+by[ \t]+(?P<s>(?![\"'`:?])[^\s;\"'`]+)")
 _SQL_WORDS = frozenset(
     {"values", "null", "default", "password", "externally", "globally", "random", "with"}
 )
 # DB2: CONNECT TO db USER u USING pw
-_USING_RE = re.compile(r"(?i)\buser[ \t]+[\w.\-@]+[ \t]+using[ \t]+" + VAL)
+_USING_RE = lazy(r"(?i)\buser[ \t]+[\w.\-@]+[ \t]+using[ \t]+" + VAL)
 
 
 def _sql_judge(m: re.Match[str], text: str) -> bool:
@@ -58,26 +59,24 @@ def _oracle_judge(m: re.Match[str], text: str) -> bool:
 
 # --- pairs ----------------------------------------------------------------------------------------
 
-_PAIR_RE = re.compile(
+_PAIR_RE = lazy(
     r"(?P<kq>\\*[\"'`])(?P<k>[A-Za-z_][\w.\-]{0,63})(?P=kq)[ \t]*(?:[,:]|=>|->|[ \t]to)[ \t]*"
     + QUOTED.replace("<q>", "<q2>").replace("(?P=q)", "(?P=q2)")
 )
-_SUBSCRIPT_RE = re.compile(
+_SUBSCRIPT_RE = lazy(
     r"\[[ \t]*(?P<kq>\\*[\"'])(?P<k>[A-Za-z_][\w.\-]{0,63})(?P=kq)[ \t]*\][ \t]*(?:=|:=|\|\|=)[ \t]*"
     + QUOTED
 )
-_BRACKET_KEY_RE = re.compile(r"\[(?P<k>[A-Za-z_][\w\-]{0,63})\][ \t]*=[ \t]*" + VAL)
+_BRACKET_KEY_RE = lazy(r"\[(?P<k>[A-Za-z_][\w\-]{0,63})\][ \t]*=[ \t]*" + VAL)
 # KEY ?= v, KEY += v, KEY ::= v (make); KEY: &str = "v", key: String = "v" (annotated)
-_MAKE_RE = re.compile(
-    r"(?m)^(?P<k>[A-Za-z_][\w.\-]{0,63})[ \t]*(?:\?=|\+=|::=)[ \t]*(?P<s>[^\s#\\]+)"
-)
-_ANNOTATED_RE = re.compile(
+_MAKE_RE = lazy(r"(?m)^(?P<k>[A-Za-z_][\w.\-]{0,63})[ \t]*(?:\?=|\+=|::=)[ \t]*(?P<s>[^\s#\\]+)")
+_ANNOTATED_RE = lazy(
     r"(?<![\w$])(?P<k>[A-Za-z_][\w]{0,63})[ \t]*:[ \t]*&?'?[\w]*[ \t]*[\w\[\]<>:, ]{0,40}?[ \t]*=[ \t]*"
     + QUOTED
 )
 # "lit".into(), []byte("lit"), Buffer.from("lit"), Some("lit"), String::from("lit"): a literal
 # wrapped in a conversion, assigned to a secret-named key
-_WRAPPED_RE = re.compile(
+_WRAPPED_RE = lazy(
     r"(?<![\w$])(?P<k>[A-Za-z_][\w]{0,63})[ \t]*(?::=|=|:)[ \t]*(?:&?\[\]byte|Buffer\.from|bytes(?:\.fromhex)?"
     r"|String::from|Some|SecretStr|SecretString::new|Secret::new|base64\.b64decode|bytearray|str|String"
     r"|Encoding\.UTF8\.GetBytes|\w+\.encode)\([ \t]*(?:[bru]{1,2}(?=[\"']))?"
@@ -104,28 +103,26 @@ def _wrapped(text: str) -> tuple[str, int]:
 
 
 # "Bearer " + "lit", 'Token ' + 'lit': a scheme word concatenated with a literal
-_SCHEME_CONCAT_RE = re.compile(
+_SCHEME_CONCAT_RE = lazy(
     r"(?i)[\"'`](?:bearer|token|basic|apikey|digest)[ \t]+[\"'`][ \t]*\+[ \t]*" + QUOTED
 )
 # :basic, 'user', 'pw' (Faraday); basic_auth=("user", "pw"); auth: ['user', 'pw']
-_AUTH_PAIR_RE = re.compile(
+_AUTH_PAIR_RE = lazy(
     r"(?i)(?::basic|\w*auth\w*[ \t]*[=:][ \t]*[(\[])[ \t]*,?[ \t]*(?P<uq>\\*[\"'])[^\"'\n]{1,128}(?P=uq)[ \t]*,[ \t]*"
     + QUOTED
 )
 # Hardhat/Foundry: accounts: ["0x<64 hex>"], a deployer's private key
-_EVM_ACCOUNTS_RE = re.compile(
-    r"accounts[ \t]*:[ \t]*\[[ \t]*(?P<q>[\"'`])(?P<s>0x[0-9a-fA-F]{64})(?P=q)"
-)
+_EVM_ACCOUNTS_RE = lazy(r"accounts[ \t]*:[ \t]*\[[ \t]*(?P<q>[\"'`])(?P<s>0x[0-9a-fA-F]{64})(?P=q)")
 # DB_PASSWORD "x", auth_basic_user_file…: a secret-named word, blanks, a quoted literal, line end
-_SPACED_RE = re.compile(
+_SPACED_RE = lazy(
     r"(?m)(?:^|(?<=[\s(]))(?P<k>[A-Za-z_@][\w.\-]{1,63})[ \t]+" + QUOTED + r"[ \t;,]*(?=\r?$|\\n)"
 )
 
 
 # $db_password = '…' (PHP, Perl, PowerShell): a variable named for a secret given a literal
-_SIGIL_RE = re.compile(r"(?<![\w$])\$(?P<k>[A-Za-z_]\w{1,63})[ \t]*(?:=|:=)[ \t]*" + QUOTED)
+_SIGIL_RE = lazy(r"(?<![\w$])\$(?P<k>[A-Za-z_]\w{1,63})[ \t]*(?:=|:=)[ \t]*" + QUOTED)
 # session=…, _acme_session=…, JSESSIONID=…, SESSION_SALT=…: random values of session-ish names
-_SESSION_RE = re.compile(
+_SESSION_RE = lazy(
     r"(?i)(?<![\w\-])(?P<k>[\w.\-]*(?:session|sess|sid|salt|pepper|identity|aspnetcore|remember_?me)(?:id|\.application)?)[\"']?[ \t]*[=:][ \t]*"
     + VAL
 )
@@ -137,7 +134,7 @@ def _session_judge(m: re.Match[str], text: str) -> bool:
 
 
 # NEO4J_AUTH=neo4j/pw, DOCKER_AUTH=user:pw, BUNDLE_GEMS__HOST__COM=user:pw: a user and a password
-_USER_PASS_VALUE_RE = re.compile(
+_USER_PASS_VALUE_RE = lazy(
     r"(?<![\w\-])(?P<k>[A-Z][A-Z0-9_]*(?:AUTH|CREDENTIALS?|CREDS|LOGIN|USERPASS|__COM|__IO|__ORG|__NET)"
     r"[A-Z0-9_]*)=[\"']?(?P<u>[\w.\-@]{1,64})[/:](?P<s>[^\s\"'/:@]{4,256})"
 )
@@ -153,10 +150,10 @@ def _has_letters_and_digits(value: str) -> bool:
 
 
 # mount options: username=u,password=pw,uid=1000 (fstab, mount -o, smb credentials)
-_OPTION_RE = re.compile(r"(?i)(?<![\w\-])(?:password|passwd|pass|pwd)=(?P<s>[^,\s\"']{3,256})(?=,)")
+_OPTION_RE = lazy(r"(?i)(?<![\w\-])(?:password|passwd|pass|pwd)=(?P<s>[^,\s\"']{3,256})(?=,)")
 
 
-_COMMAND_SUBSTITUTION_RE = re.compile(
+_COMMAND_SUBSTITUTION_RE = lazy(
     r"(?:cat|echo|printf|pass|op|vault|aws|gcloud|az|security|gopass)\s"
 )
 
@@ -177,12 +174,12 @@ def _pair_judge(m: re.Match[str], text: str) -> bool:
 
 # --- name / value items ---------------------------------------------------------------------------
 
-_NAME_FIELD_RE = re.compile(
+_NAME_FIELD_RE = lazy(
     r"(?i)(?<![\w\-])[\"']?(?:parameter|setting|secret|option|attribute|field)?"
     r"(?:name|key|keyname|parameter|param|id|env|variable)[\"']?[ \t]*[:=][ \t]*"
     r"[\"']?(?P<k>[A-Za-z_/@][\w.\-/@]{0,127})[\"']?"
 )
-_VALUE_FIELD_RE = re.compile(
+_VALUE_FIELD_RE = lazy(
     r"(?i)(?<![\w\-])[\"']?(?:parameter|setting|secret|option|attribute|field)?_?value[\"']?"
     r"[ \t]*[:=][ \t]*" + VAL
 )
@@ -213,10 +210,10 @@ def _named_values(text: str) -> tuple[str, int]:
     return apply_spans(text, spans)
 
 
-_TF_VARIABLE_RE = re.compile(
+_TF_VARIABLE_RE = lazy(
     r"variable[ \t]+\"(?P<k>[\w\-]+)\"[ \t]*\{(?P<body>[^{}]{0,600}?)\}", re.DOTALL
 )
-_TF_DEFAULT_RE = re.compile(r"\bdefault[ \t]*=[ \t]*" + QUOTED)
+_TF_DEFAULT_RE = lazy(r"\bdefault[ \t]*=[ \t]*" + QUOTED)
 
 
 def _terraform_defaults(text: str) -> tuple[str, int]:
@@ -232,7 +229,7 @@ def _terraform_defaults(text: str) -> tuple[str, int]:
     return apply_spans(text, spans)
 
 
-_JWK_PRIVATE_RE = re.compile(r"(?P<kq>\\*\")(?:d|p|q|dp|dq|qi|k)(?P=kq)[ \t]*:[ \t]*" + QUOTED)
+_JWK_PRIVATE_RE = lazy(r"(?P<kq>\\*\")(?:d|p|q|dp|dq|qi|k)(?P=kq)[ \t]*:[ \t]*" + QUOTED)
 
 
 def _jwk(text: str) -> tuple[str, int]:
@@ -243,31 +240,29 @@ def _jwk(text: str) -> tuple[str, int]:
 
 # --- calls ----------------------------------------------------------------------------------------
 
-_OPEN_RE = re.compile(r"\((?=[\s\S]{0,200}?[\"'`])")
-_ARG_RE = re.compile(
-    r"(?:[bruBRUfF]{1,2}(?=[\"']))?(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
-)
-_ARG_STRUCT_RE = re.compile(r"[\"'`()\[\]{}]|\\(?=[\"'])")
+_OPEN_RE = lazy(r"\((?=[\s\S]{0,200}?[\"'`])")
+_ARG_RE = lazy(r"(?:[bruBRUfF]{1,2}(?=[\"']))?(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)")
+_ARG_STRUCT_RE = lazy(r"[\"'`()\[\]{}]|\\(?=[\"'])")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
-_CREDENTIAL_CALL_RE = re.compile(
+_CREDENTIAL_CALL_RE = lazy(
     r"(?i)(?:log_?in|logon|sign_?in|authenticate|auth|bind(?:_s)?|connect|credentials?|sign"
     r"|encode|hmac|fernet|cipher|client|session|sdk|pool|smtp\w*|imap\w*|ftp\w*|t?otp|hotp"
     r"|securestring|handler|keypair|wallet|signer|account|aes|des|jwt|jose|crypt|mac)(?:async|_s|_sync)?"
 )
-_SETTER_PREFIX_RE = re.compile(
+_SETTER_PREFIX_RE = lazy(
     r"^(?:set|with|use|change|update|create|store|save|put|add|write|register|assign|init)"
     r"_?(?=[A-Z_a-z])"
 )
-_GETTER_RE = re.compile(
+_GETTER_RE = lazy(
     r"(?i)^(?:get|read|fetch|load|lookup|find|has|check|verify|validate|hash|compare|is|prompt"
     r"|ask|input|reset|forgot|request|delete|remove|clear|revoke|generate|rotate|mask|redact)"
 )
-_KEYWORD_ARG_RE = re.compile(
+_KEYWORD_ARG_RE = lazy(
     r"(?i)(?:user(?:name)?|host(?:name)?|login|email|dsn|url|db|database|name|algorithm|region"
     r"|port|scheme|path|file\w*|mode|charset|encoding|driver|dialect|issuer|audience|label"
     r"|title|prompt|message|description)\w*[ \t]*[=:][ \t]*\Z"
 )
-_HOST_RE = re.compile(
+_HOST_RE = lazy(
     r"localhost|[\w\-]+(?:\.[\w\-]+)+(?::\d+)?|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|[\w\-.]+:\d{2,5}"
 )
 _CALL_SPAN = 600
@@ -394,7 +389,7 @@ def _calls(text: str) -> tuple[str, int]:
     return apply_spans(text, spans)
 
 
-_USER_RE = re.compile(
+_USER_RE = lazy(
     r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|(?:cn|uid|dn)=[^\n]+|[a-z][a-z0-9_.\-]{0,31}|[A-Z]+\\\\?[\w.\-]+"
 )
 

@@ -27,15 +27,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, Rule, looks_random
 from memoryd.redact.values import keep, secret_key_kind
 
 _VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"`;|&<>()]+)"
-_SEGMENT_END_RE = re.compile(r"[\n;|]|&&|\\n")
-_REFERENCE_RE = re.compile(
+_SEGMENT_END_RE = lazy(r"[\n;|]|&&|\\n")
+_REFERENCE_RE = lazy(
     r"[\"']?(?:\$env:[A-Za-z_]\w*|\$\{?[A-Za-z_]\w*\}?|\{\{[^}]*\}\}|<[^<>]*>|\*+|x{3,})[\"']?"
 )
-_PORTISH_RE = re.compile(r"[\"']?[\d.:/\-]+(?:tcp|udp)?[\"']?")
+_PORTISH_RE = lazy(r"[\"']?[\d.:/\-]+(?:tcp|udp)?[\"']?")
 _MARKER_START = "[REDACTED"
 
 
@@ -77,9 +78,9 @@ def _contextual(
 ) -> Callable[[str], tuple[str, int]]:
     """Redact group ``s`` of ``pattern`` where ``context`` occurs earlier in the same command
     (and ``unless`` does not)."""
-    regex = re.compile(pattern)
-    ctx = re.compile(context) if context else None
-    not_ctx = re.compile(unless) if unless else None
+    regex = lazy(pattern)
+    ctx = lazy(context) if context else None
+    not_ctx = lazy(unless) if unless else None
 
     def apply(text: str) -> tuple[str, int]:
         count = 0
@@ -115,11 +116,11 @@ _LOGIN_COMMAND = (
 )
 
 # user:password after a user flag, attached or spaced, quoted or not (``-sSfu u:p`` too)
-_USERPASS_RE = re.compile(
+_USERPASS_RE = lazy(
     r"-(?<![\w-]-)(?:[A-Za-z]{0,6}[uUa]|-user|-proxy-user|-auth)(?:[ \t]+|=|(?=[^\s\-]))"
     r"(?P<q>['\"]?)(?P<user>[^\s:'\"]*):(?P<s>[^\s'\"]+)(?P=q)"
 )
-_HTTP_CLIENT_RE = re.compile(_HTTP_CLIENT)
+_HTTP_CLIENT_RE = lazy(_HTTP_CLIENT)
 _ATTACHED = r"-(?<=[ \t]-)p(?P<s>[^\s'\"`;|&<>()-][^\s'\"`;|&<>()]*|'[^'\n]*'|\"[^\"\n]*\")"
 _SPACED_P = rf"-(?<=[ \t]-)[pw][ \t]+{_VALUE}"
 
@@ -147,7 +148,7 @@ def _userpass(text: str) -> tuple[str, int]:
 _WORD = r"(?:[^\s\\\"]|\\(?![nrt\"\\]))+"
 _EOL = r"(?=[ \t]*(?:\r?$|\\[nr]|\"))"
 _BOL = r"(?:^|(?<=\\n)|(?<=\"))"
-_LINE_BREAK_RE = re.compile(r"\n|\\n|(?<!\\)\"")
+_LINE_BREAK_RE = lazy(r"\n|\\n|(?<!\\)\"")
 
 
 def _line_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int, int]:
@@ -161,9 +162,9 @@ def _line_bounds(text: str, start: int, end: int, reach: int = 300) -> tuple[int
 
 
 # .netrc: a password token in a file that names a machine or a login
-_NETRC_RE = re.compile(rf"assw(?<=passw)(?<![\w\-]passw)(?:ord|d)[ \t]+(?P<s>{_WORD})")
-_NETRC_CONTEXT_RE = re.compile(rf"{_CMD}(?:machine|default|login)(?:[ \t\n]|\\n)")
-_NETRC_NEXT_RE = re.compile(r"[ \t]+(?:machine|default|login|account|macdef)\b")
+_NETRC_RE = lazy(rf"assw(?<=passw)(?<![\w\-]passw)(?:ord|d)[ \t]+(?P<s>{_WORD})")
+_NETRC_CONTEXT_RE = lazy(rf"{_CMD}(?:machine|default|login)(?:[ \t\n]|\\n)")
+_NETRC_NEXT_RE = lazy(r"[ \t]+(?:machine|default|login|account|macdef)\b")
 
 
 def _netrc(text: str) -> tuple[str, int]:
@@ -186,13 +187,13 @@ def _netrc(text: str) -> tuple[str, int]:
 
 
 # .pgpass: hostname:port:database:username:password (``\:`` and ``\\`` escaped inside)
-_PGPASS_RE = re.compile(
+_PGPASS_RE = lazy(
     r":(?P<port>\*|\d{1,5}):(?:\*|[^\s:\"]+):(?:\*|[^\s:\"]+):"
     rf"(?P<s>(?:\\[:\\]|[^\s\\\"])+){_EOL}",
     re.MULTILINE,
 )
-_PGPASS_HOST_RE = re.compile(r"\*|[A-Za-z0-9][\w.\-]*")
-_MAC_RE = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*")
+_PGPASS_HOST_RE = lazy(r"\*|[A-Za-z0-9][\w.\-]*")
+_MAC_RE = lazy(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*")
 
 
 def _pgpass(text: str) -> tuple[str, int]:
@@ -215,17 +216,17 @@ def _pgpass(text: str) -> tuple[str, int]:
 
 
 # XML: <password>x</password>, <entry key="db.password">x</entry>, <add key="Password" value="x"/>
-_XML_ELEMENT_RE = re.compile(
+_XML_ELEMENT_RE = lazy(
     r"<(?P<tag>[A-Za-z_][\w.:\-]{0,64})(?P<attrs>\s[^<>\n]{0,200})?>(?P<s>[^<>\n]{1,512})</(?P=tag)>"
 )
-_XML_KEYWORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|auth|credential|cookie|master")
+_XML_KEYWORD_RE = lazy(r"(?i)pass|pwd|secret|token|key|auth|credential|cookie|master")
 # cheap gates: a closing tag or a key/name attribute that names a secret
-_XML_GATE_RE = re.compile(
+_XML_GATE_RE = lazy(
     r"</[\w.:\-]{0,30}?(?i:pass|pwd|secret|token|key|auth|credential|master)"
     r"|\b(?:key|name)\s*=\s*\\?[\"'][^\"'\\]{0,40}?(?i:pass|pwd|secret|token|key|auth|credential)"
 )
-_XML_NAME_ATTR_RE = re.compile(r"\b(?:key|name)\s*=\s*\\?[\"']([^\"'\\]{1,64})\\?[\"']")
-_XML_PAIR_RE = re.compile(
+_XML_NAME_ATTR_RE = lazy(r"\b(?:key|name)\s*=\s*\\?[\"']([^\"'\\]{1,64})\\?[\"']")
+_XML_PAIR_RE = lazy(
     r"\b(?:key|name)\s*=\s*\\?\"(?P<k>[^\"\\]{1,64})\\?\"\s+value\s*=\s*\\?\""
     r"(?P<s>[^\"\\\n]{1,512})\\?\""
 )
@@ -278,7 +279,7 @@ _CREDENTIAL_PAIR = (
 )
 # Each opens with a literal (fast); the lookbehinds name the call.
 _CODE_CREDENTIALS_RES = tuple(
-    re.compile(head + _CREDENTIAL_PAIR)
+    lazy(head + _CREDENTIAL_PAIR)
     for head in (
         r"auth(?<![\w.]auth)[ \t]*=[ \t]*\(",
         r"Auth(?:(?<=BasicAuth)|(?<=DigestAuth))[ \t]*\(",
@@ -307,7 +308,7 @@ def _code_credentials(text: str) -> tuple[str, int]:
 # Each keyword is found by its literal tail (fast); the lookbehinds check its first letter and that
 # it starts a word.
 _PROSE_SECRET_RES = tuple(
-    re.compile(
+    lazy(
         rf"{tail}(?<=(?i:{first}){tail})(?<![\w\-].{tail})(?:[ \t]+(?:is|was))?[ \t]+"
         r"(?P<s>[^\s\"'`]{8,128})"
     )
@@ -322,7 +323,7 @@ _PROSE_SECRET_RES = tuple(
         ("a", "pikey"),
     )
 )
-_NOT_A_PASSWORD_RE = re.compile(
+_NOT_A_PASSWORD_RE = lazy(
     r"[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)+|.*(?:://|[/=${}()<>\[\]]).*|.*\.\w{1,4}"
 )
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.spans import apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, named_with_hash, password_like, plain
 
-_PASSWORD_NOUN_RE = re.compile(
+_PASSWORD_NOUN_RE = lazy(
     r"(?i)pass|\bpwd?\b|kennwort|contrase|clave|senha|wachtwoord|parola|has(?:ł|l)o|пароль|şifre"
     r"|lösenord|salasana|heslo|jelszó|adgangskode"
 )
@@ -40,22 +41,22 @@ _SECRET_NOUN = (
     r"key|token|password|passphrase|passcode|secret|pin|code|credentials?|phrase|mnemonic"
     r"|passwort|kennwort|contrase(?:ñ|n)a|clave|senha|mot[ \t]de[ \t]passe|wachtwoord"
 )
-_LABEL_RE = re.compile(
+_LABEL_RE = lazy(
     r"(?im)^[ \t>*#\-]*(?P<label>(?:[A-Za-z][\w\-']*[ \t]+){0,6}?(?:" + _SECRET_NOUN + r")"
     r"(?:[ \t_\-]?(?:content|value|material|data|string|text|id|ID|Id))?)"
     r"(?:[ \t]+#?\d{1,2})?(?:[ \t]*\[[^\]\n]{0,40}\])?(?:[ \t]*:|[ \t]{2,}=)[ \t]+"
     r"(?P<q>[\"'`]?)(?P<s>[^\s\"'`\\]{6,512}|(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4})(?P=q)[ \t]*\r?$"
 )
-_STRONG_LABEL_RE = re.compile(
+_STRONG_LABEL_RE = lazy(
     r"(?i)password|passphrase|passcode|secret|token|api[ \t]*key|access[ \t]*key|private[ \t]*key"
     r"|unseal|recovery|root|master|auth|admin|mnemonic|seed|setup[ \t]key|content|passwort"
     r"|contrase|senha|clave|mot de passe"
 )
-_NOT_SECRET_LABEL_RE = re.compile(
+_NOT_SECRET_LABEL_RE = lazy(
     r"(?i)\b(?:public|fingerprint|id|ttl|type|name|hash|length|count|cache|idempotency|request"
     r"|trace|version|expires?|created|present|policy|format|algorithm|identifier|usage|size)\b"
 )
-_SENTENCE_RE = re.compile(
+_SENTENCE_RE = lazy(
     r"(?im)\b(?:" + _SECRET_NOUN + r")\b[^\n:=]{1,80}?:[ \t]+"
     r"(?P<s>[^\s\"'`\\]{8,256}|(?:[a-z0-9]{4}[ \t]){3,11}[a-z0-9]{4})[ \t]*\r?$"
 )
@@ -103,11 +104,11 @@ def _symbolic(value: str) -> bool:
 
 # --- the value on the next line -------------------------------------------------------------------
 
-_NEXT_LINE_RE = re.compile(
+_NEXT_LINE_RE = lazy(
     r"(?im)^[^\n]{0,120}\b(?:" + _SECRET_NOUN + r")\b[^\n]{0,80}:[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}"
     r"[ \t]*(?P<s>[^\s\\]{8,512})[ \t]*\r?$"
 )
-_REDIS_PAIR_RE = re.compile(
+_REDIS_PAIR_RE = lazy(
     r"(?m)^\d+\)[ \t]+\"(?P<k>[\w\-]*(?:pass|secret|token|auth|key)[\w\-]*)\"[ \t]*\r?\n"
     r"\d+\)[ \t]+\"(?P<s>[^\"\n]{4,512})\""
 )
@@ -127,9 +128,9 @@ _PROMPT = (
     r"(?:[$#%>][ \t]+|>>>[ \t]+|In[ \t]\[\d+\]:[ \t]*|PS[^\n>]{0,60}>[ \t]*"
     r"|[\w.\-]+@[\w.\-]+[^\n$#]{0,60}[$#][ \t]+|[\w.\-]+(?::\d+)?>[ \t]+)"
 )
-_PRINTER_RE = re.compile(r"(?im)^[ \t]*" + _PROMPT + r"(?P<cmd>[^\n]{2,400})\r?\n")
+_PRINTER_RE = lazy(r"(?im)^[ \t]*" + _PROMPT + r"(?P<cmd>[^\n]{2,400})\r?\n")
 # a command that reads, decodes or shows a secret, or one that makes a new one
-_PRINTS_SECRET_RE = re.compile(
+_PRINTS_SECRET_RE = lazy(
     r"(?i)(?=.*(?:secret|passw|token|credential|\.key\b|keys[ \t]+list|show-secrets|node-token"
     r"|id\.json|keypair|auth\.txt|\.pass\b|_pass\b|\.env\b|private|\bpass[ \t]+show|gopass"
     r"|find-(?:generic|internet)-password|keepassxc|lpass|\bbw[ \t]+get|\bop[ \t]+(?:read|item)))"
@@ -141,10 +142,10 @@ _PRINTS_SECRET_RE = re.compile(
     r"|initial-?password|reset-password)"
 )
 # the last stage derives a public key: wg pubkey, ssh-keygen -y, openssl pkey -pubout
-_DERIVES_PUBLIC_RE = re.compile(r"(?i)\|[^|]*(?:pubkey|-pubout|-y\b|public)[^|]*$")
-_OUT_PREFIX_RE = re.compile(r"^(?:Out\[\d+\]:[ \t]*)?(?:[bru](?=[\"']))?")
-_OUTPUT_LABEL_RE = re.compile(r"(?P<label>[A-Za-z][\w \-]{0,40}):[ \t]+(?P<s>[^\s\"'`\\]{8,256})")
-_TABLE_ROW_RE = re.compile(r"(?P<k>[A-Za-z_][\w.\-:]{1,63})[ \t]{2,}(?P<s>[^\s\\]{4,512})")
+_DERIVES_PUBLIC_RE = lazy(r"(?i)\|[^|]*(?:pubkey|-pubout|-y\b|public)[^|]*$")
+_OUT_PREFIX_RE = lazy(r"^(?:Out\[\d+\]:[ \t]*)?(?:[bru](?=[\"']))?")
+_OUTPUT_LABEL_RE = lazy(r"(?P<label>[A-Za-z][\w \-]{0,40}):[ \t]+(?P<s>[^\s\"'`\\]{8,256})")
+_TABLE_ROW_RE = lazy(r"(?P<k>[A-Za-z_][\w.\-:]{1,63})[ \t]{2,}(?P<s>[^\s\\]{4,512})")
 _OUTPUT_LINES = 12
 
 
@@ -204,7 +205,7 @@ def _hexish(value: str) -> bool:
 # --- chat -----------------------------------------------------------------------------------------
 
 # "<noun> … is X" in the languages developers most often write in
-_PROSE_RE = re.compile(
+_PROSE_RE = lazy(
     r"(?i)\b(?:password|passphrase|passcode|secret|token|api[ \t]key|key|pat|creds|credentials|pwd?"
     r"|passwd|pass(?=:)|passwort|kennwort|contrase(?:ñ|n)a|clave|mot[ \t]de[ \t]passe|senha"
     r"|wachtwoord|parola|has(?:ł|l)o|пароль|şifre\w*|lösenord\w*|salasana|heslo|jelszó|adgangskode)"
@@ -241,13 +242,13 @@ def _prose(text: str) -> tuple[str, int]:
 
 
 # "here's the key 2H3p…, keep it safe": a random value right after the noun
-_ADJACENT_RE = re.compile(
+_ADJACENT_RE = lazy(
     r"(?i)\b(?:key|token|secret|pat|password|passphrase|credential|pw)s?\b[ \t]+(?P<s>[^\s\"'`\\,;]{20,256})"
 )
 # "use `Hooli&staging17` as the admin pw": a quoted word in a sentence about a password
-_QUOTED_WORD_RE = re.compile(r"(?P<q>[`'\"])(?P<s>[^\s`'\"\\]{6,64})(?P=q)")
+_QUOTED_WORD_RE = lazy(r"(?P<q>[`'\"])(?P<s>[^\s`'\"\\]{6,64})(?P=q)")
 # postfix sasl_passwd, netrc-like lines: [host]:port user:password
-_HOST_USER_PASS_RE = re.compile(
+_HOST_USER_PASS_RE = lazy(
     r"(?m)^[ \t]*\[?[\w.\-]+\.[a-z]{2,}\]?(?::\d{1,5})?[ \t]+[\w.+\-]+(?:@[\w.\-]+)?:"
     r"(?P<s>[a-z]{4}(?: [a-z]{4}){3}|[^\s:@]{6,256})[ \t]*\r?$"
 )
@@ -283,7 +284,7 @@ def _quoted_word(text: str) -> tuple[str, int]:
 
 
 # ASCII tables (mysql, psql): a column whose header names a secret
-_TABLE_SEP_RE = re.compile(r"^(?:\+[-+]+\+|\|[ :|\-]+\|)$")
+_TABLE_SEP_RE = lazy(r"^(?:\+[-+]+\+|\|[ :|\-]+\|)$")
 
 
 def _table_columns(text: str) -> tuple[str, int]:
@@ -326,13 +327,13 @@ def _table_columns(text: str) -> tuple[str, int]:
 # Router and switch configs: "password 7 <hex>", "enable secret 5 $1$…", "key 0 <k>",
 # "snmp-server community <c> RO", "key-string <k>", "message-digest-key 1 md5 <k>",
 # "auth sha <p> priv aes 128 <p>", "pre-shared-key <k>"
-_DEVICE_RE = re.compile(
+_DEVICE_RE = lazy(
     r"(?im)(?:^|(?<=[ \t]))(?:password|secret|key|community|key-string|pre-shared-key|psk"
     r"|authentication-key|message-digest-key[ \t]+\d+[ \t]+md5|auth[ \t]+(?:sha\d*|md5)"
     r"|priv[ \t]+(?:aes|des|3des)(?:[ \t]+\d+)?)"
     r"[ \t]+(?:(?P<t>[0-9]|ascii|hex|cleartext)[ \t]+)?[\"']?(?P<s>[^\s\"'`\\]{4,256})[\"']?(?=[ \t]|\r?$)"
 )
-_DEVICE_CONTEXT_RE = re.compile(
+_DEVICE_CONTEXT_RE = lazy(
     r"(?im)^[ \t]*(?:hostname|interface|snmp-server|username|enable|tacacs|radius|crypto|line[ \t]|router"
     r"|ip[ \t]|standby|aaa[ \t]|!$)"
 )
@@ -364,13 +365,9 @@ def _devices(text: str) -> tuple[str, int]:
 
 
 # /etc/ipsec.secrets: "left right : PSK "secret"", also EAP and XAUTH entries
-_IPSEC_RE = re.compile(
-    r"(?m):[ \t]*(?:PSK|EAP|XAUTH|NTLM)[ \t]+(?P<q>[\"'])(?P<s>[^\"'\n]{4,256})(?P=q)"
-)
+_IPSEC_RE = lazy(r"(?m):[ \t]*(?:PSK|EAP|XAUTH|NTLM)[ \t]+(?P<q>[\"'])(?P<s>[^\"'\n]{4,256})(?P=q)")
 # pgbouncer userlist.txt: "user" "password-or-hash"
-_USERLIST_RE = re.compile(
-    r"(?m)^[ \t]*\"[\w.\-@]{1,64}\"[ \t]+\"(?P<s>[^\"\n]{12,512})\"[ \t]*\r?$"
-)
+_USERLIST_RE = lazy(r"(?m)^[ \t]*\"[\w.\-@]{1,64}\"[ \t]+\"(?P<s>[^\"\n]{12,512})\"[ \t]*\r?$")
 
 
 def _userlist_judge(m: re.Match[str], text: str) -> bool:
@@ -382,30 +379,30 @@ def _userlist_judge(m: re.Match[str], text: str) -> bool:
 
 
 # minisign and signify key files: a comment naming a secret key, then the key
-_KEYFILE_RE = re.compile(
+_KEYFILE_RE = lazy(
     r"(?i)untrusted comment:[^\n]*secret key[^\n]*\r?\n(?P<s>[A-Za-z0-9+/]{40,}={0,2})"
 )
 # snmpd.conf: rocommunity <c>, createUser <u> SHA "<auth>" AES "<priv>"
-_SNMPD_RE = re.compile(
+_SNMPD_RE = lazy(
     r"(?im)^[ \t]*(?:r[ow]community6?|com2sec[ \t]+\S+[ \t]+\S+)[ \t]+(?P<s>[^\s#]{3,128})"
 )
-_CREATEUSER_RE = re.compile(
+_CREATEUSER_RE = lazy(
     r"(?i)createUser[ \t]+\S+[ \t]+(?:MD5|SHA(?:-\d+)?)[ \t]+\"?(?P<s>[^\s\"]{4,128})\"?"
 )
 # 密码是 X, パスワードは X, 비밀번호는 X: no spaces and no word boundaries in these scripts
-_CJK_PROSE_RE = re.compile(
+_CJK_PROSE_RE = lazy(
     r"(?:密码|口令|密碼|パスワード|비밀번호)[^\s:：。，]{0,8}?(?:是|为|為|は|는|은|:|：)[ \t]*"
     r"(?P<s>[\x21-\x7e]{6,128})"
 )
 
 
-_CODES_HEAD_RE = re.compile(r"(?i)(?:recovery|backup|one-time|2fa|mfa|emergency)[ \t]+codes?")
-_CODE_RE = re.compile(
+_CODES_HEAD_RE = lazy(r"(?i)(?:recovery|backup|one-time|2fa|mfa|emergency)[ \t]+codes?")
+_CODE_RE = lazy(
     r"(?m)(?:^|(?<=[ \t]))(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<s>[A-Za-z0-9]{4,6}-?[A-Za-z0-9]{4,6})"
     r"(?=[ \t]*(?:\r?$|[ \t]{2,}))"
 )
-_MNEMONIC_HINT_RE = re.compile(r"(?i)seed|mnemonic|wallet|recovery[ \t]+phrase|secret[ \t]+phrase")
-_MNEMONIC_RE = re.compile(
+_MNEMONIC_HINT_RE = lazy(r"(?i)seed|mnemonic|wallet|recovery[ \t]+phrase|secret[ \t]+phrase")
+_MNEMONIC_RE = lazy(
     r"(?:^|(?<=[\n\"'`=:?.!]))[ \t]*(?P<s>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![\w\-])",
     re.MULTILINE,
 )
@@ -427,7 +424,7 @@ def _codes_and_phrases(text: str) -> tuple[str, int]:
 
 
 # user:$apr1$…, root:$6$…:19000:0:…, admin:$2y$…: crackable hashes of real accounts
-_ACCOUNT_HASH_RE = re.compile(
+_ACCOUNT_HASH_RE = lazy(
     r"(?m)(?:^|(?<=\\n)|(?<=[\s=,\"']))[\w.\-@]{1,64}:(?P<s>\$\$?(?:apr1|1|2[abxy]?|5|6|y|7|argon2(?:id|i|d)?|scrypt|sha1)"
     r"\$[^\s:\\\"']{8,})"
 )

@@ -15,10 +15,11 @@ from __future__ import annotations
 import base64
 import re
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, Rule, entropy, is_placeholder, looks_random, marker
 
 # "-----BEGIN " base64-encoded, as a private key sits in a Kubernetes Secret or a *_B64 variable.
-_B64_PEM_RE = re.compile(
+_B64_PEM_RE = lazy(
     r"LS0tLS1CRUdJT[A-Za-z0-9+/]{8,}={0,2}(?:(?:\\n|\s){1,3}[A-Za-z0-9+/]{4,}={0,2})*"
 )
 
@@ -46,16 +47,16 @@ def _redact_b64_pem(text: str) -> tuple[str, int]:
 # ``prefix_`` + a long random base62 tail: the shape nearly every provider now gives its tokens
 # (``lin_api_…``, ``pscale_pw_…``, ``sbp_…``), including providers no rule names yet. Digests,
 # public keys and object ids of that shape are told apart by their prefix and their tail.
-_PREFIXED_RE = re.compile(
+_PREFIXED_RE = lazy(
     r"(?<![A-Za-z0-9_\-./+=])(?P<p>[A-Za-z][A-Za-z0-9]{0,14}(?:[_\-.][A-Za-z0-9]{1,14}){0,2}[_\-.])"
     r"(?P<t>[A-Za-z0-9]{20,}(?:[_\-][A-Za-z0-9]{4,}){0,3})(?![A-Za-z0-9_\-+/=])",
     re.ASCII,
 )
-_PUBLIC_PREFIXES = re.compile(
+_PUBLIC_PREFIXES = lazy(
     r"(?i)(?:sha\d*|md5|blake\d*\w*|xxh\w*|crc\d*|pk|pk[_.](?:live|test)|sha256~|phc)[_\-.]"
     r"|(?:pk_(?:live|test)|cus|ch|pi|pm|seti|price|prod|sub|in|ii|evt|req|acct|txn|po|tr|re|src)_"
 )
-_SECRETISH_PREFIX = re.compile(r"(?i)key|tok|secret|pat|sk|api|auth|pw|pass|cred|bearer|access")
+_SECRETISH_PREFIX = lazy(r"(?i)key|tok|secret|pat|sk|api|auth|pw|pass|cred|bearer|access")
 
 
 def _redact_prefixed(text: str) -> tuple[str, int]:
@@ -93,7 +94,7 @@ def _redact_prefixed(text: str) -> tuple[str, int]:
 
 # DER in base64 (``MII…``/``MH…``): a private key (PKCS#1, PKCS#8, SEC1) or a PKCS#12 keystore
 # starts with a SEQUENCE and a small version INTEGER; a certificate starts with two SEQUENCEs.
-_DER_B64_RE = re.compile(r"(?<![A-Za-z0-9+/])M[IH][A-Za-z0-9+/]{62,}={0,2}")
+_DER_B64_RE = lazy(r"(?<![A-Za-z0-9+/])M[IH][A-Za-z0-9+/]{62,}={0,2}")
 
 
 def _redact_der_b64(text: str) -> tuple[str, int]:
@@ -118,7 +119,7 @@ def _redact_der_b64(text: str) -> tuple[str, int]:
 
 # ``Basic <base64>`` anywhere (a header set in nginx, a log line): a credential when it decodes to
 # ``user:password``.
-_BASIC_RE = re.compile(r"asic(?<=[Bb]asic)[ \t]+(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")
+_BASIC_RE = lazy(r"asic(?<=[Bb]asic)[ \t]+(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")
 
 
 def _redact_basic(text: str) -> tuple[str, int]:
@@ -140,11 +141,11 @@ def _redact_basic(text: str) -> tuple[str, int]:
 
 
 # Incoming-webhook URLs carry their secret in the path (Teams, Mattermost, Zapier, generic ones).
-_HOOK_URL_RE = re.compile(
+_HOOK_URL_RE = lazy(
     r"(?i)://[^\s/\\\"'`]*(?:hook|webhook)[^\s\\\"'`]*|/(?:hooks?|webhooks?|webhookb2|receiver|collector"
     r"|ingest|http-inputs)/[^\s\\\"'`]+"
 )
-_PATH_PART_RE = re.compile(r"(?<=/)[A-Za-z0-9_\-]{16,}={0,2}(?=[/?#]|$)")
+_PATH_PART_RE = lazy(r"(?<=/)[A-Za-z0-9_\-]{16,}={0,2}(?=[/?#]|$)")
 
 
 def _redact_hook_paths(text: str) -> tuple[str, int]:
@@ -169,7 +170,7 @@ def _redact_hook_paths(text: str) -> tuple[str, int]:
 
 
 # ?appid=…&key=…&sig=…: query parameters named for a credential, when the value looks random
-_QUERY_SECRET_RE = re.compile(
+_QUERY_SECRET_RE = lazy(
     r"(?i)[?&](?P<k>[\w.\-]*(?:app_?id|api_?key|key|token|secret|sig|signature|auth|access_?key"
     r"|client_?secret|password|passwd|pwd|apikey|session|sid|code|credential)[\w.\-]*)="
     r"(?P<s>[^&#\s\"'`<>\\]{12,})"
@@ -193,7 +194,7 @@ def _redact_query_secrets(text: str) -> tuple[str, int]:
 
 
 # Go's MySQL DSN: user:password@tcp(host:port)/db
-_GO_DSN_RE = re.compile(r"(?P<u>[\w.\-]{1,64}):(?P<s>[^\s@\"'/:]{3,256})@(?:tcp|unix|udp)\(")
+_GO_DSN_RE = lazy(r"(?P<u>[\w.\-]{1,64}):(?P<s>[^\s@\"'/:]{3,256})@(?:tcp|unix|udp)\(")
 
 
 def _redact_go_dsn(text: str) -> tuple[str, int]:
@@ -203,10 +204,10 @@ def _redact_go_dsn(text: str) -> tuple[str, int]:
 
 
 # OTEL_EXPORTER_OTLP_HEADERS="x-honeycomb-team=KEY,authorization=Basic …": header values
-_OTLP_HEADERS_RE = re.compile(
+_OTLP_HEADERS_RE = lazy(
     r"OTEL_EXPORTER_OTLP(?:_[A-Z]+)?_HEADERS[\"']?[ \t]*[=:][ \t]*[\"']?(?P<v>[^\s\"'\n]{4,2048})"
 )
-_HEADER_VALUE_RE = re.compile(r"(?<==)(?P<s>[^,=&\s]{8,512})")
+_HEADER_VALUE_RE = lazy(r"(?<==)(?P<s>[^,=&\s]{8,512})")
 
 
 def _redact_otlp_headers(text: str) -> tuple[str, int]:
@@ -226,7 +227,7 @@ def _redact_otlp_headers(text: str) -> tuple[str, int]:
 
 
 # Wi-Fi QR payloads: WIFI:T:WPA;S:<ssid>;P:<password>;;
-_WIFI_QR_RE = re.compile(r"WIFI:(?:[^;\n\"']*;)*?P:(?P<s>(?:\\;|[^;\n\"'])+);")
+_WIFI_QR_RE = lazy(r"WIFI:(?:[^;\n\"']*;)*?P:(?P<s>(?:\\;|[^;\n\"'])+);")
 
 
 def _redact_wifi_qr(text: str) -> tuple[str, int]:

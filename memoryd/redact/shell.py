@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.spans import (
     QUOTED,
     VAL,
@@ -37,25 +38,25 @@ from memoryd.redact.values import password_like, plain
 
 # --- stdin ----------------------------------------------------------------------------------------
 
-_STDIN_READER_RE = re.compile(
+_STDIN_READER_RE = lazy(
     r"(?i)stdin|login|secret|passw|token|credential|keyring|keychain|vault|auth|chpasswd"
     r"|--data-file|gpg|openssl|\bkey\b|\bput\b|\bset\b"
 )
 _ECHO = (
     r"(?:echo|printf)(?:(?<![\w\-./]echo)|(?<![\w\-./]printf)|(?<=\\[nt]echo)|(?<=\\[nt]printf))"
 )
-_PIPE_RE = re.compile(
+_PIPE_RE = lazy(
     _ECHO
     + r"(?:[ \t]+-[neE]+)*[ \t]+"
     + VAL
     + r"[ \t]*(?:\\n)?[ \t]*\|(?!\|)(?P<cmd>[^\n;&|]{1,300})"
 )
-_HERESTRING_RE = re.compile(r"<<<[ \t]*" + VAL)
-_EXPECT_SEND_RE = re.compile(
+_HERESTRING_RE = lazy(r"<<<[ \t]*" + VAL)
+_EXPECT_SEND_RE = lazy(
     r"(?i)expect[^\n]{0,200}?(?:password|passphrase|passcode|pin|secret|token)[^\n]{0,100}\n"
     r"[ \t]*send[ \t]+(?:--[ \t]+)?\"(?P<s>[^\"\n]*?)(?:\\[rn])*\""
 )
-_ECHO_RE = re.compile(_ECHO + r"(?:[ \t]+-[neE]+)*[ \t]+" + VAL)
+_ECHO_RE = lazy(_ECHO + r"(?:[ \t]+-[neE]+)*[ \t]+" + VAL)
 
 
 def _stdin_judge(m: re.Match[str], text: str) -> bool:
@@ -83,28 +84,26 @@ def _askpass(text: str) -> tuple[str, int]:
 
 # --- commands that store a secret -----------------------------------------------------------------
 
-_STORE_CMD_RE = re.compile(
+_STORE_CMD_RE = lazy(
     r"(?i)(?<![\w\-./])(?:secrets?|secretsmanager|put-secret-value|create-secret|keyvault|ssm"
     r"|put-parameter|set-parameter|vault|credentials?|keychain|keyring|kv|parameter-store"
     r"|secrets?:set|config:set|config:add|env:add|add-generic-password|add-internet-password"
     r"|secret-tool[ \t]+store|cmdkey|variables?)(?=[ \t])"
 )
 # The first words of a command (after sudo, env and VAR=value prefixes): where a store names itself.
-_CMD_HEAD_RE = re.compile(
+_CMD_HEAD_RE = lazy(
     r"[ \t$>#]*(?:(?:sudo|env|exec|time)[ \t]+)*(?:[A-Za-z_]\w*=\S*[ \t]+)*"
     r"(?P<words>[a-z][\w.\-]*(?:[ \t]+[\w.:\-/]+){0,4})(?![=:\w])"
 )
-_READ_VERBS_RE = re.compile(
+_READ_VERBS_RE = lazy(
     r"(?i)(?<![\w\-])(?:get|read|show|list|describe|delete|rm|access|versions|view|ls|inspect|login"
     r"|lookup|status|version|help|revoke)(?![\w\-])"
 )
-_STORE_FLAG_RE = re.compile(
+_STORE_FLAG_RE = lazy(
     r"(?<![\w\-])(?:--value|--body|-b|--secret-string|--secret-value|--data|--plaintext"
     r"|--password|--passphrase|--token|--literal|-w|--secret-binary)(?:[ \t]+|=)" + VAL
 )
-_KV_RE = re.compile(
-    r"(?:(?<![\w\-./:=\\])|(?<=\\[nt]))(?P<k>[A-Za-z_][A-Za-z0-9_.\-]{1,63})=" + VAL
-)
+_KV_RE = lazy(r"(?:(?<![\w\-./:=\\])|(?<=\\[nt]))(?P<k>[A-Za-z_][A-Za-z0-9_.\-]{1,63})=" + VAL)
 
 
 def _command_head(text: str, start: int) -> re.Match[str] | None:
@@ -186,15 +185,15 @@ def _stores(text: str) -> tuple[str, int]:
 
 # --- config setters -------------------------------------------------------------------------------
 
-_CONFIG_RE = re.compile(r"config(?:ure)?(?:(?<![\w\-.]config)|(?<![\w\-.]configure))(?=[ \t])")
-_SECRET_WORD_RE = re.compile(
+_CONFIG_RE = lazy(r"config(?:ure)?(?:(?<![\w\-.]config)|(?<![\w\-.]configure))(?=[ \t])")
+_SECRET_WORD_RE = lazy(
     r"(?i)pass(?:word|wd|phrase)?(?![a-z])|pwd|secret|token|api[-_.]?key|auth(?![a-z])|authtoken"
     r"|access[-_.]?key|private[-_.]?key|credential|http-basic"
 )
-_NOT_SECRET_KEY_RE = re.compile(
+_NOT_SECRET_KEY_RE = lazy(
     r"(?i)ttl|timeout|expir|length|type|url|file|path|helper|cmd|command|store|method|provider"
 )
-_USER_PASS_RE = re.compile(r"(?P<user>[^\s:@/]{1,64}):(?P<pw>[^\s:@]{4,256})")
+_USER_PASS_RE = lazy(r"(?P<user>[^\s:@/]{1,64}):(?P<pw>[^\s:@]{4,256})")
 
 
 def _config_segments(text: str) -> list[tuple[int, int]]:
@@ -253,7 +252,7 @@ _POSITIONAL: tuple[tuple[str, str, int, int], ...] = (
     ("heroku", r"[ \t]+auth:token", 0, 0),
 )
 _POSITIONAL_RES = tuple(
-    re.compile(
+    lazy(
         rf"{lead(cmd)}{tail}(?P<skip>(?:[ \t]+-{{1,2}}[\w\-]+(?:=\S+)?)*(?:[ \t]+{_WORD}){{{skip}}})"
         rf"(?P<creds>(?:[ \t]+{_WORD}){{{n}}})"
     )
@@ -261,21 +260,21 @@ _POSITIONAL_RES = tuple(
     if n
 )
 # <tool> auth|login <token>: only a random token (or a UUID) is taken there
-_AUTH_SUBCOMMAND_RE = re.compile(
+_AUTH_SUBCOMMAND_RE = lazy(
     r"(?:(?<=[\s>$])|^)(?P<tool>[a-z][\w\-]{1,30})(?:[ \t]+[a-z]{3,12})?[ \t]+"
     r"(?:auth|login|authenticate|authorize|authorize-account|signin|token)"
     r"(?:[ \t]+(?:add|set|login))?(?:[ \t]+[A-Za-z0-9_\-.]{8,64})?[ \t]+(?P<q>[\"']?)"
     r"(?P<s>[A-Za-z0-9_\-.:=+/]{16,})(?P=q)(?=[\s;|&]|$)",
     re.MULTILINE,
 )
-_WORD_RE = re.compile(_WORD)
+_WORD_RE = lazy(_WORD)
 
 
 def q_wrapped(raw: str) -> bool:
     return raw[:1] in "\"'" and raw[-1:] == raw[:1]
 
 
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_UUID_RE = lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
 def _positional(text: str) -> tuple[str, int]:
@@ -308,18 +307,16 @@ def _positional(text: str) -> tuple[str, int]:
 
 # --- password flags -------------------------------------------------------------------------------
 
-_USER_FLAG_RE = re.compile(r"(?<![\w\-])(?:-u|-U|--user|--username|-l|--login)(?:[ \t]+|=)\S")
-_CAPITAL_P_RE = re.compile(r"(?<=[ \t])-P(?:[ \t]+|=)" + VAL)
-_LOGIN_P_RE = re.compile(r"(?<=[ \t])-p(?:[ \t]+|=)" + VAL)
-_LONG_USER_RE = re.compile(
+_USER_FLAG_RE = lazy(r"(?<![\w\-])(?:-u|-U|--user|--username|-l|--login)(?:[ \t]+|=)\S")
+_CAPITAL_P_RE = lazy(r"(?<=[ \t])-P(?:[ \t]+|=)" + VAL)
+_LOGIN_P_RE = lazy(r"(?<=[ \t])-p(?:[ \t]+|=)" + VAL)
+_LONG_USER_RE = lazy(
     r"(?<![\w\-])--user(?:name)?(?:[ \t]+|=)(?P<qq>[\"']?)(?P<user>[^\s:'\"]{1,64}):(?P<s>[^\s'\"]{4,256})(?P=qq)"
 )
-_SNMP_FLAG_RE = re.compile(
-    lead("snmp") + r"[\w\-]*(?:[ \t]+[^\s\\]+){0,12}?[ \t]+-[cAX][ \t]+" + VAL
-)
-_COMMA_USER_RE = re.compile(r"(?<![\w\-])-u[ \t]+[\"']?[\w.\-@]+,(?P<s>[^\s,\"']{4,256})")
-_SLASH_PASS_RE = re.compile(r"(?i)(?<![\w/])/p(?:ass(?:word)?)?:" + VAL)
-_SECURESTRING_RE = re.compile(
+_SNMP_FLAG_RE = lazy(lead("snmp") + r"[\w\-]*(?:[ \t]+[^\s\\]+){0,12}?[ \t]+-[cAX][ \t]+" + VAL)
+_COMMA_USER_RE = lazy(r"(?<![\w\-])-u[ \t]+[\"']?[\w.\-@]+,(?P<s>[^\s,\"']{4,256})")
+_SLASH_PASS_RE = lazy(r"(?i)(?<![\w/])/p(?:ass(?:word)?)?:" + VAL)
+_SECURESTRING_RE = lazy(
     r"(?i)ConvertTo-SecureString(?:[ \t]+-String)?[ \t]+" + QUOTED + r"(?=[^\n]*-AsPlainText)"
 )
 

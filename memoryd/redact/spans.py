@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED
 
 # A quoted literal (at any JSON escaping depth) or a bare word, as one group ``s`` (Python's re
@@ -22,8 +23,8 @@ VAL = (
 )
 # A quoted literal only.
 QUOTED = r"(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
-SEGMENT_END_RE = re.compile(r"[\n;|]|&&|\\n")
-LINE_END_RE = re.compile(r"\n|\\n")
+SEGMENT_END_RE = lazy(r"[\n;|]|&&|\\n")
+LINE_END_RE = lazy(r"\n|\\n")
 
 Edit = Callable[[str], tuple[str, int]]
 

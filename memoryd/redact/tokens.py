@@ -17,6 +17,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
+from memoryd.redact.lazy import lazy
+
 REDACTED = "[REDACTED]"
 
 
@@ -77,8 +79,8 @@ def is_placeholder(body: str) -> bool:
 
 
 _MASK_CHARS = frozenset("*•●·∙x")
-_ENV_NAME_RE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_TODO_RE = re.compile(
+_ENV_NAME_RE = lazy(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_TODO_RE = lazy(
     r"(?i)(?:todo|fixme|tbd|xxx|n/?a)\b|(?:fill|put|paste|set)[ _-]?(?:in|me|it|here)\b"
 )
 
@@ -111,9 +113,7 @@ def is_filler(value: str) -> bool:
     return any(p.lower() in ("your", "yours", "here", "placeholder", "redacted") for p in parts)
 
 
-_FILLER_RE = re.compile(
-    r"[xX*.0_\-]+|(?:your|my)?[-_]?(?:api[-_]?)?(?:key|token|secret)[-_]?here", re.I
-)
+_FILLER_RE = lazy(r"[xX*.0_\-]+|(?:your|my)?[-_]?(?:api[-_]?)?(?:key|token|secret)[-_]?here", re.I)
 
 
 # --- provider tokens ------------------------------------------------------------------------------
@@ -262,14 +262,14 @@ _BEFORE = {
 
 
 def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
-    regex = re.compile(pattern, re.ASCII)
+    regex = lazy(pattern, re.ASCII)
     mark = marker(name)
-    partial_group = "s" in regex.groupindex
+    partial_group = "(?P<s>" in pattern  # (asking the pattern would compile it now)
     before = _BEFORE.get(name)
     if before is not None:
         return Rule(
             name,
-            partial(_apply_extended, regex, re.compile(rf"(?:{before})\Z"), mark),
+            partial(_apply_extended, regex, lazy(rf"(?:{before})\Z"), mark),
             hints,
             literal_prefix(pattern),
         )
@@ -314,11 +314,11 @@ def _apply_extended(
 
 # --- private keys ---------------------------------------------------------------------------------
 
-_PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE = re.compile(r"-----END[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_FILLER_RE = re.compile(r"(?:\s|\\+[nr]|[xX.*…]|\.\.\.)*")
-_PEM_BODY_RE = re.compile(r"[A-Za-z0-9+/=\s\\:,\-]*")
-_PUTTY_RE = re.compile(r"(Private-Lines:[ \t]*\d+)(\r?\n|\\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\\n))+")
+_PEM_BEGIN_RE = lazy(r"-----BEGIN[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END_RE = lazy(r"-----END[ A-Z0-9_]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_FILLER_RE = lazy(r"(?:\s|\\+[nr]|[xX.*…]|\.\.\.)*")
+_PEM_BODY_RE = lazy(r"[A-Za-z0-9+/=\s\\:,\-]*")
+_PUTTY_RE = lazy(r"(Private-Lines:[ \t]*\d+)(\r?\n|\\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\\n))+")
 
 
 def _redact_pem(text: str) -> tuple[str, int]:
@@ -358,7 +358,7 @@ def _redact_putty(text: str) -> tuple[str, int]:
 
 # Anchored on the literal "://" (fast); the scheme is checked behind it. A password may hold
 # "@" ("p@ss"): the userinfo ends at the last "@" before the host.
-_URL_PASSWORD_RE = re.compile(
+_URL_PASSWORD_RE = lazy(
     r"(://(?<=[A-Za-z0-9]://)[^\s:/@?#\"'`<>\\\[\]{}]*:)"
     r"(?!\[REDACTED|(?:\$\{[^}\s@]*\}|\$[A-Za-z_]\w*|\{\{[^}]*\}\}|<[^>\s@]*>|(?i:pass|password|passwd"
     r"|pwd|secret|your[\w\-]*|x+)|\*+|\.+|%\(\w+\)s|%s|\{\w*\})@)"
@@ -366,9 +366,9 @@ _URL_PASSWORD_RE = re.compile(
     re.ASCII,
 )
 # ``https://<token>@host``: a user part that is a random string is a credential on its own
-_URL_USER_TOKEN_RE = re.compile(r"(://(?<=[A-Za-z0-9]://))([A-Za-z0-9_\-]{20,})@", re.ASCII)
+_URL_USER_TOKEN_RE = lazy(r"(://(?<=[A-Za-z0-9]://))([A-Za-z0-9_\-]{20,})@", re.ASCII)
 _ORACLE_RES = tuple(
-    re.compile(rf"({re.escape(lit)}(?<![\w\-]{re.escape(lit)}){tail}[\w$#.\"]+/)([^@\s/\"']+)@")
+    lazy(rf"({re.escape(lit)}(?<![\w\-]{re.escape(lit)}){tail}[\w$#.\"]+/)([^@\s/\"']+)@")
     for lit, tail in (
         ("jdbc:oracle:", r"[a-z]+:"),
         *((cmd, r"[ \t]+(?:-\w+[ \t]+)*") for cmd in ("sqlplus", "rman", "expdp", "impdp")),
@@ -408,9 +408,9 @@ def _redact_oracle(text: str) -> tuple[str, int]:
     return text, total
 
 
-_SEPARATOR_RE = re.compile(r"[\-_./:]")
-_MIXED_RE = re.compile(r"(?=.*\d)(?=.*[a-z])(?=.*[A-Z])")
-_TOKEN_CHARS_RE = re.compile(r"[A-Za-z0-9+/=_\-.~%:!@#$^&*]+")
+_SEPARATOR_RE = lazy(r"[\-_./:]")
+_MIXED_RE = lazy(r"(?=.*\d)(?=.*[a-z])(?=.*[A-Z])")
+_TOKEN_CHARS_RE = lazy(r"[A-Za-z0-9+/=_\-.~%:!@#$^&*]+")
 
 
 def looks_random(value: str) -> bool:

@@ -25,13 +25,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import is_filler, looks_random
 
 MIN_SECRET_LEN = 4
 STRONG_KINDS = frozenset({"password", "token", "key", "pwd", "authorization"})
 WEAK_KINDS = frozenset({"weak", "signature"})  # only a random-looking value is a secret there
 
-SEGMENT_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+SEGMENT_RE = lazy(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _KEY_QUALIFIERS = frozenset(
     {"api", "private", "secret", "access", "auth", "encryption", "signing", "master", "account"}
     | {"shared", "client", "consumer", "license", "hmac", "storage", "subscription", "app"}
@@ -126,47 +127,47 @@ def secret_key_kind(key: str) -> str | None:
 
 # --- values that stay ---------------------------------------------------------------------------
 
-_MARKER_RE = re.compile(r"\[REDACTED(?::[a-z0-9-]+)?\]")
-_KEYWORD_WORD_RE = re.compile(r"pass(?:word|wd|phrase)|pwd|secret|token|key", re.IGNORECASE)
-_NUMBER_RE = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]")
+_KEYWORD_WORD_RE = lazy(r"pass(?:word|wd|phrase)|pwd|secret|token|key", re.IGNORECASE)
+_NUMBER_RE = lazy(r"[-+]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _TYPE_WORDS = frozenset(
     {"str", "string", "bytes", "int", "integer", "number", "bool", "boolean", "any", "object"}
     | {"char", "union", "optional", "option", "list", "dict", "none", "null", "undefined"}
     | {"unknown", "secretstr", "secretstring", "secretbytes"}
 )
-_REFERENCE_RE = re.compile(
+_REFERENCE_RE = lazy(
     r"\$?\{\{[^{}\n]{0,256}\}\}|\$\{[^{}\n]{0,256}\}|\$\([^()\n]{0,256}\)|(?<!\S)\$[A-Za-z_]\w*"
     r"|%[A-Za-z_]\w*%|\{[A-Za-z_][\w.]*\}"
 )
-_SCHEME_WORD_RE = re.compile(r"(?i)^(?:bearer|basic|token)\b\s*")
-_CODE_LOOKUP_RE = re.compile(
+_SCHEME_WORD_RE = lazy(r"(?i)^(?:bearer|basic|token)\b\s*")
+_CODE_LOOKUP_RE = lazy(
     r"(?:process\.env|import\.meta\.env|Deno\.env|os\.environ)\b|(?:os\.|System\.)?getenv\("
     r"|ENV\[|env\(|secrets\.|vars\.|env\."
 )
-_CODE_LEAD_RE = re.compile(
+_CODE_LEAD_RE = lazy(
     r"(?:await\s+|new\s+|not\s+|\*{1,2})?(?P<chain>[A-Za-z_$][\w$]*(?:(?:\??\.|::)[A-Za-z_$][\w$]*)*)"
     r"(?P<tail>\(|\[|[ \t]*(?:[,;)\]}]|$)"
     r"|[ \t]+for[ \t]+\w+[ \t]+in[ \t]|[ \t]+(?:or|and|if|else|in|is|not|\|\||&&|\?\?|[?+\-*/%|&^]{1,2}|[=!]=)(?:[ \t]|$))"
 )
-_SYMBOL_OPERATOR_RE = re.compile(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)(?:[ \t]|$)")
-_NAMING_WORD_RE = re.compile(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
-_FUNCTION_RE = re.compile(r"(?:async|function|lambda|def|fn|func)\b")
-_SEMVER_RANGE_RE = re.compile(r"[\^~]|[<>]=?|workspace:|npm:|file:|git\+|github:")
-_HUMPS_RE = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
+_SYMBOL_OPERATOR_RE = lazy(r"[ \t]+(?:[+\-*/%|&^]{1,2}|[=!]=|for[ \t].*)(?:[ \t]|$)")
+_NAMING_WORD_RE = lazy(r"(?i)pass|pwd|secret|token|key|hash|cred|auth|cert|salt|sign")
+_FUNCTION_RE = lazy(r"(?:async|function|lambda|def|fn|func)\b")
+_SEMVER_RANGE_RE = lazy(r"[\^~]|[<>]=?|workspace:|npm:|file:|git\+|github:")
+_HUMPS_RE = lazy(r"[A-Za-z][a-z]+(?:[A-Z][a-z]{2,})+\d{0,2}")
 _CODE_OBJECTS = frozenset(
     {"self", "this", "cls", "process", "os", "env", "config", "settings", "conf", "cfg", "ctx"}
     | {"context", "args", "opts", "options", "req", "request", "params", "props", "secrets"}
 )
-_VARIABLE_RE = re.compile(r"[a-z_]+(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)+\d*")
-_DOTTED_PART_RE = re.compile(r"[A-Za-z_][a-z_]*(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)*\d*")
-_SQL_PLACEHOLDER_RE = re.compile(r"(?:\?|%s|%\(\w+\)s|:[A-Za-z_]\w*|\$\d+)(?!\w)")
-_PROSE_RE = re.compile(r"[A-Za-z][A-Za-z\s'(),.;:/-]*")
+_VARIABLE_RE = lazy(r"[a-z_]+(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)+\d*")
+_DOTTED_PART_RE = lazy(r"[A-Za-z_][a-z_]*(?:[A-Z][a-z_]+)*\d*|[A-Z]+(?:_[A-Z]+)*\d*")
+_SQL_PLACEHOLDER_RE = lazy(r"(?:\?|%s|%\(\w+\)s|:[A-Za-z_]\w*|\$\d+)(?!\w)")
+_PROSE_RE = lazy(r"[A-Za-z][A-Za-z\s'(),.;:/-]*")
 _PROSE_OPENERS = frozenset(
     {"the", "a", "an", "to", "if", "when", "whether", "optional", "optionally", "used", "use"}
 )
-_HEX_COLOR_RE = re.compile(r"#[0-9A-Fa-f]{3,8}")
-_PATH_RE = re.compile(r"(?:~|\.{1,2})?/[\w.\-/~]*|[A-Za-z]:\\.*")
-_PLACEHOLDER_RE = re.compile(
+_HEX_COLOR_RE = lazy(r"#[0-9A-Fa-f]{3,8}")
+_PATH_RE = lazy(r"(?:~|\.{1,2})?/[\w.\-/~]*|[A-Za-z]:\\.*")
+_PLACEHOLDER_RE = lazy(
     r"(?i)<[^<>]*>|\[[^\[\]]*\]|(?:your|insert|enter|replace|put)[-_ ][\w\- ]*|your\w*"
     r"|[\w\- ]*[-_ ](?:here|goes[-_ ]here|placeholder)|x{3,}|(?:replace|change)[-_]?me"
     r"|(?:mock|fake|dummy|test|example|sample|placeholder|not[-_]?a[-_]?real)[-_ ][a-z\-_ ]*"
@@ -183,7 +184,7 @@ _NOT_SECRET_LITERALS = frozenset(
 # Where a secret is *named* rather than written: secret managers' URIs and ARNs, cloud templates,
 # framework lookups (Symfony's %env()%, PowerShell's $env:, Azure's @Microsoft.KeyVault(...)),
 # and ciphertext meant to be committed (SOPS ENC[...], ansible-vault).
-_NAMED_SECRET_RE = re.compile(
+_NAMED_SECRET_RE = lazy(
     r"(?i)(?:op|vault|sm|gsm|awssm|azkv|akv|doppler|infisical|bw|keeper|onepassword)://"
     r"|arn:aws[\w\-]*:(?:secretsmanager|ssm|kms):|ref\+\w+://|%env\([^)]*\)%|\$env:\w+"
     r"|@microsoft\.keyvault\(|projects/[^/\s]+/secrets/|!(?:ref|sub|getatt|importvalue)\b"
@@ -192,17 +193,17 @@ _NAMED_SECRET_RE = re.compile(
 )
 
 
-_DIGEST_RE = re.compile(r"(?:sha\d+=|v\d=|t=\d+,v\d=)?[0-9a-fA-F]{32,}(?:,v\d=[0-9a-fA-F]{32,})*")
-_PUBLIC_VALUE_RE = re.compile(r"(?:pk_(?:live|test)_|pk\.eyJ|phc_|pub-)")
-_SIZE_RE = re.compile(r"\d+ (?:bytes?|B|KB|MB|KiB|MiB)")
-_UI_TEXT_RE = re.compile(r"[A-Z][^\n]{2,200}[.?!…]")
-_SQL_LITERAL_RE = re.compile(
+_DIGEST_RE = lazy(r"(?:sha\d+=|v\d=|t=\d+,v\d=)?[0-9a-fA-F]{32,}(?:,v\d=[0-9a-fA-F]{32,})*")
+_PUBLIC_VALUE_RE = lazy(r"(?:pk_(?:live|test)_|pk\.eyJ|phc_|pub-)")
+_SIZE_RE = lazy(r"\d+ (?:bytes?|B|KB|MB|KiB|MiB)")
+_UI_TEXT_RE = lazy(r"[A-Z][^\n]{2,200}[.?!…]")
+_SQL_LITERAL_RE = lazy(
     r"(?i)(?:null|true|false|default|now\(\)|current_timestamp)(?:[ \t]*(?:,|;|$|\bwhere\b))"
 )
-_FILE_PATH_RE = re.compile(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)/[\w.\-]+\.\w{1,5}")
+_FILE_PATH_RE = lazy(r"(?:\.{1,2}|~)?/(?:[\w.\-]+/)+[\w.\-]+|(?:\.{1,2}|~)/[\w.\-]+\.\w{1,5}")
 # kebab-case names ending in what they name: ``smtp-password``, ``stripe-api-key`` (gcloud's
 # --secret, Kubernetes' secretName); a literal password seldom ends in the word "password"
-_SECRET_NAME_RE = re.compile(
+_SECRET_NAME_RE = lazy(
     r"[a-z]+(?:-[a-z]+)*-(?:password|passwd|secret|token|key|credentials?|creds)"
     r"|[a-z]+(?:[A-Z][a-z]+)*(?:Password|Passwd|Secret|Token|Key|Pwd|Credentials?)"
 )
@@ -341,7 +342,7 @@ def keep(
 
 # --- values that look like secrets (for weak positions) --------------------------------------------
 
-_NOT_A_PASSWORD_RE = re.compile(
+_NOT_A_PASSWORD_RE = lazy(
     r"[a-z]+(?:[_\-.][a-z]+)+|[A-Za-z]+|\d+|.*(?:://|[${}()<>\[\]]).*|[\w\-/.]*/[\w\-/.]*"
     r"|[\w\-]+\.(?:com|org|net|io|dev|local|internal|json|ya?ml|toml|txt|md|py|js|ts|go|rs|sh|pem"
     r"|key|crt|conf|cfg|ini|env|html|css|lock|log|csv|sql|db|xml)"
@@ -353,8 +354,8 @@ _ALGORITHMS = frozenset(
     | {"aes-256-gcm", "aes-256-cbc", "aes256", "eddsa", "ed25519", "x25519", "hex", "utf-16"}
 )
 # Google and Apple app passwords: four groups of four letters.
-_APP_PASSWORD_RE = re.compile(r"[a-z]{4}(?:[ \-][a-z]{4}){3}")
-_HASH_PART_RE = re.compile(r"[0-9a-fA-F]{7,}|\d+")
+_APP_PASSWORD_RE = lazy(r"[a-z]{4}(?:[ \-][a-z]{4}){3}")
+_HASH_PART_RE = lazy(r"[0-9a-fA-F]{7,}|\d+")
 
 
 def named_with_hash(value: str) -> bool:

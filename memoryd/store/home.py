@@ -11,9 +11,15 @@ from memoryd.store import Store
 
 
 class App:
-    def __init__(self, paths: Paths | None = None, clock: Clock | None = None) -> None:
+    """``lasting``: the process goes on after this command (the daemon, the MCP and web servers),
+    so what a pass leaves on the heap is worth handing back; a one-shot command just exits."""
+
+    def __init__(
+        self, paths: Paths | None = None, clock: Clock | None = None, *, lasting: bool = True
+    ) -> None:
         self.paths = paths or Paths.from_env()
         self.clock = clock or SystemClock()
+        self.lasting = lasting
 
     @cached_property
     def settings(self) -> Settings:

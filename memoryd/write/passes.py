@@ -60,7 +60,7 @@ def _tick(app: App) -> tuple[IngestResult, str | None]:
     log.debug("tick: rendering the read-path block")
     if sync_block(app.paths, app.settings):
         log.info("read-path block updated")
-    tokens.release()  # the daemon idles between passes: do not hold the tokenizer table
+    tokens.release(trim=app.lasting)  # the daemon idles between passes: no tokenizer table held
     return result, settled
 
 
@@ -199,7 +199,8 @@ def _finish_pass(
     tick(app)
     log.debug("pass: recording the result")
     store.shrink()
-    tokens.trim_heap()  # a pass leaves transcripts and answers behind: give the pages back
+    if app.lasting:  # a pass leaves transcripts and answers behind: give the pages back
+        tokens.trim_heap()
     store.ledger.put_state(
         LAST_PASS,
         {

