@@ -225,7 +225,7 @@ class Home:
 
 
 def settings_for_year() -> Settings:
-    return Settings(max_unused_days=365, max_rollouts_per_startup=NEW_SESSIONS)
+    return Settings(max_unused_days=365, max_rollouts_per_startup=NEW_SESSIONS, runner="opencode")
 
 
 def make_app(paths: Paths, clock: ManualClock, settings: Settings) -> App:
