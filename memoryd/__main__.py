@@ -22,8 +22,11 @@ if sys.argv[1:2] == ["hook"]:  # a client's hook: print the memory block, never 
     raise SystemExit(hook_main(sys.argv[2:]))
 
 # The CLI's imports build thousands of objects that live as long as the process and no garbage:
-# no collection runs until they are in (main() freezes them and turns the collector back on).
+# no collection runs while they load, and once in they are frozen, so that no full collection of
+# a pass walks them again. (Here, not in main(): a caller of main() keeps its own collector.)
 gc.disable()
 from memoryd.cli import main  # noqa: E402
 
+gc.freeze()
+gc.enable()
 raise SystemExit(main())

@@ -21,6 +21,7 @@ Requests, over :mod:`memoryd.child`'s frames: ``["count", text]`` and
 from __future__ import annotations
 
 import binascii
+import contextlib
 import gc
 import hashlib
 import marshal
@@ -28,7 +29,7 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from memoryd.child import CHILD_SRC, PACKAGE_ROOT, Child, serve
 from memoryd.errors import TokenizerError
@@ -167,18 +168,30 @@ def cached_ranks(table: str, expected_hash: str | None, copy: Path) -> dict[byte
         and hashlib.sha256(data[head:]).digest() == (data[len(_RANKS_MAGIC) : head])
     ):
         ranks = marshal.loads(data[head:])
-        if isinstance(ranks, dict) and ranks:
+        if _well_formed(ranks):
             return ranks
     ranks = load_ranks(table, expected_hash)
     payload = marshal.dumps(ranks)
+    tmp = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
     try:
         copy.parent.mkdir(parents=True, exist_ok=True)
-        tmp = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
         tmp.write_bytes(_RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
         os.replace(tmp, copy)  # no fsync: a copy torn by a crash fails its digest and is redone
-    except OSError:
-        pass  # a read-only state folder: every start reads the table itself
+    except OSError:  # a read-only state folder: every start reads the table itself
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return ranks
+
+
+def _well_formed(ranks: object) -> TypeGuard[dict[bytes, int]]:
+    """A copy whose digest holds but not a table (written by something else under that name)
+    would fail every later start inside tiktoken: read the table instead, and write it anew."""
+    return (
+        isinstance(ranks, dict)
+        and bool(ranks)
+        and all(type(k) is bytes for k in ranks)
+        and all(type(v) is int for v in ranks.values())
+    )
 
 
 def _encoding() -> tiktoken.Encoding:

@@ -7,7 +7,6 @@ Exit codes: 0 success; 1 a memoryd error (one line on stderr); 2 bad usage or ba
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -81,10 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # What the imports built (modules, classes, models, compiled patterns) lives as long as the
-    # process: keep the collector from walking it again in every full collection of a pass.
-    gc.freeze()
-    gc.enable()  # (``python -m memoryd`` imports the CLI with it off)
     daemon = args.command == "run" and not getattr(args, "once", False)
     app = App(lasting=daemon or args.command in LASTING_COMMANDS)
     configure(args.verbose, log_file=app.paths.logs / LOG_NAME if daemon else None, daemon=daemon)

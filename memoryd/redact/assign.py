@@ -205,7 +205,7 @@ def _plain_end_re(style: str, flow: bool, inside: bool, enclosing: str) -> re.Pa
         ends.append(r"(?<!\\)\"" if style == "header" else r"\\[nrt\"']|\"")
     if enclosing:
         ends.append(re.escape(enclosing))
-    return lazy("|".join(ends))
+    return re.compile("|".join(ends))  # built when asked for: nothing to defer
 
 
 _LABEL_WORDS = ("my", "your", "the", "some", "test", "fake", "dummy", "example", "sample", "mock")

@@ -3,6 +3,8 @@ nothing held by the calling process once released."""
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import os
 import subprocess
 import sys
@@ -227,7 +229,7 @@ def test_the_decoded_copy_is_the_table_and_is_read_instead_of_it(
     assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == first
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign", "signed-not-a-table"])
 def test_a_damaged_copy_is_never_used_and_is_written_again(tmp_path: Path, damage: str) -> None:
     table, copy = _bundled_table(), tmp_path / "copy.ranks"
     want = tokens.cached_ranks(table, OFFLINE_HASH, copy)
@@ -238,8 +240,11 @@ def test_a_damaged_copy_is_never_used_and_is_written_again(tmp_path: Path, damag
         del data[len(data) // 3 :]  # torn by a crash
     elif damage == "empty":
         data = bytearray()
-    else:  # another program's file of that name
+    elif damage == "foreign":  # another program's file of that name
         data = bytearray(b"PK\x03\x04" + bytes(100))
+    else:  # the copy's own framing, digest and all, around something that is not a table
+        payload = marshal.dumps({"not": "ranks"})
+        data = bytearray(tokens._RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
     copy.write_bytes(bytes(data))
     assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == want
     assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == want  # and the copy is whole again
