@@ -32,11 +32,10 @@ _MAX_STRUCT_LEN = 1 << 16
 _MAX_PLAIN_LEN = 4096
 
 # A keyword that ends a word: ``DB_PASSWORD``, ``apiKey``, ``--token``; not ``tokens`` or ``keyboard``.
-# The leading character class lets the regex engine skip ahead quickly; the lookbehinds then pick
-# the branch for that letter.
+# The first letter in either case, the rest in any (``redact.prefilter`` finds the words first).
 KEYWORD_RE = lazy(
-    r"[PpSsTtKkAaCc](?i:(?<=p)(?:ass(?:word|wd|phrase)?|wd|w|sk|at)|(?<=s)(?:ecret|ig(?:nature)?)"
-    r"|(?<=t)oken|(?<=k)ey|(?<=a)uth(?:ori[sz]ation)?|(?<=c)(?:redentials?|reds|ookie))"
+    r"(?:[Pp](?i:ass(?:word|wd|phrase)?|wd|w|sk|at)|[Ss](?i:ecret|ig(?:nature)?)|[Tt](?i:oken)"
+    r"|[Kk](?i:ey)|[Aa](?i:uth(?:ori[sz]ation)?)|[Cc](?i:redentials?|reds|ookie))"
     r"(?![a-z0-9])"
 )
 MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]")

@@ -10,19 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
+from memoryd.redact.prefilter import compile_prefiltered
+
 # what the rules call on a pattern; each is looked up once, then read from the instance
-_DELEGATED = (
-    "search",
-    "match",
-    "fullmatch",
-    "finditer",
-    "findall",
-    "sub",
-    "subn",
-    "split",
-    "groups",
-    "groupindex",
-)
+_DIRECT = ("match", "fullmatch", "split", "groups", "groupindex")
+# the calls that scan a text: these go through the pattern's prefilters, which are worked out
+# on the first such call (a pattern only ever matched at a position never pays for them)
+_SCANNING = ("search", "finditer", "findall", "sub", "subn")
 
 
 class _Lazy:
@@ -32,8 +26,15 @@ class _Lazy:
 
     def __getattr__(self, name: str) -> Any:
         # Reached only while an attribute is missing: on the first use, which compiles.
+        if name in _SCANNING:
+            scanner = compile_prefiltered(self.pattern, self.flags)
+            for attr in _SCANNING:
+                setattr(self, attr, getattr(scanner, attr))
+            return getattr(scanner, name)
+        if name not in _DIRECT:
+            raise AttributeError(name)
         compiled = re.compile(self.pattern, self.flags)
-        for attr in _DELEGATED:
+        for attr in _DIRECT:
             setattr(self, attr, getattr(compiled, attr))
         return getattr(compiled, name)
 

@@ -24,7 +24,6 @@ VAL = (
 # A quoted literal only.
 QUOTED = r"(?P<q>\\*[\"'`])(?P<s>(?:(?!(?P=q))[^\n\\])*?)(?P=q)"
 SEGMENT_END_RE = lazy(r"[\n;|]|&&|\\n")
-LINE_END_RE = lazy(r"\n|\\n")
 
 Edit = Callable[[str], tuple[str, int]]
 
@@ -89,16 +88,21 @@ def segment_end(text: str, i: int) -> int:
 
 
 def line_start(text: str, i: int, reach: int = 400) -> int:
+    """Where the line around ``i`` starts (after a newline or an escaped ``\\n``), at most
+    ``reach`` back. Two ``rfind`` calls: this runs for every hint word of every text."""
     lo = max(0, i - reach)
-    start = lo
-    for m in LINE_END_RE.finditer(text, lo, i):
-        start = m.end()
-    return start
+    nl = text.rfind("\n", lo, i)
+    esc = text.rfind("\\n", lo, i)
+    return max(lo, nl + 1 if nl >= 0 else lo, esc + 2 if esc >= 0 else lo)
 
 
 def line_end(text: str, i: int, reach: int = 400) -> int:
-    stop = LINE_END_RE.search(text, i, min(len(text), i + reach))
-    return stop.start() if stop is not None else min(len(text), i + reach)
+    hi = min(len(text), i + reach)
+    nl = text.find("\n", i, hi)
+    esc = text.find("\\n", i, hi)
+    if nl < 0:
+        return esc if esc >= 0 else hi
+    return nl if esc < 0 else min(nl, esc)
 
 
 _CALL = threading.local()

@@ -69,7 +69,11 @@ class Transcript:
 
 def _bounded(text: str, limit: int) -> str:
     """Redact, then keep head and tail within ``limit`` (redacting first: a cut must never split a secret)."""
-    text = redact(text)
+    return _cut(redact(text), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """Head and tail of an already redacted ``text`` within ``limit``."""
     if len(text) <= limit:
         return text
     half = limit // 2
@@ -178,9 +182,10 @@ def build_transcript(
                 tool_names.append(part.tool)
             entry = _part_entry(role, part, cited)
             if entry:
-                # every entry is redacted where it is built; a huge pasted text is bounded too
+                # every entry is redacted where it is built (once: redaction is most of the
+                # extraction's CPU); a huge pasted text is cut to its bound afterwards
                 if part.type == "text":
-                    entry = _bounded(entry, TEXT_ENTRY_CHARS)
+                    entry = _cut(entry, TEXT_ENTRY_CHARS)
                     if role == "assistant":
                         text_at[index] = len(entries)
                 entries.append(Entry(index, role, _rank(role, part), entry))

@@ -302,3 +302,26 @@ def test_tokenizer_loads_on_demand_and_is_released() -> None:
     tokens.release()
     assert not tokens.loaded()
     assert tokens.count("hello world") == 2  # loads again when needed
+
+
+def test_each_text_is_redacted_once(monkeypatch: Any) -> None:
+    """Redaction is most of an extraction's CPU: a text part went through it twice (once as an
+    entry, again when its length was bounded)."""
+    from memoryd.redact import redact as real
+
+    seen: list[str] = []
+
+    def counting(text: str) -> str:
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr("memoryd.write.transcript.redact", counting)
+    said = f"my token is {SECRET}, please keep the deploy notes short"
+    out = build_transcript(
+        [
+            msg("user", [{"type": "text", "text": said}]),
+            msg("assistant", [{"type": "text", "text": "Done: the notes are short now."}]),
+        ]
+    )
+    assert SECRET not in out.text and "keep the deploy notes short" in out.text
+    assert len(seen) == len(set(seen)) == 2, seen

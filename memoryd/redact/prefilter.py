@@ -1,0 +1,304 @@
+"""Run a pattern only where it can match: at its literal starts, in text holding what it needs.
+
+Python's ``re`` skips ahead fast only for a pattern that starts with a case-sensitive literal or
+character set. Most redaction patterns start with a look-behind or ``\\b`` and a case-insensitive
+list of key words (``(?i)\\b(?:password|secret|token…)``), so the engine tried them at every
+position of every text, and most of the extraction's CPU went there. Two facts read from a
+pattern's own parse tree let a scan skip that work and find exactly the same matches:
+
+* **starts**: every match begins with one of a few literal strings (``pass``, ``secret``...).
+  Those are found with ``str.find`` in a lower-cased copy and the pattern is matched only there,
+  in order, a match hiding the candidates it covers, as the engine's own scan would.
+* **needs**: every match holds a character of a small set (the ``=`` or ``:`` of an assignment,
+  a quote). A text without one cannot match, and is not scanned at all.
+
+The lower-cased copy keeps every position (``İ``, the one character whose lower case is longer,
+is folded to ``i`` first) and folds together the characters that ``re`` equates beyond
+``str.lower`` (``ſ`` and ``s``, ``ı`` and ``i``, the Cyrillic round ``ᲂ`` and ``о``...), from
+``re``'s own table; ``tests/unit/redact/test_prefilter.py`` checks it against ``re`` for every
+character a start holds.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator
+from re import _casefix as sre_casefix  # type: ignore[attr-defined]
+from re import _compiler as sre_compiler  # type: ignore[attr-defined]
+from re import _constants as sre_c  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
+
+# İ lower-cases to two characters: folded to the letter re equates it with, first
+_PRE_FOLD = str.maketrans({"\u0130": "i"})
+# the characters re's IGNORECASE equates beyond str.lower (ſ and s, ı and i, ς and σ, the
+# Cyrillic round letters...): each group folded to one of them
+_CLASS_FOLD = str.maketrans(
+    {
+        chr(code): chr(min(code, *others))
+        for code, others in sre_casefix._EXTRA_CASES.items()
+        if min(code, *others) != code
+    }
+)
+_MAX_START = 8  # literal characters kept per start: enough to make a start rare
+_MAX_STARTS = 64  # a pattern with more alternative starts (each one a find) is left to the engine
+_MAX_WALK = 1024  # starts collected before the redundant ones are dropped
+_MIN_START = 2  # a one-character start (a quote, a bracket) is as common as the engine's own work
+# characters too common for a missing one to rule anything out
+_COMMON = frozenset(" \t\n.,-_/")
+_MAX_NEEDS = 2  # character sets checked before a scan
+
+_ZERO_WIDTH = (sre_c.AT, sre_c.ASSERT, sre_c.ASSERT_NOT)
+_REPEATS = (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT)
+
+Repl = str | Callable[[re.Match[str]], str]
+
+
+def fold(text: str) -> str:
+    """``text`` lower-cased for finding literal starts, position for position."""
+    if text.isascii():
+        return text.lower()
+    return text.translate(_PRE_FOLD).lower().translate(_CLASS_FOLD)
+
+
+# --- what a pattern's matches start with ------------------------------------------------------------
+
+
+def _starts(items: list[Any], acc: str, out: set[str]) -> bool:
+    """Add to ``out`` the literal strings a match of ``items`` (after ``acc``) starts with.
+
+    Returns False when some match may start with something other than a literal (a class, a
+    wildcard, nothing at all): then the pattern cannot be anchored."""
+    for i, (op, av) in enumerate(items):
+        if len(acc) >= _MAX_START:
+            break
+        if op is sre_c.LITERAL:
+            acc += chr(av)
+            continue
+        if op in _ZERO_WIDTH:
+            if acc:
+                break  # what follows a zero-width check is still constrained by acc alone
+            continue  # before any character: it narrows where a match starts, never widens
+        rest = items[i + 1 :]
+        if op is sre_c.SUBPATTERN:
+            return _starts([*av[-1], *rest], acc, out)
+        if op is sre_c.BRANCH:
+            return all(_starts([*alt, *rest], acc, out) for alt in av[1])
+        if op is sre_c.IN and av and all(o is sre_c.LITERAL for o, _ in av):
+            return all(_starts([(sre_c.LITERAL, c), *rest], acc, out) for _, c in av)
+        if op in _REPEATS:
+            low, high, sub = av
+            if high == 1:  # an optional part: present, then the rest; or absent
+                return _starts([*sub, *rest], acc, out) and (low > 0 or _starts(rest, acc, out))
+            if acc:
+                break
+            # one or more times: a match starts as one instance does (what follows an instance
+            # may be another one, so the walk stops at its end); none: as the rest does
+            if not _starts(list(sub), acc, out):
+                return False
+            return low > 0 or _starts(rest, acc, out)
+        break  # anything else: the literal run ends here
+    if not acc:
+        return False
+    out.add(fold(acc))
+    return len(out) <= _MAX_WALK  # past that, a pattern is left to the engine
+
+
+def _parse(pattern: str | Any, flags: int) -> Any:
+    return sre_parse.parse(pattern, flags) if isinstance(pattern, str) else pattern
+
+
+def literal_starts(pattern: str | Any, flags: int = 0) -> tuple[str, ...] | None:
+    """The folded literal strings every match of ``pattern`` (a string or its parse) starts
+    with, shortest first; None if some match could start otherwise (or the list would be long
+    or hold a one-character start)."""
+    out: set[str] = set()
+    if not _starts(list(_parse(pattern, flags)), "", out):
+        return None
+    # a start that another one begins with is redundant: wherever the longer one stands, so does
+    # it; too many starts are cut shorter, until they are few enough
+    for length in (_MAX_START, 6, 4, 3):
+        cut = {s[:length] for s in out}
+        kept = [s for s in cut if not any(o != s and s.startswith(o) for o in cut)]
+        if len(kept) <= _MAX_STARTS:
+            break
+    else:
+        return None
+    if min(map(len, kept)) < _MIN_START:
+        return None
+    return tuple(sorted(kept, key=lambda s: (len(s), s)))
+
+
+def _scans_everywhere(pattern: str | Any, flags: int) -> bool:
+    """Whether the engine tries ``pattern`` at every position: it finds a literal first only for a
+    case-sensitive pattern that starts with a character (or a set of them)."""
+    parsed = _parse(pattern, flags)
+    if parsed.state.flags & re.IGNORECASE:
+        return True
+    first = list(parsed)[:1]
+    while first and first[0][0] is sre_c.SUBPATTERN:
+        first = list(first[0][1][-1])[:1]
+    return not first or first[0][0] not in (sre_c.LITERAL, sre_c.IN)
+
+
+# --- what a pattern's matches hold -------------------------------------------------------------------
+
+
+def _char_set(op: Any, av: Any) -> frozenset[str] | None:
+    if op is sre_c.LITERAL:
+        return frozenset(chr(av))
+    if op is sre_c.IN and av and all(o is sre_c.LITERAL for o, _ in av):
+        return frozenset(chr(c) for _, c in av)
+    return None
+
+
+def _required(items: list[Any]) -> list[frozenset[str]]:
+    """Character sets each match of ``items`` holds one character of (what it must consume or
+    see ahead, outside any alternative, optional part or look-behind)."""
+    out: list[frozenset[str]] = []
+    for op, av in items:
+        chars = _char_set(op, av)
+        if chars is not None:
+            out.append(chars)
+        elif op is sre_c.SUBPATTERN:
+            out += _required(list(av[-1]))
+        elif op in _REPEATS and av[0] >= 1:
+            out += _required(list(av[2]))
+        elif op is sre_c.ASSERT and av[0] == 1:
+            out += _required(list(av[1]))  # a look-ahead sees no further than the scan's end
+    return out
+
+
+def required_chars(pattern: str | Any, flags: int = 0) -> tuple[str, ...]:
+    """Up to two sets of characters (each as a string) such that every match of ``pattern``
+    holds, or sees ahead of it, a character of each; only sets of uncased, uncommon characters, where a text that has
+    none of them is common and case folding plays no part."""
+    sets = {
+        s
+        for s in _required(list(_parse(pattern, flags)))
+        if not s & _COMMON and all(c.lower() == c.upper() for c in s)
+    }
+    return tuple("".join(sorted(s)) for s in sorted(sets, key=lambda s: (len(s), sorted(s))))[
+        :_MAX_NEEDS
+    ]
+
+
+# --- the prefiltered pattern ---------------------------------------------------------------------------
+
+
+class Prefiltered:
+    """A compiled pattern whose ``finditer``, ``search``, ``findall``, ``sub`` and ``subn`` skip
+    texts without the characters it needs and, where it has literal starts, try it only there.
+    ``match``, ``fullmatch`` and ``split`` are the compiled pattern's own."""
+
+    def __init__(
+        self,
+        compiled: re.Pattern[str],
+        pattern: str,
+        starts: tuple[str, ...] | None,
+        needs: tuple[str, ...],
+    ) -> None:
+        self._re = compiled
+        self.starts = starts
+        self.needs = needs
+        self.pattern = pattern
+        self.flags = compiled.flags
+        self.groups = compiled.groups
+        self.groupindex = compiled.groupindex
+        self.match = compiled.match
+        self.fullmatch = compiled.fullmatch
+        self.split = compiled.split
+        if starts is None and not needs:  # nothing to filter: the engine's own, unwrapped
+            self.finditer = compiled.finditer  # type: ignore[method-assign,assignment]
+            self.search = compiled.search  # type: ignore[method-assign,assignment]
+            self.findall = compiled.findall  # type: ignore[method-assign,assignment]
+            self.sub = compiled.sub  # type: ignore[method-assign,assignment]
+            self.subn = compiled.subn  # type: ignore[method-assign,assignment]
+
+    def _possible(self, text: str, pos: int, endpos: int) -> bool:
+        for chars in self.needs:
+            for c in chars:
+                if text.find(c, pos, endpos) >= 0:
+                    break
+            else:
+                return False
+        return True
+
+    def _candidates(self, text: str, pos: int, endpos: int, starts: tuple[str, ...]) -> list[int]:
+        window = fold(text[pos:endpos])  # folding keeps positions: window[i] is text[pos + i]
+        found: set[int] = set()
+        for start in starts:
+            i = window.find(start)
+            while i >= 0:
+                found.add(pos + i)
+                i = window.find(start, i + 1)
+        return sorted(found)
+
+    def _anchored(
+        self, text: str, pos: int, endpos: int, starts: tuple[str, ...]
+    ) -> Iterator[re.Match[str]]:
+        match = self._re.match
+        end = pos
+        for i in self._candidates(text, pos, endpos, starts):
+            if i < end:
+                continue  # inside the last match: the scan resumes after it
+            m = match(text, i, endpos)
+            if m is not None:
+                end = m.end()
+                yield m
+
+    def finditer(
+        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+    ) -> Iterator[re.Match[str]]:
+        endpos = min(endpos, len(text))
+        if not self._possible(text, pos, endpos):
+            return iter(())
+        if self.starts is None:
+            return self._re.finditer(text, pos, endpos)
+        return self._anchored(text, pos, endpos, self.starts)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        if self.starts is None:
+            endpos = min(endpos, len(text))
+            return self._re.search(text, pos, endpos) if self._possible(text, pos, endpos) else None
+        return next(self.finditer(text, pos, endpos), None)
+
+    def findall(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        if not self._possible(text, pos, min(endpos, len(text))):
+            return []
+        return self._re.findall(text, pos, endpos)
+
+    def subn(self, repl: Repl, text: str, count: int = 0) -> tuple[str, int]:
+        if not self._possible(text, 0, len(text)):
+            return text, 0
+        if self.starts is None or count:
+            return self._re.subn(repl, text, count)
+        if callable(repl):
+            fill = repl
+        elif "\\" in repl:
+            fill = lambda m: m.expand(repl)  # noqa: E731 - re.sub's own template rules
+        else:
+            fill = lambda m: repl  # noqa: E731
+        out: list[str] = []
+        copied = n = 0
+        for m in self._anchored(text, 0, len(text), self.starts):
+            out += [text[copied : m.start()], fill(m)]
+            copied = m.end()
+            n += 1
+        if not n:
+            return text, 0
+        out.append(text[copied:])
+        return "".join(out), n
+
+    def sub(self, repl: Repl, text: str, count: int = 0) -> str:
+        return self.subn(repl, text, count)[0]
+
+
+def compile_prefiltered(pattern: str, flags: int = 0) -> Prefiltered:
+    """``re.compile(pattern, flags)``, behind the prefilters it has (see the module's notes)."""
+    parsed = sre_parse.parse(pattern, flags)
+    compiled = sre_compiler.compile(parsed, flags)  # from the one parse (``pattern`` is kept here)
+    starts = literal_starts(parsed) if _scans_everywhere(parsed, flags) else None
+    needs = required_chars(parsed)
+    return Prefiltered(compiled, pattern, starts, needs)

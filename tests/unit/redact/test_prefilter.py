@@ -1,0 +1,185 @@
+"""The prefilters in front of redaction's patterns find exactly what the patterns find alone.
+
+``redact.prefilter`` reads from each pattern where its matches can start and what they must hold,
+and scans only there. Wrong by one character, it would let a secret through, so these tests
+compare it with ``re`` itself: on the corpora, on texts built to sit at the edges (keywords in
+odd cases and in the characters ``re`` folds to ASCII letters, windows that cut a keyword), and
+character by character for the case folding it relies on.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import memoryd.redact  # noqa: F401 - loads every rule module, so every lazy pattern exists
+from memoryd.redact.prefilter import (
+    Prefiltered,
+    compile_prefiltered,
+    fold,
+    literal_starts,
+    required_chars,
+)
+from tests.unit.redact_corpora import corpora
+
+_lazy_module = sys.modules["memoryd.redact.lazy"]
+
+
+def _patterns() -> list[tuple[str, int]]:
+    """Every pattern the redaction rules hold (the lazy ones, as the rules built them)."""
+    import gc
+
+    found = {(o.pattern, o.flags) for o in gc.get_objects() if isinstance(o, _lazy_module._Lazy)}
+    return sorted(found)
+
+
+PATTERNS = _patterns()
+FILTERED = [(p, f, c) for p, f in PATTERNS if (c := compile_prefiltered(p, f)).starts or c.needs]
+
+_EXOTIC = {"s": "\u017f", "k": "\u212a", "i": "\u0131"}
+
+
+def _texts() -> list[str]:
+    rng = random.Random(20261206)
+    texts: list[str] = []
+    for secrets, ham in corpora().values():
+        texts += [s.text for s in secrets] + [h.text for h in ham]
+    texts = rng.sample(texts, 1000)
+    words = sorted({s for _p, _f, c in FILTERED for s in (c.starts or ())})
+    for _ in range(400):  # keywords in every case and in the letters re folds to ASCII ones
+        parts = []
+        for _ in range(rng.randint(1, 6)):
+            w = rng.choice(words)
+            w = "".join(
+                _EXOTIC.get(ch, ch)
+                if rng.random() < 0.15
+                else ch.upper()
+                if rng.random() < 0.3
+                else ch
+                for ch in w
+            )
+            parts.append(
+                w + rng.choice(["=", ": ", " ", "='x9Kq2mVb7Rt'", ' "v4lu3-s3cr3t"', "\n"])
+            )
+        texts.append(rng.choice(["", "İ", "x ", "$ ", "\\n"]) + "".join(parts))
+    return texts
+
+
+TEXTS = _texts()
+
+
+def _spans(matches: Iterator[re.Match[str]]) -> list[tuple[int, int, tuple[str | None, ...]]]:
+    return [(m.start(), m.end(), m.groups()) for m in matches]
+
+
+def test_many_patterns_have_a_prefilter() -> None:
+    assert len(PATTERNS) > 250
+    assert len(FILTERED) > 80
+    assert len([c for _p, _f, c in FILTERED if c.starts]) > 40
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags", "fast"), FILTERED, ids=[p[:60] for p, _f, _c in FILTERED]
+)
+def test_a_prefiltered_pattern_finds_what_re_finds(
+    pattern: str, flags: int, fast: Prefiltered
+) -> None:
+    plain = re.compile(pattern, flags)
+    rng = random.Random(pattern)
+    for text in TEXTS:
+        assert _spans(fast.finditer(text)) == _spans(plain.finditer(text)), text
+        a, b = sorted(rng.randint(0, len(text)) for _ in range(2))  # a window that cuts anywhere
+        assert _spans(fast.finditer(text, a, b)) == _spans(plain.finditer(text, a, b)), (text, a, b)
+        found, expected = fast.search(text, a), plain.search(text, a)
+        assert (found and found.span()) == (expected and expected.span())
+        assert fast.findall(text) == plain.findall(text)
+        assert fast.subn("<\\g<0>>", text) == plain.subn("<\\g<0>>", text)
+        assert fast.sub(lambda m: "[X]", text) == plain.sub(lambda m: "[X]", text)
+
+
+def test_fold_keeps_every_position() -> None:
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    assert len(fold(every)) == len(every)
+    assert fold("PaſSWORD İd \u212aey ıd парᲂль") == "password id key id пароль"
+
+
+def _cased() -> list[str]:
+    """The characters that have another case (only those can match a letter but another one)."""
+    out = []
+    for c in range(0x110000):
+        ch = chr(c)
+        if ch.lower() != ch or ch.upper() != ch or ch.casefold() != ch:
+            out.append(ch)
+    return out
+
+
+def test_fold_agrees_with_re_on_every_letter_a_start_holds() -> None:
+    """A start is found in fold(text) exactly where re's IGNORECASE would match its letters."""
+    letters = {ch for _p, _f, c in FILTERED for s in (c.starts or ()) for ch in s}
+    cased = _cased()
+    for letter in sorted(letters):
+        by_re = {x for x in cased if re.fullmatch(re.escape(letter), x, re.IGNORECASE)} | {letter}
+        by_fold = {x for x in cased if fold(x) == letter} | {letter}
+        assert by_re <= by_fold, (letter, sorted(by_re - by_fold))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "starts"),
+    [
+        (r"(?i)\b(?:password|token|api[ \t]key)s?", ("api key", "api\tkey", "token", "password")),
+        (
+            r"(?i)(?<![\w\-])[\"']?(?:name|key)=",
+            ('"key=', "'key=", "key=", '"name=', "'name=", "name="),
+        ),
+        (r"(?:ab){2}c", ("ab",)),  # a repeat: its first instance, not what follows it
+        (r"x?yz", ("xyz", "yz")),
+        (r"[A-Za-z]+=", None),  # a class: any letter may start it
+        (r"(?i)(?:a|token)", None),  # a one-letter start
+        (r"\w*secret", None),
+    ],
+)
+def test_literal_starts(pattern: str, starts: tuple[str, ...] | None) -> None:
+    got = literal_starts(pattern)
+    assert (got and sorted(got)) == (starts and sorted(starts))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "needs"),
+    [
+        (r"(?P<k>\w+)[ \t]*=[ \t]*(?P<v>\S+)", ("=",)),
+        (r"\w+(?:==|:)\S+", ()),  # alternatives: neither is needed alone
+        (r"\w+[:=]\S+", (":=",)),
+        (r"\((?=[^)]{0,20}[\"'])", ("(", "\"'")),  # what a look-ahead must see counts
+        (r"(?<=@)\w+", ()),  # a look-behind may look before the scan's start
+        (r"key \w+", ()),  # letters and blanks rule nothing out
+    ],
+)
+def test_required_chars(pattern: str, needs: tuple[str, ...]) -> None:
+    assert required_chars(pattern) == needs
+
+
+def test_line_bounds_match_the_newline_pattern_they_replace() -> None:
+    """``spans.line_start``/``line_end`` find a newline or an escaped ``\\n`` with ``str.find``."""
+    from memoryd.redact import spans
+
+    newline = re.compile(r"\n|\\n")
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(
+            rng.choice(["a", " ", "\n", "\\", "n", "\\n", "x="]) for _ in range(rng.randint(0, 40))
+        )
+        i = rng.randint(0, len(text))
+        reach = rng.choice([3, 10, 400])
+        lo = max(0, i - reach)
+        start = lo
+        for m in newline.finditer(text, lo, i):
+            start = m.end()
+        stop = newline.search(text, i, min(len(text), i + reach))
+        assert spans.line_start(text, i, reach) == start, (text, i, reach)
+        assert spans.line_end(text, i, reach) == (
+            stop.start() if stop else min(len(text), i + reach)
+        ), (text, i, reach)
