@@ -15,7 +15,13 @@ Then, per size:
   phase 2 claim, tick), wall and CPU (process + reaped children);
 - a pass with 20 new sessions (realistic 10–20 turn transcripts from ``bench/phase1.py``; the
   consolidator is scripted): memoryd's own CPU is the pass's CPU minus the fake host's route
-  handling, timed inside the handler;
+  handling, timed inside the handler; it is the first to extract, so it also compiles what a
+  fresh process compiles on first use;
+- memoryd's CPU per new session, warm (as in the daemon): phase 1's CPU in a 20-new pass less
+  its CPU in a pass with nothing new (the listing of every session), over 20;
+- ``memoryd run --once`` in its own process against the fake host over HTTP on 127.0.0.1 (nothing
+  new, then 20 new): its CPU with its children's (``wait4``) and its own and its tokenizer
+  helper's peak RSS (``VmHWM``), with nothing of the bench's in them;
 - workspace sync with nothing changed, baseline diff with nothing changed, block render;
 - consolidation input bytes (the consolidation prompt plus the files it points at that changed)
   beside the selection size;
@@ -28,7 +34,7 @@ The sizes run in one child process each, so one size's heap never inflates the n
 
 Run from the repo root::
 
-    .venv/bin/python bench/scale.py [--sizes 1000,3000,10000] [--profile]
+    .venv/bin/python bench/scale.py [--sizes 1000,3000,10000] [--profile] [--no-once]
 
 Not a test: nothing here is collected by pytest.
 """
@@ -46,6 +52,7 @@ import json
 import os
 import pstats
 import random
+import re
 import resource
 import shutil
 import subprocess
@@ -64,6 +71,7 @@ if str(REPO) not in sys.path:
 import httpx
 
 from bench._common import PROJECTS, TASKS, WORDS, machine, table
+from bench.idle import memoryd_peak
 from bench.phase1 import make_session, patched
 from bench.phase2 import _raw_memory, _summary
 from memoryd.clock import DAY, HOUR, ManualClock
@@ -82,10 +90,11 @@ from memoryd.write import passes
 from memoryd.write.phase1 import Phase1, Phase1Report
 from tests.fakehost import FakeOpencode
 
-# The store's clock is a ManualClock two days behind the wall clock: the consolidation's check
-# for host tool calls that named the folder lists sessions updated since the wall-clock start of
-# the run, so every session of the home must lie in the wall clock's past, as it does for real.
-T0 = (int(time.time()) // 3600 - 48) * 3600 * 1000
+# The store's clock is a ManualClock six days behind the wall clock (the bench moves it a day
+# forward for each batch of new sessions): the consolidation's check for host tool calls that
+# named the folder lists sessions updated since the wall-clock start of the run, so every session
+# of the home must lie in the wall clock's past, as it does for real.
+T0 = (int(time.time()) // 3600 - 6 * 24) * 3600 * 1000
 FAKE_URL = "http://opencode.test"
 N_PROJECTS = 50
 NEW_SESSIONS = 20
@@ -95,7 +104,7 @@ GOALS = {
     "nothing-new pass CPU": "<= 0.5 s",
     "memoryd CPU per new session": "<= 20 ms",
     "ranked search, first after a change": "<= 200 ms",
-    "peak RSS": "<= 70 MB",
+    "peak RSS of run --once": "<= 70 MB",
 }
 
 
@@ -243,7 +252,7 @@ def build_home(n: int, base: Path, seed: int = 1) -> Home:
     host = FakeOpencode(reply=reply, consolidate=consolidate)
     app = make_app(paths, clock, settings)
     store = app.store
-    span = 360 * DAY
+    span = 355 * DAY  # all of it within the year the retention keeps, by the wall clock too
     for i in range(n):
         proj = names[i % N_PROJECTS]
         task = rng.choice(TASKS)
@@ -355,15 +364,45 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-def run_size(n: int, profile: bool) -> dict[str, Any]:
+def one_shot_runs(home: Home) -> dict[str, Any]:
+    """``memoryd run --once`` as a user runs it, in its own process against the fake host served
+    over HTTP on 127.0.0.1: its CPU and its children's (``wait4``) and its own peak RSS and its
+    tokenizer helper's (``VmHWM``), none of the bench's. A pass with nothing new, then one with
+    20 new sessions (which consolidates)."""
+    out: dict[str, Any] = {}
+    with home.host.serve() as url:
+        home.paths.config_file.write_text(
+            f"max_unused_days = 365\nmax_rollouts_per_startup = {NEW_SESSIONS}\n"
+            f'runner = "opencode"\n[host]\nurl = "{url}"\n'
+        )
+        env = {**os.environ, "MEMORYD_HOME": str(home.base)}
+        for label, new in (("once_idle", 0), ("once_new", NEW_SESSIONS)):
+            if new:  # the new sessions idle for 7 h by the wall clock, which this process reads
+                home.clock.set(int(time.time() * 1000) - DAY)
+                add_new_sessions(home, new, seed=4)
+            done, peak = memoryd_peak(env, "run", "--once")
+            if done.returncode != 0:
+                raise RuntimeError(f"run --once failed ({done.returncode}): {done.stderr[-2000:]}")
+            said = re.search(r"(\d+) extracted", done.stdout)
+            got = int(said.group(1)) if said else -1
+            assert got == new, f"run --once extracted {got} of {new}: {done.stdout[-2000:]}"
+            out[f"{label}_said"] = done.stdout.strip()
+            out[f"{label}_cpu"] = peak.cpu_s
+            out[f"{label}_rss"] = peak.own_kb / 1024
+            out[f"{label}_helper_rss"] = peak.helper_kb / 1024
+    home.paths.config_file.unlink()
+    return out
+
+
+def run_size(n: int, profile: bool, one_shots: bool = True) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix=f"memoryd-bench-scale-{n}-"))
     try:
-        return _run_size(n, base, profile)
+        return _run_size(n, base, profile, one_shots)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
+def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, Any]:
     r: dict[str, Any] = {"n": n}
     t = time.perf_counter()
     home = build_home(n, base)
@@ -413,6 +452,27 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
     if profile:
         add_new_sessions(home, NEW_SESSIONS, seed=2)
         r["profile_new"] = profile_text(lambda: one_pass(home), f"20-new-session pass at {n}")
+
+    # Per new session, warm (as in the daemon: patterns compiled, caches filled): phase 1's CPU
+    # for 20 new sessions less its CPU with nothing new (the listing, best of 3), over 20; the
+    # better of two such passes, each with its own new sessions.
+    idle_phase1 = []
+    for _ in range(3):
+        idle_p1 = Phase1Clock(home)
+        one_pass(home, phase1=idle_p1)
+        idle_phase1.append(idle_p1.cpu - idle_p1.host_cpu)
+    r["idle_phase1_cpu"] = min(idle_phase1)
+    warm: list[tuple[float, float]] = []
+    for seed in (3, 5):
+        add_new_sessions(home, NEW_SESSIONS, seed=seed)
+        warm_p1 = Phase1Clock(home)
+        c0 = home.hclock.cpu
+        res, st = measure(lambda: one_pass(home, phase1=warm_p1))  # noqa: B023 - run at once
+        assert res.phase1.succeeded == NEW_SESSIONS, res.phase1.as_dict()
+        warm.append((warm_p1.cpu - warm_p1.host_cpu, st.cpu - (home.hclock.cpu - c0)))
+    r["warm_phase1_cpu"], r["warm_cpu"] = min(warm)
+    if one_shots:
+        r.update(one_shot_runs(home))
 
     store, settings = home.app.store, home.settings
     limit = settings.max_raw_memories_for_consolidation
@@ -476,6 +536,7 @@ def _run_size(n: int, base: Path, profile: bool) -> dict[str, Any]:
     r["folder_bytes"] = dir_bytes(home.paths.memories)
     r["folder_files"] = sum(len(f) for _d, _s, f in os.walk(home.paths.memories))
     r["peak_rss"] = max(r["idle_rss"], r["new_rss"], r["sync_rss"], r["search_rss"])
+    r["once_rss"] = max(r.get("once_idle_rss", 0.0), r.get("once_new_rss", 0.0))
     home.app.close()
     return r
 
@@ -497,11 +558,22 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ("nothing-new pass CPU", lambda r: r["idle_cpu"], ms),
     ("20-new pass, wall", lambda r: r["new_wall"], ms),
     ("20-new pass, memoryd CPU", lambda r: r["new_cpu"], ms),
-    ("memoryd CPU per new session", lambda r: r["new_cpu"] / NEW_SESSIONS, ms),
+    ("20-new pass / 20 (first, cold)", lambda r: r["new_cpu"] / NEW_SESSIONS, ms),
     ("  of which phase 1 (extraction)", lambda r: r["new_phase1_cpu"] / NEW_SESSIONS, ms),
     (
         "  per pass: the rest (phase 2, blocks, ticks)",
         lambda r: r["new_cpu"] - r["new_phase1_cpu"],
+        ms,
+    ),
+    ("20-new pass, warm, memoryd CPU", lambda r: r["warm_cpu"], ms),
+    (
+        "memoryd CPU per new session",
+        lambda r: (r["warm_phase1_cpu"] - r["idle_phase1_cpu"]) / NEW_SESSIONS,
+        ms,
+    ),
+    (
+        "  per pass, warm: the listing and the rest",
+        lambda r: r["warm_cpu"] - (r["warm_phase1_cpu"] - r["idle_phase1_cpu"]),
         ms,
     ),
     ("workspace sync, nothing changed", lambda r: r["sync_cpu"], ms),
@@ -514,7 +586,17 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ("ranked search, first build", lambda r: r["search_build_wall"], ms),
     ("ranked search p95, steady", lambda r: r["search_p95"], ms),
     ("ranked search, first after a change", lambda r: r["search_first"], ms),
-    ("peak RSS", lambda r: r["peak_rss"], lambda v: f"{v:.1f} MB"),
+    ("run --once, nothing new: CPU", lambda r: r.get("once_idle_cpu", 0.0), ms),
+    ("run --once, 20 new: CPU", lambda r: r.get("once_new_cpu", 0.0), ms),
+    ("peak RSS of run --once", lambda r: r.get("once_rss", 0.0), lambda v: f"{v:.1f} MB"),
+    ("  nothing new", lambda r: r.get("once_idle_rss", 0.0), lambda v: f"{v:.1f} MB"),
+    ("  20 new", lambda r: r.get("once_new_rss", 0.0), lambda v: f"{v:.1f} MB"),
+    (
+        "  its tokenizer helper",
+        lambda r: max(r.get("once_idle_helper_rss", 0.0), r.get("once_new_helper_rss", 0.0)),
+        lambda v: f"{v:.1f} MB",
+    ),
+    ("peak RSS of the bench process", lambda r: r["peak_rss"], lambda v: f"{v:.1f} MB"),
     ("  of which held before the passes", lambda r: r["rss_base"], lambda v: f"{v:.1f} MB"),
     ("  peak: nothing-new pass", lambda r: r["idle_rss"], lambda v: f"{v:.1f} MB"),
     ("  peak: 20-new pass", lambda r: r["new_rss"], lambda v: f"{v:.1f} MB"),
@@ -560,16 +642,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000,3000,10000")
     ap.add_argument("--profile", action="store_true", help="cProfile both passes (largest size)")
+    ap.add_argument(
+        "--no-once", action="store_true", help="skip the `memoryd run --once` processes"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child: run one size, print JSON
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(run_size(args.one, args.profile)))
+        print(json.dumps(run_size(args.one, args.profile, not args.no_once)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(f"scale benchmark ({machine()}; load average {loadavg()} at start)")
     results = []
     for n in sizes:
-        cmd = [sys.executable, __file__, "--one", str(n)]
+        cmd = [sys.executable, __file__, "--one", str(n), *(["--no-once"] if args.no_once else [])]
         if args.profile and n == max(sizes):
             cmd.append("--profile")
         t = time.perf_counter()
@@ -582,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("profile_idle", "profile_new"):
             if k in r:
                 print(r.pop(k))
+        for k in ("once_idle_said", "once_new_said"):
+            if k in r:
+                print(f"    {k[:-5].replace('_', ' ')}: " + r.pop(k).replace("\n", "; "))
         results.append(r)
     print()
     report(results)

@@ -174,22 +174,31 @@ class FakeOpencode:
 
     @contextlib.contextmanager
     def serve(self) -> Iterator[str]:
-        """The same routes over real HTTP on 127.0.0.1 (for clients that are not httpx); yields
-        the base URL."""
+        """The same routes over real HTTP on 127.0.0.1 (for clients that are not httpx, or a
+        memoryd in another process); yields the base URL."""
         host = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                size = int(self.headers.get("content-length") or 0)
                 req = httpx.Request(
-                    "GET", f"http://fake{self.path}", headers=dict(self.headers.items())
+                    self.command,
+                    f"http://fake{self.path}",
+                    headers=dict(self.headers.items()),
+                    content=self.rfile.read(size) if size else None,
                 )
                 resp = asyncio.run(host.handle(req))
                 body = resp.content
                 self.send_response(resp.status_code)
+                for name, value in resp.headers.items():  # a listing's next cursor, for one
+                    if name.lower() not in ("content-type", "content-length", "transfer-encoding"):
+                        self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            do_POST = do_DELETE = do_PATCH = do_PUT = do_GET
 
             def log_message(self, *args: Any) -> None:
                 pass

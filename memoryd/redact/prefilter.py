@@ -48,6 +48,8 @@ _MIN_START = 2  # a one-character start (a quote, a bracket) is as common as the
 # characters too common for a missing one to rule anything out
 _COMMON = frozenset(" \t\n.,-_/")
 _MAX_NEEDS = 2  # character sets checked before a scan
+_FIRST_CHUNK, _CHUNK = 256, 4096  # characters folded and searched for starts at a time
+_SHORT = 64  # a shorter text goes straight to the engine: filtering would cost more than a scan
 
 _ZERO_WIDTH = (sre_c.AT, sre_c.ASSERT, sre_c.ASSERT_NOT)
 _REPEATS = (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT)
@@ -190,7 +192,10 @@ def required_chars(pattern: str | Any, flags: int = 0) -> tuple[str, ...]:
 class Prefiltered:
     """A compiled pattern whose ``finditer``, ``search``, ``findall``, ``sub`` and ``subn`` skip
     texts without the characters it needs and, where it has literal starts, try it only there.
-    ``match``, ``fullmatch`` and ``split`` are the compiled pattern's own."""
+    ``match``, ``fullmatch`` and ``split`` are the compiled pattern's own.
+
+    The matches are ``re``'s own but for two attributes no rule reads: a match found at a start
+    has that start as its ``pos``, and ``match.re.pattern`` is None (compiled from the parse)."""
 
     def __init__(
         self,
@@ -210,11 +215,11 @@ class Prefiltered:
         self.fullmatch = compiled.fullmatch
         self.split = compiled.split
         if starts is None and not needs:  # nothing to filter: the engine's own, unwrapped
-            self.finditer = compiled.finditer  # type: ignore[method-assign,assignment]
-            self.search = compiled.search  # type: ignore[method-assign,assignment]
-            self.findall = compiled.findall  # type: ignore[method-assign,assignment]
-            self.sub = compiled.sub  # type: ignore[method-assign,assignment]
-            self.subn = compiled.subn  # type: ignore[method-assign,assignment]
+            self.finditer = compiled.finditer  # type: ignore[method-assign]
+            self.search = compiled.search  # type: ignore[method-assign]
+            self.findall = compiled.findall  # type: ignore[method-assign]
+            self.sub = compiled.sub  # type: ignore[method-assign]
+            self.subn = compiled.subn  # type: ignore[method-assign]
 
     def _possible(self, text: str, pos: int, endpos: int) -> bool:
         for chars in self.needs:
@@ -225,74 +230,99 @@ class Prefiltered:
                 return False
         return True
 
-    def _candidates(self, text: str, pos: int, endpos: int, starts: tuple[str, ...]) -> list[int]:
-        window = fold(text[pos:endpos])  # folding keeps positions: window[i] is text[pos + i]
-        found: set[int] = set()
-        for start in starts:
-            i = window.find(start)
-            while i >= 0:
-                found.add(pos + i)
-                i = window.find(start, i + 1)
-        return sorted(found)
-
     def _anchored(
-        self, text: str, pos: int, endpos: int, starts: tuple[str, ...]
+        self, text: str, pos: int, endpos: int, starts: tuple[str, ...], first: bool = False
     ) -> Iterator[re.Match[str]]:
+        """The matches in ``text[pos:endpos]``. For the ``first`` one alone (``search``), chunk
+        by chunk, small then doubling: a search that meets a match early stops early, as the
+        engine's own scan would (folding all the rest of a long text for every call made a
+        rule's walk through it with successive searches quadratic)."""
         match = self._re.match
-        end = pos
-        for i in self._candidates(text, pos, endpos, starts):
-            if i < end:
-                continue  # inside the last match: the scan resumes after it
-            m = match(text, i, endpos)
-            if m is not None:
-                end = m.end()
-                yield m
+        overhang = max(map(len, starts)) - 1  # a start that begins in a chunk may end past it
+        end = chunk = pos
+        size = _FIRST_CHUNK if first else endpos - pos
+        while chunk < endpos:
+            limit = min(endpos, chunk + size)
+            size = max(size, min(2 * size, _CHUNK))
+            window = fold(text[chunk : min(endpos, limit + overhang)])  # position for position
+            found: set[int] = set()
+            for start in starts:
+                stop = limit - chunk + len(start) - 1  # occurrences that begin before ``limit``
+                i = window.find(start, 0, stop)
+                while i >= 0:
+                    found.add(chunk + i)
+                    i = window.find(start, i + 1, stop)
+            for i in sorted(found):
+                if i < end:
+                    continue  # inside the last match: the scan resumes after it
+                m = match(text, i, endpos)
+                if m is not None:
+                    end = m.end()
+                    yield m
+            chunk = limit
 
     def finditer(
-        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+        self, string: str, pos: int = 0, endpos: int = sys.maxsize
     ) -> Iterator[re.Match[str]]:
-        endpos = min(endpos, len(text))
-        if not self._possible(text, pos, endpos):
+        pos, endpos = _bounds(string, pos, endpos)
+        if endpos - pos < _SHORT:
+            return self._re.finditer(string, pos, endpos)
+        if not self._possible(string, pos, endpos):
             return iter(())
         if self.starts is None:
-            return self._re.finditer(text, pos, endpos)
-        return self._anchored(text, pos, endpos, self.starts)
+            return self._re.finditer(string, pos, endpos)
+        return self._anchored(string, pos, endpos, self.starts)
 
-    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        if self.starts is None:
-            endpos = min(endpos, len(text))
-            return self._re.search(text, pos, endpos) if self._possible(text, pos, endpos) else None
-        return next(self.finditer(text, pos, endpos), None)
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        pos, endpos = _bounds(string, pos, endpos)
+        if endpos - pos < _SHORT or self.starts is None:
+            if endpos - pos >= _SHORT and not self._possible(string, pos, endpos):
+                return None
+            return self._re.search(string, pos, endpos)
+        if not self._possible(string, pos, endpos):
+            return None
+        return next(self._anchored(string, pos, endpos, self.starts, first=True), None)
 
-    def findall(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
-        if not self._possible(text, pos, min(endpos, len(text))):
+    def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        pos, endpos = _bounds(string, pos, endpos)
+        if endpos - pos >= _SHORT and not self._possible(string, pos, endpos):
             return []
-        return self._re.findall(text, pos, endpos)
+        return self._re.findall(string, pos, endpos)
 
-    def subn(self, repl: Repl, text: str, count: int = 0) -> tuple[str, int]:
-        if not self._possible(text, 0, len(text)):
-            return text, 0
-        if self.starts is None or count:
-            return self._re.subn(repl, text, count)
+    def subn(self, repl: Repl, string: str, count: int = 0) -> tuple[str, int]:
+        if len(string) < _SHORT or count:
+            return self._re.subn(repl, string, count)
+        if not self._possible(string, 0, len(string)):
+            self._re.subn(repl, "")  # a bad template fails as re's own sub would, match or not
+            return string, 0
+        if self.starts is None:
+            return self._re.subn(repl, string)
         if callable(repl):
             fill = repl
         elif "\\" in repl:
+            self._re.subn(repl, "")  # a bad template fails as re's own sub would, match or not
             fill = lambda m: m.expand(repl)  # noqa: E731 - re.sub's own template rules
         else:
             fill = lambda m: repl  # noqa: E731
         out: list[str] = []
         copied = n = 0
-        for m in self._anchored(text, 0, len(text), self.starts):
-            out += [text[copied : m.start()], fill(m)]
+        for m in self._anchored(string, 0, len(string), self.starts):
+            out += [string[copied : m.start()], fill(m) or ""]  # None is "", as in re
             copied = m.end()
             n += 1
         if not n:
-            return text, 0
-        out.append(text[copied:])
+            return string, 0
+        out.append(string[copied:])
         return "".join(out), n
 
-    def sub(self, repl: Repl, text: str, count: int = 0) -> str:
-        return self.subn(repl, text, count)[0]
+    def sub(self, repl: Repl, string: str, count: int = 0) -> str:
+        return self.subn(repl, string, count)[0]
+
+
+def _bounds(text: str, pos: int, endpos: int) -> tuple[int, int]:
+    """``pos`` and ``endpos`` as ``re`` reads them: clamped into the text (a negative one is 0)."""
+    size = len(text)
+    return min(max(pos, 0), size), min(max(endpos, 0), size)
 
 
 def compile_prefiltered(pattern: str, flags: int = 0) -> Prefiltered:

@@ -13,6 +13,7 @@ import random
 import re
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -183,3 +184,44 @@ def test_line_bounds_match_the_newline_pattern_they_replace() -> None:
         assert spans.line_end(text, i, reach) == (
             stop.start() if stop else min(len(text), i + reach)
         ), (text, i, reach)
+
+
+def test_the_edges_of_re_api_are_kept() -> None:
+    """Found by a blind review: positions out of the text, a replacement that returns None, a bad
+    template with nothing to replace, and the keyword names of re's own methods."""
+    fast = compile_prefiltered(r"(?i)\bpassword=\w+")
+    plain = re.compile(fast.pattern)
+    assert isinstance(fast, Prefiltered) and fast.starts
+    text = "x password=abc"
+    for pos, endpos in ((-1, sys.maxsize), (-5, -1), (3, 2), (99, 200), (0, -3)):
+        assert _spans(fast.finditer(text, pos, endpos)) == _spans(plain.finditer(text, pos, endpos))
+        assert fast.findall(text, pos, endpos) == plain.findall(text, pos, endpos)
+    assert fast.search(string=text) is not None
+    assert fast.sub(lambda m: None, text) == plain.sub(lambda m: None, text) == "x "  # type: ignore[arg-type, return-value]
+    for bad in ("\\q", "\\3"):
+        with pytest.raises(re.error):
+            fast.sub(bad, "nothing here")
+
+
+def test_successive_searches_through_a_long_text_fold_it_about_once(monkeypatch: Any) -> None:
+    """Rules walk a text with ``search(text, pos)``; folding all the rest of it for each call
+    made that quadratic. Each search folds chunk by chunk and stops at its match."""
+    from memoryd.redact import prefilter
+
+    folded = 0
+    real = prefilter.fold
+
+    def counting(text: str) -> str:
+        nonlocal folded
+        folded += len(text)
+        return real(text)
+
+    monkeypatch.setattr(prefilter, "fold", counting)
+    fast = compile_prefiltered(r"(?i)\bsecret[ \t]*=[ \t]*\w+")
+    assert fast.starts
+    text = ("x" * 90 + " secret=abc\n") * 5000  # ~0.5 MB, a match every 102 characters
+    pos, hits = 0, 0
+    while (m := fast.search(text, pos)) is not None:
+        hits, pos = hits + 1, m.end()
+    assert hits == 5000
+    assert folded < 3 * len(text), folded  # a small chunk per search, not all the rest
