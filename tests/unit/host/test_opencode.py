@@ -218,6 +218,35 @@ async def test_list_sessions_follows_cursor_across_three_pages(host: FakeHost) -
 
 
 @pytest.mark.anyio
+async def test_a_listing_keeps_what_memoryd_reads_and_little_else(host: FakeHost) -> None:
+    """A pass holds every listed session (10,000 in a year): token counts, costs, models and
+    summaries stay out, and the sessions of a project share its description and folder name."""
+    helper = session_json("ses_h", 900, metadata={HELPER_METADATA_KEY: "extract", "nonce": "n1"})
+    items = [session_json("ses_2", 2000), session_json("ses_1", 1000, parentID="ses_2"), helper]
+    items += [session_json("ses_a", 800), session_json("ses_b", 700)]
+    items[0]["time"]["archived"] = 1999
+    items[0]["time"]["compacting"] = 5
+    host.on("GET", "/experimental/session", lambda r: items)
+    async with host.client() as client:
+        s2, s1, sh, sa, sb = await client.list_sessions()
+    assert (s2.id, s2.title, s2.directory, s2.projectID) == (
+        "ses_2",
+        "title of ses_2",
+        "/path/to/project",
+        "5463ae76",
+    )
+    assert (s2.time.created, s2.time.updated, s2.is_archived) == (1000, 2000, True)
+    assert s1.parentID == "ses_2" and not s1.is_root and s2.is_root
+    assert s2.worktree == "/path/to/project"
+    assert is_helper_session(sh) and sh.metadata == helper["metadata"]
+    for s in (s2, s1, sh):
+        assert not s.model_extra and not s.time.model_extra, s.model_extra
+    assert s1.project is s2.project and s1.directory is s2.directory
+    assert sa.model_fields_set is sb.model_fields_set  # one record of the given fields
+    assert sa.time.model_fields_set is sb.time.model_fields_set
+
+
+@pytest.mark.anyio
 async def test_list_sessions_archived_and_start_params(host: FakeHost) -> None:
     host.on("GET", "/experimental/session", lambda r: [])
     async with host.client() as client:
