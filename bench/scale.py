@@ -524,7 +524,7 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
             )
             steady.append(st.wall)
         r["search_p95"] = pct(steady, 95)
-        firsts = []
+        firsts, first_cpus = [], []
         for i in range(3):
             with (home.paths.memories / "MEMORY.md").open("a") as fh:
                 fh.write(f"\n- Appended by the benchmark ({i}): the staging deploy needs a flag.\n")
@@ -535,8 +535,8 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
                 )
             )
             firsts.append(st.wall)
-            r["search_first_cpu"] = st.cpu
-        r["search_first"] = max(firsts)
+            first_cpus.append(st.cpu)
+        r["search_first"], r["search_first_cpu"] = max(firsts), max(first_cpus)
     finally:
         idx.close()
     r["db_bytes"] = sum(
@@ -604,6 +604,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ("ranked search, first build", lambda r: r["search_build_wall"], ms),
     ("ranked search p95, steady", lambda r: r["search_p95"], ms),
     ("ranked search, first after a change", lambda r: r["search_first"], ms),
+    ("  its CPU", lambda r: r["search_first_cpu"], ms),
     ("run --once, nothing new: CPU", lambda r: r.get("once_idle_cpu", 0.0), ms),
     ("run --once, 20 new: CPU", lambda r: r.get("once_new_cpu", 0.0), ms),
     ("peak RSS of run --once", lambda r: r.get("once_rss", 0.0), lambda v: f"{v:.1f} MB"),
