@@ -61,6 +61,7 @@ from bench._common import FILES, PROJECTS, TASKS, WORDS, fmt_s, machine, paragra
 from memoryd.clock import HOUR, ManualClock
 from memoryd.host.agents import EXTRACT_AGENT
 from memoryd.host.opencode import OpencodeClient
+from memoryd.host.transport import HostTransport
 from memoryd.paths import Paths
 from memoryd.redact import redact
 from memoryd.settings import Settings
@@ -163,7 +164,7 @@ STORE_METHODS = (
 @contextlib.contextmanager
 def instrument(acc: Acc, store: Store) -> Iterator[None]:
     """Time memoryd's synchronous building blocks (exact: none of them awaits)."""
-    parse_orig = OpencodeClient.__dict__["_parse"].__func__
+    parse_orig = HostTransport.__dict__["_parse"].__func__
     patches: list[tuple[Any, str, Any]] = [
         (
             phase1_mod,
@@ -190,7 +191,10 @@ def instrument(acc: Acc, store: Store) -> Iterator[None]:
         ),
         (Paths, "ensure_dir", acc.wrap("helper dir checks (ensure_dir)", Paths.ensure_dir)),
     ]
-    patches += [(store, m, acc.wrap(f"store.{m}", getattr(store, m))) for m in STORE_METHODS]
+    owners = (store.stage1, store.phase2, store.outputs, store.ledger, store.owners)
+    for m in STORE_METHODS:  # each lives on one of the store's parts
+        owner = next(o for o in owners if hasattr(o, m))
+        patches.append((owner, m, acc.wrap(f"store.{m}", getattr(owner, m))))
     with patched(patches):
         yield
 
