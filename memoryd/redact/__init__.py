@@ -133,10 +133,11 @@ def _pipeline(without: frozenset[str] = frozenset()) -> _Pipeline:
     head = _steps((*_HEADER_RULES, *tokens.LEADING_RULES), without)
     tail = _steps((*shapes.RULES, *tokens.TRAILING_RULES, *commands.RULES), without)
     context = _steps(POSITION_RULES, without)
-    hints = tuple(sorted({h for step in (*head, *tail, *context) for h in step[1]}))
+    token_steps = _steps(tokens.TOKEN_RULES, without)
+    hints = tuple(sorted({h for step in (*head, *token_steps, *tail, *context) for h in step[1]}))
     return _Pipeline(
         head,
-        _steps(tokens.TOKEN_RULES, without),
+        token_steps,
         tail,
         RULE_FAMILIES["secret-assignment"] not in without,
         context,
@@ -220,9 +221,23 @@ def redactor(without: frozenset[str]) -> Callable[[str], str]:
     return lambda text: _redact_once(text, p)[0]
 
 
+# A value one rule hides can be what kept another rule from seeing the next secret (a cookie
+# pair ahead of an ``Authorization: ApiKey`` header): passes repeat until the text stops
+# changing. A text with nothing to hide (most of them) takes one pass; the cap only bounds it.
+_MAX_PASSES = 4
+
+
 def _redact_once(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
-    with spans.one_call():
-        return _redact(text, p)
+    """Redaction to a fixed point: what it returns, a further pass leaves as it is."""
+    found: list[str] = []
+    for _ in range(_MAX_PASSES):
+        with spans.one_call():
+            out, more = _redact(text, p)
+        found += [f for f in more if f not in found]
+        if out == text:
+            break
+        text = out
+    return text, found
 
 
 def redact(text: str) -> str:

@@ -49,6 +49,7 @@ _MIN_START = 2  # a one-character start (a quote, a bracket) is as common as the
 _COMMON = frozenset(" \t\n.,-_/")
 _MAX_NEEDS = 2  # character sets checked before a scan
 _FIRST_CHUNK, _CHUNK = 256, 4096  # characters folded and searched for starts at a time
+_WHOLE_CHUNK = 65_536  # the same for every match of a long text (a hostile one: bounded memory)
 _SHORT = 64  # a shorter text goes straight to the engine: filtering would cost more than a scan
 
 _ZERO_WIDTH = (sre_c.AT, sre_c.ASSERT, sre_c.ASSERT_NOT)
@@ -207,6 +208,9 @@ class Prefiltered:
         self._re = compiled
         self.starts = starts
         self.needs = needs
+        # one character: str.find; several: one class search that stops at the first of them
+        # (a find per character scanned the whole text for each one it lacks)
+        self._needs = [n if len(n) == 1 else re.compile(f"[{re.escape(n)}]") for n in needs]
         self.pattern = pattern
         self.flags = compiled.flags
         self.groups = compiled.groups
@@ -222,11 +226,11 @@ class Prefiltered:
             self.subn = compiled.subn  # type: ignore[method-assign]
 
     def _possible(self, text: str, pos: int, endpos: int) -> bool:
-        for chars in self.needs:
-            for c in chars:
-                if text.find(c, pos, endpos) >= 0:
-                    break
-            else:
+        for need in self._needs:
+            if isinstance(need, str):
+                if text.find(need, pos, endpos) < 0:
+                    return False
+            elif need.search(text, pos, endpos) is None:
                 return False
         return True
 
@@ -240,7 +244,7 @@ class Prefiltered:
         match = self._re.match
         overhang = max(map(len, starts)) - 1  # a start that begins in a chunk may end past it
         end = chunk = pos
-        size = _FIRST_CHUNK if first else endpos - pos
+        size = _FIRST_CHUNK if first else _WHOLE_CHUNK  # the positions of a chunk are held at once
         while chunk < endpos:
             limit = min(endpos, chunk + size)
             size = max(size, min(2 * size, _CHUNK))
