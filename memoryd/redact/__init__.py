@@ -18,8 +18,9 @@ Three layers, applied in this order:
    which keys count and which values are plainly not secrets.
 
 Markers are never matched again, and a redaction repeats its passes until the text stops
-changing (a hidden value can uncover the next secret), so ``redact(redact(x)) == redact(x)``. Every scan is linear in the
-input; rules whose hint substrings are absent from the text are skipped.
+changing (a hidden value can uncover the next secret), so ``redact(redact(x)) == redact(x)``.
+Every scan is linear in the input; rules whose hint substrings are absent from the text are
+skipped.
 """
 
 from __future__ import annotations
