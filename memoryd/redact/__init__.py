@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NamedTuple
 
@@ -171,32 +171,51 @@ def _present(folded: str, hints: tuple[str, ...]) -> frozenset[str]:
 
 # A JSON string literal that holds escapes: tool input as opencode stores it (a bash command, a
 # file an agent wrote) is JSON, and a rule written for the plain text would see \" and \n there.
-# (At least eight characters or escapes, then the whole run, taken without backtracking: a run
-# that is not followed by the closing quote cannot be one that is.)
-_JSON_STRING_RE = lazy(r'"(?=(?:[^"\\\n]|\\.){8})((?:[^"\\\n]++|\\.)*+)"')
+# A literal is a quote, at least eight characters or escapes, and the closing quote.
+_JSON_BODY_RE = lazy(r'(?:[^"\\\n]++|\\.)*+')  # a literal's body, from after its opening quote
+_JSON_EIGHT_RE = lazy(r'"(?:[^"\\\n]|\\.){8}')
 _MAX_JSON_DEPTH = 3
+
+
+def _json_literals(text: str) -> Iterator[tuple[int, int]]:
+    """The (start, end) of each JSON string literal, left to right, as a regex scan would find
+    them, in linear time: a quote whose body ends without a closing quote (a newline, the end)
+    is not tried again at the escaped quotes inside that body, which all end there too (a scan
+    from each of them made a text of ``\\"`` pairs quadratic)."""
+    i = 0
+    while (q := text.find('"', i)) >= 0:
+        end = _JSON_BODY_RE.match(text, q + 1).end()  # type: ignore[union-attr]  # may be empty
+        if end < len(text) and text[end] == '"' and _JSON_EIGHT_RE.match(text, q):
+            yield q, end + 1
+            i = end + 1
+        else:
+            i = max(end, q + 1)  # the next candidate: the quote that ended this body, or later
 
 
 def _json_strings(text: str, p: _Pipeline, depth: int, families: dict[str, None]) -> str:
     """Each escaped JSON string in ``text`` decoded, redacted as plain text, and encoded again."""
-
-    def repl(m: re.Match[str]) -> str:
-        body = m.group(1)
+    out: list[str] = []
+    copied = 0
+    for start, end in _json_literals(text):
+        literal = text[start:end]
+        body = literal[1:-1]
         if re.fullmatch(r"[\w.\-/]*", body):
-            return m.group()  # a word, a name, a path: nothing a rule could see
+            continue  # a word, a name, a path: nothing a rule could see
         try:
-            decoded = json.loads(m.group())
+            decoded = json.loads(literal)
         except ValueError:
-            return m.group()
+            continue
         if not isinstance(decoded, str):
-            return m.group()
+            continue
         clean, found = _redact(decoded, p, depth + 1)
         if clean == decoded:
-            return m.group()
+            continue
         families.update(dict.fromkeys(found))
-        return json.dumps(clean, ensure_ascii="\\u" in body)
-
-    return _JSON_STRING_RE.sub(repl, text)
+        out += [text[copied:start], json.dumps(clean, ensure_ascii="\\u" in body)]
+        copied = end
+    if not out:
+        return text
+    return "".join(out) + text[copied:]
 
 
 def _redact(text: str, p: _Pipeline = _DEFAULT, depth: int = 0) -> tuple[str, list[str]]:

@@ -184,3 +184,30 @@ def test_redaction_is_a_fixed_point_on_joined_samples() -> None:
         text = rng.choice([" | ", "\n", "; ", " "]).join(rng.sample(samples, 2))
         once = redact(text)
         assert redact(once) == once, text
+
+
+def test_a_text_of_escaped_quotes_stays_linear() -> None:
+    """Found by a blind review: every quote of ``\\"\\"\\"…`` started a scan to the end of the text
+    for a JSON literal that never closes (40,000 pairs took 26 s). Each quote inside a failed
+    literal's body fails the same way, so none is tried again. Same literals as the pattern finds."""
+    import random
+    import re
+    import time
+
+    from memoryd.redact import _json_literals
+
+    literal = re.compile(r'"((?:[^"\\\n]|\\.){8,})"')
+    rng = random.Random(6)
+    pieces = ['"', "\\", "n", "\n", "a", '\\"', '": "', "xyz"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert list(_json_literals(text)) == [m.span() for m in literal.finditer(text)], text
+
+    def cpu(pairs: int) -> float:
+        start = time.process_time()
+        redact('\\"' * pairs + " token=x9Kq2mVb7Rt5")
+        return time.process_time() - start
+
+    cpu(100)
+    small, large = cpu(10_000), cpu(40_000)
+    assert large < 8 * small + 0.05, f"{small:.3f} s for 10,000 pairs, {large:.3f} s for 40,000"
