@@ -184,7 +184,8 @@ def _json_literals(text: str) -> Iterator[tuple[int, int]]:
     from each of them made a text of ``\\"`` pairs quadratic)."""
     i = 0
     while (q := text.find('"', i)) >= 0:
-        end = _JSON_BODY_RE.match(text, q + 1).end()  # type: ignore[union-attr]  # may be empty
+        body = _JSON_BODY_RE.match(text, q + 1)  # always matches, maybe nothing
+        end = body.end() if body is not None else q + 1
         if end < len(text) and text[end] == '"' and _JSON_EIGHT_RE.match(text, q):
             yield q, end + 1
             i = end + 1

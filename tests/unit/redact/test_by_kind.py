@@ -167,6 +167,7 @@ def test_a_redaction_keeps_no_text_alive_after_it() -> None:
     assert getattr(spans._CALL, "windows", None) is None
 
 
+@pytest.mark.slow  # 3,000 redactions of joined samples
 def test_redaction_is_a_fixed_point_on_joined_samples() -> None:
     """A value one rule hides can be what kept another rule from the next secret (a cookie pair
     ahead of an ``Authorization: ApiKey`` header): redact() repeats its passes until nothing

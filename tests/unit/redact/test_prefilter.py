@@ -83,6 +83,7 @@ def test_many_patterns_have_a_prefilter() -> None:
     assert len([c for _p, _f, c in FILTERED if c.starts]) > 40
 
 
+@pytest.mark.slow  # ~20 s of CPU over all patterns: CI runs it, the fast loop does not
 @pytest.mark.parametrize(
     ("pattern", "flags", "fast"), FILTERED, ids=[p[:60] for p, _f, _c in FILTERED]
 )
@@ -118,6 +119,7 @@ def _cased() -> list[str]:
     return out
 
 
+@pytest.mark.slow  # every code point, against re
 def test_fold_agrees_with_re_on_every_letter_a_start_holds() -> None:
     """A start is found in fold(text) exactly where re's IGNORECASE would match its letters."""
     letters = {ch for _p, _f, c in FILTERED for s in (c.starts or ()) for ch in s}
