@@ -91,10 +91,12 @@ def _load_or_create(paths: Paths) -> str:
         try:
             data = read_regular(path, limit=256)
         except NotRegularFile:
+            # Another creator between its link and its unlink shows the file with two names; by
+            # the lstat it may have one again (read it once more). Anything else is refused.
             st = lstat_or_none(path)
-            if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 2:
+            if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink > 2):
                 raise
-            time.sleep(0.01)  # another process is between its link and its unlink
+            time.sleep(0.01)
             continue
         if data is None:
             paths.ensure_dir(path.parent)

@@ -381,3 +381,26 @@ def test_a_new_token_renders_the_block_again(paths: Paths) -> None:
     assert readpath.sync_block(paths, settings) is True
     new = fence.fence_token(paths)
     assert new != old and new in paths.readpath_block.read_text()
+
+
+def test_a_creator_that_finished_between_the_read_and_the_check_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The racing creators failed now and then in CI: a reader saw the file while another
+    creator held two names for it, and by its lstat the creator had dropped one."""
+    from memoryd.errors import NotRegularFile
+    from memoryd.fsutil import read_regular as real
+
+    paths = Paths.from_env({"MEMORYD_HOME": str(tmp_path / "home")})
+    token = fence._load_or_create(paths)
+    calls = 0
+
+    def first_sees_two_names(path: Path, limit: int | None = None) -> bytes | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise NotRegularFile(path, "is hard-linked (2 names for one file)")
+        return real(path, limit=limit)
+
+    monkeypatch.setattr("memoryd.read.fence.read_regular", first_sees_two_names)
+    assert fence._load_or_create(paths) == token and calls == 2
