@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import contextlib
 import cProfile
 import functools
@@ -670,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_size(args.one, args.profile, not args.no_once)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    # An installed memoryd has its bytecode (pip compiles it); a checkout under
+    # PYTHONDONTWRITEBYTECODE would charge every `run --once` the compiling of each edited module.
+    compileall.compile_dir(str(REPO / "memoryd"), quiet=1)
     print(f"scale benchmark ({machine()}; load average {loadavg()} at start)")
     results = []
     for n in sizes:

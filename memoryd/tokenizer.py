@@ -186,11 +186,12 @@ def cached_ranks(table: str, expected_hash: str | None, copy: Path) -> dict[byte
 def _well_formed(ranks: object) -> TypeGuard[dict[bytes, int]]:
     """A copy whose digest holds but not a table (written by something else under that name)
     would fail every later start inside tiktoken: read the table instead, and write it anew."""
+    # the types counted in C: a generator over ~100k entries was ~20 ms of every helper start
     return (
         isinstance(ranks, dict)
         and bool(ranks)
-        and all(type(k) is bytes for k in ranks)
-        and all(type(v) is int for v in ranks.values())
+        and set(map(type, ranks)) == {bytes}
+        and set(map(type, ranks.values())) == {int}
     )
 
 

@@ -13,13 +13,13 @@ Tests inject an ``httpx.MockTransport``; nothing else is faked.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import anyio
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
@@ -332,7 +332,9 @@ class OpencodeClient(HostTransport):
             log.warning("%s timed out after %gs; aborting the turn", what, timeout)
             await self.abort(session_id)
             raise
-        except anyio.get_cancelled_exc_class():
+        except asyncio.CancelledError:  # memoryd runs on asyncio (anyio's tasks too)
+            import anyio  # here: a pass that is not cancelled never loads anyio's backend
+
             with anyio.CancelScope(shield=True):
                 await self.abort(session_id)
             raise

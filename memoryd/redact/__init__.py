@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NamedTuple
 
-from memoryd.redact import code, commands, printed, shapes, shell, spans, tokens
+from memoryd.redact import code, commands, prefilter, printed, shapes, shell, spans, tokens
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, Rule
@@ -252,13 +252,16 @@ _MAX_PASSES = 4
 def _redact_once(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
     """Redaction to a fixed point: what it returns, a further pass leaves as it is."""
     found: list[str] = []
-    for _ in range(_MAX_PASSES):
-        with spans.one_call():
-            out, more = _redact(text, p)
-        found += [f for f in more if f not in found]
-        if out == text:
-            break
-        text = out
+    try:
+        for _ in range(_MAX_PASSES):
+            with spans.one_call():
+                out, more = _redact(text, p)
+            found += [f for f in more if f not in found]
+            if out == text:
+                break
+            text = out
+    finally:
+        prefilter.forget_fold()  # the last text's fold is no use to the next call
     return text, found
 
 

@@ -65,6 +65,34 @@ def fold(text: str) -> str:
     return text.translate(_PRE_FOLD).lower().translate(_CLASS_FOLD)
 
 
+_last_fold: tuple[str, str] = ("", "")
+
+
+def _whole_fold(text: str) -> str:
+    """:func:`fold` of the text the scans last went through whole, kept for the next pattern's
+    scan of the same text: a redaction runs some forty prefiltered rules over one text, and a
+    fold of text that is not ASCII (two ``translate`` calls) cost more than all their scans."""
+    global _last_fold
+    folded = _kept_fold(text)
+    if folded is None:
+        folded = fold(text)
+        _last_fold = (text, folded)
+    return folded
+
+
+def _kept_fold(text: str) -> str | None:
+    last = _last_fold
+    if last[0] is text or (len(last[0]) == len(text) and last[0] == text):  # a copy: same fold
+        return last[1]
+    return None
+
+
+def forget_fold() -> None:
+    """Drop the kept fold (and its text): called when a redaction is done with its text."""
+    global _last_fold
+    _last_fold = ("", "")
+
+
 # --- what a pattern's matches start with ------------------------------------------------------------
 
 
@@ -245,16 +273,35 @@ class Prefiltered:
         overhang = max(map(len, starts)) - 1  # a start that begins in a chunk may end past it
         end = chunk = pos
         size = _FIRST_CHUNK if first else _WHOLE_CHUNK  # the positions of a chunk are held at once
+        # A whole scan folds the whole text once for every pattern after it; a first-match
+        # search uses that fold when it is there or the text is short, else folds chunk by
+        # chunk as it goes (a rule that edits a long text between searches refolds no more).
+        # An ASCII text folds with one ``lower`` (cheap, kept nowhere). Any other takes two
+        # ``translate`` calls, dearer than all the scans: its fold is kept for every pattern after.
+        whole: str | None = None
+        parts: list[str] | None = None
+        if not text.isascii():
+            whole = _kept_fold(text)
+            if whole is None and (not first or len(text) <= _CHUNK):
+                whole = _whole_fold(text)
+            if whole is None and endpos - pos == len(text):
+                parts = []  # a search that finds nothing folds all of it, chunk by chunk: kept
         while chunk < endpos:
             limit = min(endpos, chunk + size)
             size = max(size, min(2 * size, _CHUNK))
-            window = fold(text[chunk : min(endpos, limit + overhang)])  # position for position
+            if whole is not None:
+                window, base = whole, 0
+            else:  # position for position
+                window, base = fold(text[chunk : min(endpos, limit + overhang)]), chunk
+                if parts is not None:
+                    parts.append(window[: limit - chunk])
             found: set[int] = set()
             for start in starts:
-                stop = limit - chunk + len(start) - 1  # occurrences that begin before ``limit``
-                i = window.find(start, 0, stop)
+                # occurrences that begin before ``limit`` and end by ``endpos``
+                stop = min(endpos, limit + len(start) - 1) - base
+                i = window.find(start, chunk - base, stop)
                 while i >= 0:
-                    found.add(chunk + i)
+                    found.add(base + i)
                     i = window.find(start, i + 1, stop)
             for i in sorted(found):
                 if i < end:
@@ -264,6 +311,9 @@ class Prefiltered:
                     end = m.end()
                     yield m
             chunk = limit
+        if parts is not None:
+            global _last_fold
+            _last_fold = (text, "".join(parts))
 
     def finditer(
         self, string: str, pos: int = 0, endpos: int = sys.maxsize

@@ -1,0 +1,269 @@
+"""Plain HTTP/1.1 under the httpx client, for the opencode server on a loopback ``http://`` URL.
+
+Why it exists: httpx's own transport (httpcore over anyio) costs about 1 ms of CPU per request
+and about 40 ms of imports at start, and a pass makes five requests per session, so the
+transport was a fifth of a pass's CPU. opencode answers plain HTTP/1.1 on 127.0.0.1; speaking
+that directly over asyncio streams costs a tenth as much. The httpx client on top (requests,
+responses, auth, the error types :mod:`memoryd.host.transport` maps) is unchanged, and
+``https://`` URLs keep httpx's transport (TLS, proxies).
+
+What it does: one keep-alive pool per host and port; bodies framed by ``Content-Length``, by
+chunks or by the connection's close (RFC 9112 section 6); interim 1xx answers skipped. A reused
+connection the server had closed while idle is noticed before use, and when the server drops one
+before answering a byte, an idempotent request is sent once more on a new connection. Deadlines
+are the caller's (:class:`~memoryd.host.transport.HostTransport` bounds each exchange), but for
+the connect timeout the request carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import httpx
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "PUT"})
+HEAD_LIMIT = 64 * 1024  # status line and headers; a longer head is refused
+_BODYLESS = frozenset({204, 304})
+_CRLF = b"\r\n"
+
+
+class _Connection:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def usable(self) -> bool:
+        """Idle and still open: the server closes idle connections after a while."""
+        return not (self.reader.at_eof() or self.writer.is_closing())
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _head(request: httpx.Request, body: bytes) -> bytes:
+    """Request line and headers; the body's length is always stated (never chunked)."""
+    target = request.url.raw_path
+    method = request.method.encode("ascii")
+    if not target.startswith(b"/") or any(c in target for c in b" \r\n\t"):
+        raise httpx.LocalProtocolError(f"cannot send request target {target!r}")
+    lines = [method + b" " + target + b" HTTP/1.1"]
+    for name, value in request.headers.raw:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            continue
+        if b"\r" in name + value or b"\n" in name + value or b":" in name:
+            raise httpx.LocalProtocolError(f"header {name!r} cannot be sent")
+        lines.append(name + b": " + value)
+    if body or request.method in ("POST", "PUT", "PATCH"):
+        lines.append(b"Content-Length: " + str(len(body)).encode("ascii"))
+    return _CRLF.join(lines) + _CRLF + _CRLF
+
+
+def _status_line(line: bytes) -> tuple[bytes, int, bytes]:
+    parts = line.split(b" ", 2)
+    version = parts[0]
+    code = parts[1] if len(parts) > 1 else b""
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"malformed status line {line[:80]!r}")
+    return version, int(code), parts[2] if len(parts) > 2 else b""
+
+
+def _header_lines(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+    headers = []
+    for line in lines:
+        name, sep, value = line.partition(b":")
+        if not sep or not name or name != name.strip() or line[:1] in (b" ", b"\t"):
+            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+        headers.append((name, value.strip(b" \t")))
+    return headers
+
+
+def _field(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
+    return [v for k, v in headers if k.lower() == name]
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    values = {
+        v.strip() for joined in _field(headers, b"content-length") for v in joined.split(b",")
+    }
+    if not values:
+        return None
+    if len(values) != 1 or not next(iter(values)).isdigit():
+        raise httpx.RemoteProtocolError(f"bad Content-Length {sorted(values)!r}")
+    return int(next(iter(values)))
+
+
+def _tokens(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
+    return [t.strip().lower() for v in _field(headers, name) for t in v.split(b",") if t.strip()]
+
+
+async def _read_head(reader: asyncio.StreamReader, *, first: bool) -> bytes | None:
+    """The next answer's head; None when the server closed before a byte of the first one."""
+    try:
+        return await reader.readuntil(_CRLF + _CRLF)
+    except asyncio.IncompleteReadError as exc:
+        if first and not exc.partial:
+            return None
+        raise httpx.RemoteProtocolError("the server closed the connection mid-answer") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise httpx.RemoteProtocolError(f"answer head longer than {HEAD_LIMIT} bytes") from exc
+
+
+async def _chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        line = await reader.readuntil(_CRLF)
+        size_text = line[:-2].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:20]!r}") from None
+        if size < 0 or size_text[:1] in (b"+", b"-"):
+            raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:20]!r}")
+        if size == 0:
+            while await reader.readuntil(_CRLF) != _CRLF:  # trailer fields: not used
+                pass
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        if await reader.readexactly(2) != _CRLF:
+            raise httpx.RemoteProtocolError("chunk not followed by CRLF")
+
+
+async def _exchange(
+    conn: _Connection, data: bytes, method: str
+) -> tuple[httpx.Response, bool] | None:
+    """Send one request and read its whole answer; also whether the connection may be reused.
+    None when the server closed or reset the connection before a byte of the answer."""
+    reader = conn.reader
+    try:
+        conn.writer.write(data)
+        await conn.writer.drain()
+    except (ConnectionError, OSError):
+        return None
+    first = True
+    while True:
+        try:
+            head = await _read_head(reader, first=first)
+        except ConnectionError:
+            if first:
+                return None
+            raise
+        if head is None:
+            return None
+        first = False
+        lines = head[:-4].split(_CRLF)
+        version, status, reason = _status_line(lines[0])
+        headers = _header_lines(lines[1:])
+        if not (100 <= status < 200) or status == 101:
+            break
+    keep = (
+        version == b"HTTP/1.1" and status != 101 and b"close" not in _tokens(headers, b"connection")
+    )
+    try:
+        if method == "HEAD" or status in _BODYLESS or status < 200:
+            body = b""
+        elif (codings := _tokens(headers, b"transfer-encoding")) and codings[-1] == b"chunked":
+            body = await _chunked(reader)
+        elif codings or (length := _content_length(headers)) is None:
+            body, keep = await reader.read(), False  # delimited by the close
+        else:
+            body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise httpx.RemoteProtocolError("the server closed the connection mid-body") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise httpx.RemoteProtocolError("a chunk line longer than the limit") from exc
+    extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
+    response = httpx.Response(
+        status, headers=headers, stream=httpx.ByteStream(body), extensions=extensions
+    )
+    return response, keep
+
+
+class PlainHTTP1(httpx.AsyncBaseTransport):
+    """HTTP/1.1 over asyncio streams with a keep-alive pool; plain ``http://`` only."""
+
+    def __init__(self, *, max_idle: int = 16) -> None:
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._max_idle = max_idle
+        self._closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"plain HTTP/1.1 only, not {url.scheme}://")
+        key = (url.host, url.port or 80)
+        body = await request.aread()
+        data = _head(request, body) + body
+        timeouts = request.extensions.get("timeout") or {}
+        conn = self._take(key)
+        reused = conn is not None
+        if conn is None:
+            conn = await self._connect(key, timeouts.get("connect"))
+        try:
+            answer = await _exchange(conn, data, request.method)
+            if answer is None:
+                conn.close()
+                if not (reused and request.method in IDEMPOTENT):
+                    raise httpx.RemoteProtocolError(
+                        "the server closed the connection without answering"
+                    )
+                # it had closed the idle connection as we sent: once more on a new one
+                conn = await self._connect(key, timeouts.get("connect"))
+                answer = await _exchange(conn, data, request.method)
+                if answer is None:
+                    raise httpx.RemoteProtocolError(
+                        "the server closed the connection without answering"
+                    )
+            response, keep = answer
+        except (ConnectionError, OSError) as exc:
+            conn.close()
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        except BaseException:  # cancelled or failed mid-exchange: the stream's state is unknown
+            conn.close()
+            raise
+        if keep and not self._closed:
+            self._give(key, conn)
+        else:
+            conn.close()
+        return response
+
+    def _take(self, key: tuple[str, int]) -> _Connection | None:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if conn.usable():
+                return conn
+            conn.close()
+        return None
+
+    def _give(self, key: tuple[str, int], conn: _Connection) -> None:
+        idle = self._idle.setdefault(key, [])
+        if len(idle) >= self._max_idle:
+            conn.close()
+        else:
+            idle.append(conn)
+
+    @staticmethod
+    async def _connect(key: tuple[str, int], timeout: float | None) -> _Connection:
+        host, port = key
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port, limit=HEAD_LIMIT)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        return _Connection(reader, writer)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle = [c for conns in self._idle.values() for c in conns]
+        self._idle.clear()
+        for conn in idle:
+            conn.close()
+        for conn in idle:
+            with contextlib.suppress(OSError, ConnectionError):
+                await conn.writer.wait_closed()

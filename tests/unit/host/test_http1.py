@@ -1,0 +1,265 @@
+"""The plain HTTP/1.1 transport under the host client, against a scripted server on 127.0.0.1.
+
+Each test scripts what the server answers, byte for byte, and checks what httpx hands back and
+how connections are used (opened, reused, dropped)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from memoryd.errors import HostUnreachable
+from memoryd.host.http1 import PlainHTTP1, _head
+from memoryd.host.transport import HostTransport
+
+pytestmark = pytest.mark.anyio
+
+Reply = bytes | Callable[[bytes], bytes | None] | None  # None: close without answering
+
+
+def ok(body: bytes = b'{"ok": true}', *extra: str) -> bytes:
+    head = ["HTTP/1.1 200 OK", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(head + list(extra)) + "\r\n\r\n").encode() + body
+
+
+class Server:
+    """Answers each request it reads with the next scripted reply; counts connections."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies = replies
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.writers: list[asyncio.StreamWriter] = []
+        self.url = ""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.append(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                request = head + (await reader.readexactly(length) if length else b"")
+                self.requests.append(request)
+                reply = self.replies.pop(0)
+                if callable(reply):
+                    reply = reply(request)
+                if reply is None:
+                    break
+                writer.write(reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    def drop_idle(self) -> None:
+        for w in self.writers:
+            w.close()
+
+
+@asynccontextmanager
+async def serving(replies: list[Reply]) -> AsyncIterator[Server]:
+    server = Server(replies)
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    server.url = f"http://127.0.0.1:{port}"
+    try:
+        yield server
+    finally:
+        srv.close()
+        server.drop_idle()
+
+
+@asynccontextmanager
+async def client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.url, transport=PlainHTTP1()) as c:
+        yield c
+
+
+async def test_keep_alive_reuses_one_connection() -> None:
+    async with serving([ok(b'{"n": 1}'), ok(b'{"n": 2}')]) as server, client(server) as c:
+        first = await c.get("/a", params={"directory": "/tmp/x y"})
+        second = await c.post("/b", json={"k": "v"})
+    assert (first.json(), second.json()) == ({"n": 1}, {"n": 2})
+    assert server.connections == 1
+    get, post = server.requests
+    assert get.startswith(b"GET /a?directory=%2Ftmp%2Fx+y HTTP/1.1\r\n")
+    assert post.startswith(b"POST /b HTTP/1.1\r\n")
+    head, body = post.split(b"\r\n\r\n", 1)
+    assert json.loads(body) == {"k": "v"}
+    assert f"\r\nContent-Length: {len(body)}".encode() in head
+
+
+async def test_chunked_body_with_extensions_and_trailers() -> None:
+    body = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n"
+    )
+    async with serving([body, ok(b"again")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"hello, world"
+        assert (await c.get("/")).content == b"again"
+    assert server.connections == 1
+
+
+async def test_body_delimited_by_close_is_read_whole_and_not_reused() -> None:
+    raw = b"HTTP/1.1 200 OK\r\n\r\nall of it"
+    async with serving([raw, ok(b"next")]) as server, client(server) as c:
+        task = asyncio.ensure_future(c.get("/"))
+        await asyncio.sleep(0.05)
+        server.drop_idle()  # the server ends the body by closing
+        assert (await task).content == b"all of it"
+        assert (await c.get("/")).content == b"next"
+    assert server.connections == 2
+
+
+async def test_connection_close_and_http10_are_not_reused() -> None:
+    replies: list[Reply] = [
+        ok(b"1", "Connection: close"),
+        b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n2",
+        ok(b"3"),
+    ]
+    async with serving(replies) as server, client(server) as c:
+        assert [(await c.get("/")).content for _ in range(3)] == [b"1", b"2", b"3"]
+    assert server.connections == 3
+
+
+async def test_an_idle_connection_the_server_closed_is_not_used() -> None:
+    async with serving([ok(b"1"), ok(b"2")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"1"
+        server.drop_idle()
+        await asyncio.sleep(0.05)
+        assert (await c.post("/", json={})).content == b"2"
+    assert server.connections == 2
+
+
+async def test_dropped_before_answering_get_is_sent_again_post_is_not() -> None:
+    async with serving([ok(b"1"), None, ok(b"2")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"1"
+        assert (await c.get("/")).content == b"2"  # the reused one was dropped: a new one
+    assert server.connections == 2
+    async with serving([ok(b"1"), None, ok(b"never")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"1"
+        with pytest.raises(httpx.RemoteProtocolError):
+            await c.post("/", json={})
+    assert len(server.requests) == 2  # the prompt was not sent twice
+
+
+async def test_interim_answers_bodyless_statuses_and_head() -> None:
+    replies: list[Reply] = [
+        b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"after"),
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",  # HEAD: the length, no body
+        ok(b"last"),
+    ]
+    async with serving(replies) as server, client(server) as c:
+        assert (await c.get("/")).content == b"after"
+        assert (await c.delete("/")).status_code == 204
+        assert (await c.head("/")).content == b""
+        assert (await c.get("/")).content == b"last"
+    assert server.connections == 1
+
+
+async def test_compressed_body_is_decoded() -> None:
+    packed = gzip.compress(b'{"zipped": 1}')
+    async with serving([ok(packed, "Content-Encoding: gzip")]) as server, client(server) as c:
+        assert (await c.get("/")).json() == {"zipped": 1}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/2 200 OK\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3, 4\r\n\r\nabc",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n folded: x\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX",
+        b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+    ],
+)
+async def test_malformed_answers_are_protocol_errors(raw: bytes) -> None:
+    async with serving([lambda r: raw, None]) as server, client(server) as c:
+        task = asyncio.ensure_future(c.get("/"))
+        await asyncio.sleep(0.05)
+        server.drop_idle()  # a body cut short ends with the close
+        with pytest.raises(httpx.RemoteProtocolError):
+            await task
+
+
+async def test_cancelled_exchange_drops_its_connection() -> None:
+    half = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhal"
+    async with serving([half, ok(b"fresh")]) as server:
+        async with client(server) as c:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await c.get("/")  # the body never completes
+            assert (await c.get("/")).content == b"fresh"
+        assert server.connections == 2  # the half-read one was not put back
+
+
+async def test_refused_connection_is_host_unreachable() -> None:
+    srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    srv.close()
+    await srv.wait_closed()
+    async with httpx.AsyncClient(transport=PlainHTTP1()) as c:
+        with pytest.raises(httpx.ConnectError):
+            await c.get(f"http://127.0.0.1:{port}/")
+    async with HostTransport(f"http://127.0.0.1:{port}", timeout=5) as t:
+        with pytest.raises(HostUnreachable):
+            await t._send("POST", "/x")
+
+
+async def test_host_transport_speaks_it_for_http_only() -> None:
+    plain = HostTransport("http://127.0.0.1:1")
+    secure = HostTransport("https://example.invalid")
+    try:
+        assert isinstance(plain._http._transport, PlainHTTP1)
+        assert not isinstance(secure._http._transport, PlainHTTP1)
+    finally:
+        await plain.aclose()
+        await secure.aclose()
+
+
+async def test_basic_auth_and_closing_the_pool() -> None:
+    async with serving([ok(b"1")]) as server:
+        t = HostTransport(server.url, password="pw", timeout=5)
+        resp = await t._send("GET", "/global/health")
+        assert resp.content == b"1"
+        lines = server.requests[0].split(b"\r\n")
+        assert [
+            v for k, _, v in (x.partition(b": ") for x in lines) if k.lower() == b"authorization"
+        ] == [
+            b"Basic b3BlbmNvZGU6cHc="  # opencode:pw
+        ]
+        pool: Any = t._http._transport
+        idle = [conn for conns in pool._idle.values() for conn in conns]
+        assert len(idle) == 1
+        await t.aclose()
+        assert idle[0].writer.is_closing()
+        assert pool._idle == {}
+
+
+def test_request_head_refuses_what_would_split_it() -> None:
+    good = httpx.Request("POST", "http://h/p?q=1", content=b"abc", headers={"X-A": "1"})
+    head = _head(good, b"abc")
+    assert head.startswith(b"POST /p?q=1 HTTP/1.1\r\n")
+    assert head.endswith(b"\r\nContent-Length: 3\r\n\r\n")
+    assert head.count(b"Content-Length") == 1
+    bad = httpx.Request("GET", "http://h/p")
+    bad.headers["X-B"] = "ok"
+    bad.headers._list.append((b"x-c", b"x-c", b"v\r\nInjected: 1"))  # past httpx's own checks
+    with pytest.raises(httpx.LocalProtocolError):
+        _head(bad, b"")
