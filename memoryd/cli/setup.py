@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
+from memoryd import tokenizer
+from memoryd.errors import TokenizerError
 from memoryd.exitcodes import EXIT_OK, EXIT_USAGE
 from memoryd.host.client_config import CLIENTS, snippet
 from memoryd.host.client_install import ClientInstaller
@@ -61,6 +64,10 @@ def cmd_install(app: App, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if not args.dry_run:
+        # the first pass then reads the tokenizer's decoded table; a pass copes without it
+        with contextlib.suppress(TokenizerError):
+            tokenizer.prepare()
     if args.host in CLIENTS:
         client = ClientInstaller(app.paths, args.host, codex_bin=args.codex_bin)
         for cstep in client.install(dry_run=args.dry_run):

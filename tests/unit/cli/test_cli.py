@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from memoryd import tokenizer
 from memoryd.cli import main
 from memoryd.paths import Paths
 
@@ -82,3 +85,16 @@ def test_every_phase2_status_has_a_line() -> None:
 
     for status in Phase2Status:
         assert phase2_line(Phase2Result(status, "why")).startswith("phase 2: ")
+
+
+def test_install_leaves_the_tokenizer_table_decoded_for_the_first_pass(
+    paths: Paths, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Decoding the bundled table is a third of a tokenizer helper's start: install does it, so
+    the first pass reads the copy; a dry run writes nothing."""
+    copies = paths.state_dir / "tokenizer"
+    assert main(["install", "opencode", "--config-dir", str(tmp_path / "oc"), "--dry-run"]) == 0
+    assert not copies.exists()
+    assert main(["install", "opencode", "--config-dir", str(tmp_path / "oc")]) == 0
+    assert [p.suffix for p in copies.iterdir()] == [".ranks"]
+    assert not tokenizer.loaded()  # the helper it started has ended

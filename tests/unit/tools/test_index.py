@@ -278,6 +278,39 @@ def test_unchanged_watermark_answers_without_walking(
     assert ranked(root, index, "walrus").total == 1
 
 
+def test_a_file_change_does_not_compare_every_output(
+    root: Path, index: SearchIndex, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the outputs' aggregate stands, a changed file re-indexes that file alone: the
+    outputs' signatures (one row per session, ~50 ms at 10,000) are not read. A changed output
+    and the periodic full check still compare them all."""
+    for i in range(3):
+        add_output(store, f"ses_{i}", raw=f"lemur {i}")
+    write(root, "a.md", "lemur notes\n")
+    age(root)
+    assert ranked(root, index, "lemur").total == 4
+    read: list[int] = []
+    real = store.outputs.enabled_signatures
+
+    def counting() -> list[tuple[str, int, int, str | None, str | None]]:
+        read.append(1)
+        return real()
+
+    monkeypatch.setattr(store.outputs, "enabled_signatures", counting)
+    write(root, "a.md", "lemur and gecko notes\n")
+    age(root)
+    r = ranked(root, index, "gecko")
+    assert r.total == 1 and r.refresh["files_indexed"] == 1 and read == []
+    add_output(store, "ses_9", raw="gecko too")
+    r = ranked(root, index, "gecko")
+    assert r.total == 2 and r.refresh["outputs_indexed"] == 1 and len(read) == 1
+    write(root, "a.md", "lemur, gecko and ibis notes\n")
+    age(root)
+    monkeypatch.setattr(refresh_mod, "INDEX_FULL_CHECK_S", 0)  # the full check is due
+    r = ranked(root, index, "ibis")
+    assert r.total == 1 and len(read) == 2
+
+
 def test_a_racily_recent_change_is_never_trusted(root: Path, index: SearchIndex) -> None:
     write(root, "a.md", "heron\n")
     index.refresh()
