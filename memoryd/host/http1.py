@@ -9,24 +9,37 @@ responses, auth, the error types :mod:`memoryd.host.transport` maps) is unchange
 
 What it does: one keep-alive pool per host and port; bodies framed by ``Content-Length``, by
 chunks or by the connection's close (RFC 9112 section 6); interim 1xx answers skipped. A reused
-connection the server had closed while idle is noticed before use, and when the server drops one
-before answering a byte, an idempotent request is sent once more on a new connection. Deadlines
-are the caller's (:class:`~memoryd.host.transport.HostTransport` bounds each exchange), but for
-the connect timeout the request carries.
+connection the server had closed while idle (or sent anything on) is noticed before use, and when
+the server drops one before answering a byte, an idempotent request is sent once more on a new
+connection. What could be read two ways (a bare LF or NUL in the head, both framings, bytes past
+the answer) is refused or not reused. Deadlines are the caller's: the connect timeout the request
+carries is kept, the read and write ones are not (:class:`~memoryd.host.transport.HostTransport`,
+its only user, bounds each whole exchange).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any
 
 import httpx
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "PUT"})
 HEAD_LIMIT = 64 * 1024  # status line and headers; a longer head is refused
+TRAILER_LIMIT = 64 * 1024  # trailer fields after the last chunk, all together
 _BODYLESS = frozenset({204, 304})
 _CRLF = b"\r\n"
+_TOKEN_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a method or a field name (RFC 9110)
+_CHUNK_SIZE_RE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;.*)?")
+_LENGTH_RE = re.compile(rb"[0-9]{1,15}")
+
+
+def _buffered(reader: asyncio.StreamReader) -> int:
+    """Bytes received and not read yet. The stream API cannot say; its buffer can (CPython
+    3.11 to 3.13 keep it as ``_buffer``). Where it is not, nothing is taken as waiting."""
+    return len(getattr(reader, "_buffer", b""))
 
 
 class _Connection:
@@ -37,8 +50,9 @@ class _Connection:
         self.writer = writer
 
     def usable(self) -> bool:
-        """Idle and still open: the server closes idle connections after a while."""
-        return not (self.reader.at_eof() or self.writer.is_closing())
+        """Idle, still open and silent: the server closes idle connections after a while, and
+        bytes it sent meanwhile (a 408 before closing) would be read as the next answer."""
+        return not (self.reader.at_eof() or self.writer.is_closing() or _buffered(self.reader))
 
     def close(self) -> None:
         self.writer.close()
@@ -47,14 +61,20 @@ class _Connection:
 def _head(request: httpx.Request, body: bytes) -> bytes:
     """Request line and headers; the body's length is always stated (never chunked)."""
     target = request.url.raw_path
-    method = request.method.encode("ascii")
-    if not target.startswith(b"/") or any(c in target for c in b" \r\n\t"):
+    method = request.method.encode("ascii", "replace")
+    if not _TOKEN_RE.fullmatch(method):
+        raise httpx.LocalProtocolError(f"cannot send method {request.method!r}")
+    if not target.startswith(b"/") or any(c in target for c in b" \r\n\t\x00"):
         raise httpx.LocalProtocolError(f"cannot send request target {target!r}")
     lines = [method + b" " + target + b" HTTP/1.1"]
     for name, value in request.headers.raw:
         if name.lower() in (b"content-length", b"transfer-encoding"):
             continue
-        if b"\r" in name + value or b"\n" in name + value or b":" in name:
+        if (
+            not _TOKEN_RE.fullmatch(name)
+            or any(c in value for c in b"\r\n\x00")
+            or value != value.strip(b" \t")
+        ):
             raise httpx.LocalProtocolError(f"header {name!r} cannot be sent")
         lines.append(name + b": " + value)
     if body or request.method in ("POST", "PUT", "PATCH"):
@@ -66,7 +86,13 @@ def _status_line(line: bytes) -> tuple[bytes, int, bytes]:
     parts = line.split(b" ", 2)
     version = parts[0]
     code = parts[1] if len(parts) > 1 else b""
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+    if (
+        version not in (b"HTTP/1.0", b"HTTP/1.1")
+        or len(code) != 3
+        or not code.isdigit()
+        or code < b"100"
+        or any(c in line for c in b"\n\x00")
+    ):
         raise httpx.RemoteProtocolError(f"malformed status line {line[:80]!r}")
     return version, int(code), parts[2] if len(parts) > 2 else b""
 
@@ -75,7 +101,8 @@ def _header_lines(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
     headers = []
     for line in lines:
         name, sep, value = line.partition(b":")
-        if not sep or not name or name != name.strip() or line[:1] in (b" ", b"\t"):
+        # a bare LF or a NUL inside a line could hide a field from this reading: refused
+        if not sep or not _TOKEN_RE.fullmatch(name) or any(c in value for c in b"\r\n\x00"):
             raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
         headers.append((name, value.strip(b" \t")))
     return headers
@@ -91,8 +118,8 @@ def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     }
     if not values:
         return None
-    if len(values) != 1 or not next(iter(values)).isdigit():
-        raise httpx.RemoteProtocolError(f"bad Content-Length {sorted(values)!r}")
+    if len(values) != 1 or not _LENGTH_RE.fullmatch(next(iter(values))):
+        raise httpx.RemoteProtocolError(f"bad Content-Length {sorted(values)[:3]!r:.80}")
     return int(next(iter(values)))
 
 
@@ -116,18 +143,17 @@ async def _chunked(reader: asyncio.StreamReader) -> bytes:
     parts: list[bytes] = []
     while True:
         line = await reader.readuntil(_CRLF)
-        size_text = line[:-2].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:20]!r}") from None
-        if size < 0 or size_text[:1] in (b"+", b"-"):
-            raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:20]!r}")
-        if size == 0:
-            while await reader.readuntil(_CRLF) != _CRLF:  # trailer fields: not used
-                pass
+        size = _CHUNK_SIZE_RE.fullmatch(line[:-2])
+        if size is None:
+            raise httpx.RemoteProtocolError(f"bad chunk size line {line[:40]!r}")
+        if int(size.group(1), 16) == 0:
+            held = 0  # trailer fields: not used, and not read without end
+            while (trailer := await reader.readuntil(_CRLF)) != _CRLF:
+                held += len(trailer)
+                if held > TRAILER_LIMIT:
+                    raise httpx.RemoteProtocolError(f"trailer longer than {TRAILER_LIMIT} bytes")
             return b"".join(parts)
-        parts.append(await reader.readexactly(size))
+        parts.append(await reader.readexactly(int(size.group(1), 16)))
         if await reader.readexactly(2) != _CRLF:
             raise httpx.RemoteProtocolError("chunk not followed by CRLF")
 
@@ -148,7 +174,7 @@ async def _exchange(
         try:
             head = await _read_head(reader, first=first)
         except ConnectionError:
-            if first:
+            if first and not _buffered(reader):  # reset before a byte of the answer
                 return None
             raise
         if head is None:
@@ -162,10 +188,13 @@ async def _exchange(
     keep = (
         version == b"HTTP/1.1" and status != 101 and b"close" not in _tokens(headers, b"connection")
     )
+    codings = _tokens(headers, b"transfer-encoding")
+    if codings and _field(headers, b"content-length"):
+        keep = False  # both framings named: an error in the making (RFC 9112 6.3), not reused
     try:
         if method == "HEAD" or status in _BODYLESS or status < 200:
             body = b""
-        elif (codings := _tokens(headers, b"transfer-encoding")) and codings[-1] == b"chunked":
+        elif codings and codings[-1] == b"chunked":
             body = await _chunked(reader)
         elif codings or (length := _content_length(headers)) is None:
             body, keep = await reader.read(), False  # delimited by the close
@@ -175,6 +204,8 @@ async def _exchange(
         raise httpx.RemoteProtocolError("the server closed the connection mid-body") from exc
     except asyncio.LimitOverrunError as exc:
         raise httpx.RemoteProtocolError("a chunk line longer than the limit") from exc
+    if _buffered(reader):
+        keep = False  # bytes past the framed answer: the connection's state is unknown
     extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
     response = httpx.Response(
         status, headers=headers, stream=httpx.ByteStream(body), extensions=extensions

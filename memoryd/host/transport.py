@@ -176,6 +176,8 @@ class HostTransport:
                 )
         except (httpx.TimeoutException, TimeoutError) as exc:
             raise HostTimeout(what, seconds) from exc
+        except httpx.DecodingError as exc:  # a body its Content-Encoding does not describe
+            raise HostProtocolError(what, short_text(str(exc) or "undecodable body")) from exc
         except httpx.TransportError as exc:
             detail = short_text(str(exc) or type(exc).__name__)
             raise HostUnreachable(self.base_url, detail) from exc

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memoryd.errors import HostUnreachable
+from memoryd.errors import HostProtocolError, HostUnreachable
 from memoryd.host.http1 import PlainHTTP1, _head
 from memoryd.host.transport import HostTransport
 
@@ -263,3 +265,105 @@ def test_request_head_refuses_what_would_split_it() -> None:
     bad.headers._list.append((b"x-c", b"x-c", b"v\r\nInjected: 1"))  # past httpx's own checks
     with pytest.raises(httpx.LocalProtocolError):
         _head(bad, b"")
+
+
+# -- what an independent review found: answers that could be read two ways -------------------
+
+
+async def test_bytes_sent_on_an_idle_connection_are_not_taken_for_the_next_answer() -> None:
+    """A server that answers, then (idle) sends a 408 and closes: the next request must not get
+    that 408, it goes out on a new connection and gets its own answer."""
+    late = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    async with serving([ok(b"1"), ok(b"2")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"1"
+        server.writers[0].write(late)
+        await asyncio.sleep(0.05)
+        resp = await c.post("/", json={})
+        assert (resp.status_code, resp.content) == (200, b"2")
+    assert server.connections == 2 and len(server.requests) == 2
+
+
+async def test_bytes_past_the_framed_answer_keep_the_connection_out_of_the_pool() -> None:
+    async with (
+        serving([ok(b"1") + b"HTTP/1.1 200 OK\r\n", ok(b"2")]) as server,
+        client(server) as c,
+    ):
+        assert (await c.get("/")).content == b"1"
+        assert (await c.get("/")).content == b"2"
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n",  # past int()'s limit
+        b"HTTP/1.1 099 OK\r\nContent-Length: 2\r\n\r\nab",
+        b"HTTP/1.1 200 OK\r\nX: a\nContent-Length: 5\r\nContent-Length: 2\r\n\r\nabcde",
+        b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nab\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n"
+        + b"a" * 16
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 17 + b"\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: y\r\n" * 20_000,
+    ],
+)
+async def test_answers_that_could_be_read_two_ways_are_refused(raw: bytes) -> None:
+    async with serving([raw]) as server, client(server) as c:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with asyncio.timeout(5):
+                await c.get("/")
+
+
+async def test_both_framings_are_read_by_chunks_and_not_reused() -> None:
+    both = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    async with serving([both, ok(b"next")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"ok"
+        assert (await c.get("/")).content == b"next"
+    assert server.connections == 2
+
+
+async def test_a_reset_after_part_of_an_answer_is_not_retried() -> None:
+    """The docstring's promise: a request is sent again only when not a byte came back."""
+
+    def reset_mid_status(request: bytes) -> bytes | None:
+        w = server.writers[-1]
+        w.write(b"HTTP/1.1 2")
+        sock = w.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        w.transport.abort()  # an RST, after those bytes
+        return None
+
+    async with serving([ok(b"1"), reset_mid_status, ok(b"never")]) as server, client(server) as c:
+        assert (await c.get("/")).content == b"1"
+        with pytest.raises(httpx.TransportError):
+            await c.get("/")
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("method", "header"),
+    [
+        ("GET / HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET", None),
+        ("GËT", None),
+        ("GET", (b"X Bad", b"v")),
+        ("GET", (b"x-ok", b"a\x00b")),
+        ("GET", (b"x-ok", b" padded")),
+    ],
+)
+def test_what_would_not_go_on_the_wire_as_written_is_refused(
+    method: str, header: tuple[bytes, bytes] | None
+) -> None:
+    request = httpx.Request("GET", "http://h/p")
+    request.method = method
+    if header is not None:
+        request.headers._list.append((header[0], header[0].lower(), header[1]))
+    with pytest.raises(httpx.LocalProtocolError):
+        _head(request, b"")
+
+
+async def test_an_undecodable_body_is_a_protocol_error_at_the_host_edge() -> None:
+    gz = ok(b"not gzip", "Content-Encoding: gzip")
+    async with serving([gz]) as server, HostTransport(server.url, timeout=5) as t:
+        with pytest.raises(HostProtocolError):
+            await t._send("GET", "/x")
