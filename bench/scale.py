@@ -26,8 +26,8 @@ Then, per size:
 - workspace sync with nothing changed, baseline diff with nothing changed, block render;
 - consolidation input bytes (the consolidation prompt plus the files it points at that changed)
   beside the selection size;
-- ranked search: the first query on a fresh index, p95 of steady queries, and the first query
-  after an edit of ``MEMORY.md``;
+- ranked search: the first query on a fresh index, p95 of steady queries, the first query
+  after an edit of ``MEMORY.md``, and the first after a pass that extracted 20 new sessions;
 - peak RSS of each step (``VmHWM``, reset through ``/proc/self/clear_refs`` before each), DB and
   folder bytes.
 
@@ -538,6 +538,15 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
             firsts.append(st.wall)
             first_cpus.append(st.cpu)
         r["search_first"], r["search_first_cpu"] = max(firsts), max(first_cpus)
+        # ... and after a pass: new outputs in memory.db and a consolidated folder
+        add_new_sessions(home, NEW_SESSIONS, seed=90)
+        one_pass(home, force=True)
+        _, st = measure(
+            lambda: memory_search(
+                home.paths.memories, SearchQuery("deploy", ranked=True), index=idx
+            )
+        )
+        r["search_after_pass"] = st.wall
     finally:
         idx.close()
     r["db_bytes"] = sum(
@@ -606,6 +615,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ("ranked search p95, steady", lambda r: r["search_p95"], ms),
     ("ranked search, first after a change", lambda r: r["search_first"], ms),
     ("  its CPU", lambda r: r["search_first_cpu"], ms),
+    ("ranked search, first after a 20-new pass", lambda r: r["search_after_pass"], ms),
     ("run --once, nothing new: CPU", lambda r: r.get("once_idle_cpu", 0.0), ms),
     ("run --once, 20 new: CPU", lambda r: r.get("once_new_cpu", 0.0), ms),
     ("peak RSS of run --once", lambda r: r.get("once_rss", 0.0), lambda v: f"{v:.1f} MB"),
