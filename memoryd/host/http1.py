@@ -1,9 +1,9 @@
 """Plain HTTP/1.1 under the httpx client, for the opencode server on a loopback ``http://`` URL.
 
 Why it exists: httpx's own transport (httpcore over anyio) costs about 1 ms of CPU per request
-and about 40 ms of imports at start, and a pass makes five requests per session, so the
-transport was a fifth of a pass's CPU. opencode answers plain HTTP/1.1 on 127.0.0.1; speaking
-that directly over asyncio streams costs a tenth as much. The httpx client on top (requests,
+(1.4 ms with eight in flight) and about 40 ms of imports at start, and a pass makes five requests
+per session. opencode answers plain HTTP/1.1 on 127.0.0.1; spoken directly over asyncio streams, a
+whole request through the httpx client costs about 0.35 ms. The httpx client on top (requests,
 responses, auth, the error types :mod:`memoryd.host.transport` maps) is unchanged, and
 ``https://`` URLs keep httpx's transport (TLS, proxies).
 

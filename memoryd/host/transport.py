@@ -90,7 +90,7 @@ class HostTransport:
         self.timeout = timeout
         auth = httpx.BasicAuth(username, password) if password is not None else None
         if transport is None and self.base_url.startswith("http://"):
-            transport = PlainHTTP1()  # opencode on loopback: a tenth of httpx's CPU per request
+            transport = PlainHTTP1()  # opencode on loopback: a third of httpx's CPU per request
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=auth,

@@ -116,7 +116,7 @@ class IndexRefresh:
     store: Store | None
     _conn: sqlite3.Connection
     _lock: threading.RLock
-    _outputs_cache: tuple[tuple[int, int], str] | None = None  # see _outputs_mark
+    _outputs_cache: tuple[tuple[int, int], str] | None = None  # see outputs_mark
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -328,23 +328,8 @@ class IndexRefresh:
         if newest >= time.time_ns() - RACY_WINDOW_NS:
             return ""
         if self.store is not None:
-            parts.append(self._outputs_mark(self.store))
+            parts.append(outputs_mark(self, self.store))
         return "|".join(parts)
-
-    def _outputs_mark(self, store: Store) -> str:
-        """The outputs' aggregate, read again only when memory.db may have changed since.
-
-        ``data_version`` moves when another connection (any process) commits, ``total_changes``
-        when this one does; while both stand still the aggregate (~3 ms over 15 K outputs) is
-        the one already read. A process that lives for one query gains nothing, a server does.
-        """
-        version = store.data_version()
-        cached = self._outputs_cache
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        mark = store.outputs.enabled_mark()
-        self._outputs_cache = (version, mark)
-        return mark
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -370,7 +355,7 @@ class IndexRefresh:
             # The outputs' aggregate is compared on its own: while it stands (and the periodic
             # full check is not due) a file change does not compare every output's signature
             # (~50 ms at 10,000 sessions); when it moved, they surely differ: no probe for them.
-            outputs = self._outputs_mark(self.store) if self.store is not None else ""
+            outputs = outputs_mark(self, self.store) if self.store is not None else ""
             stored = self._meta("outputs_mark")
             same_outputs = fresh and bool(outputs) and stored == outputs
             moved = bool(outputs) and stored is not None and stored != outputs
@@ -413,3 +398,19 @@ class IndexRefresh:
                     ("checked_at", repr(time.time())),
                 ],
             )
+
+
+def outputs_mark(index: IndexRefresh, store: Store) -> str:
+    """The outputs' aggregate, read again only when memory.db may have changed since.
+
+    ``data_version`` moves when another connection (any process) commits, ``total_changes``
+    when this one does; while both stand still the aggregate (~3 ms over 15 K outputs) is
+    the one already read. A process that lives for one query gains nothing, a server does.
+    """
+    version = store.data_version()
+    cached = index._outputs_cache
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    mark = store.outputs.enabled_mark()
+    index._outputs_cache = (version, mark)
+    return mark
