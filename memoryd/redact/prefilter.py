@@ -271,6 +271,7 @@ class Prefiltered:
         rule's walk through it with successive searches quadratic)."""
         match = self._re.match
         overhang = max(map(len, starts)) - 1  # a start that begins in a chunk may end past it
+        spans = [(start, len(start)) for start in starts]
         end = chunk = pos
         size = _FIRST_CHUNK if first else _WHOLE_CHUNK  # the positions of a chunk are held at once
         # A whole scan folds the whole text once for every pattern after it; a first-match
@@ -296,10 +297,13 @@ class Prefiltered:
                 if parts is not None:
                     parts.append(window[: limit - chunk])
             found: set[int] = set()
-            for start in starts:
+            lo, cap, last = chunk - base, endpos - base, limit - 1 - base
+            for start, extra in spans:
                 # occurrences that begin before ``limit`` and end by ``endpos``
-                stop = min(endpos, limit + len(start) - 1) - base
-                i = window.find(start, chunk - base, stop)
+                stop = last + extra
+                if stop > cap:
+                    stop = cap
+                i = window.find(start, lo, stop)
                 while i >= 0:
                     found.add(base + i)
                     i = window.find(start, i + 1, stop)
