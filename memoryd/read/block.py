@@ -60,9 +60,12 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memoryd import prompts
 from memoryd import tokenizer as tokens
@@ -116,8 +119,41 @@ def _root_ok(root: Path) -> bool:
     return stat.S_ISDIR(st.st_mode)
 
 
+T = TypeVar("T")
+_SYNC = threading.local()
+
+
+@contextmanager
+def _one_sync() -> Iterator[None]:
+    """Within one :func:`sync_block`, every block shows the same global summary: it is read,
+    redacted and counted once, not once per project (a redaction and a tokenizer round trip
+    each). Nothing outlives the call; racing edits are caught by the stamp, as before."""
+    _SYNC.memo = {}
+    try:
+        yield
+    finally:
+        _SYNC.memo = None
+
+
+def _once(key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    memo: dict[tuple[Any, ...], Any] | None = getattr(_SYNC, "memo", None)
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]  # type: ignore[no-any-return]
+
+
+def _count(text: str) -> int:
+    return _once(("count", text), lambda: tokens.count(text))
+
+
 def _summary_text(root: Path, rel: str, token: str) -> str | None:
     """The summary as the agent should see it, or ``None`` when there is nothing to show."""
+    return _once(("summary", str(root), rel, token), lambda: _read_summary(root, rel, token))
+
+
+def _read_summary(root: Path, rel: str, token: str) -> str | None:
     try:
         data = read_memory_file(root, rel)  # no link, no FIFO, nothing over its cap
     except PathError as exc:
@@ -203,14 +239,14 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
     base = str(root)
     shown = summary if summary is not None else NO_GLOBAL
     wrapper = _project_section(key, "") if key and project is not None else ""
-    budget = BLOCK_TOKEN_BUDGET - tokens.count(_render(base, token, "", wrapper))
+    budget = BLOCK_TOKEN_BUDGET - _count(_render(base, token, "", wrapper))
     if budget <= 0:
         log.warning(
             "read-path instructions alone exceed %d tokens; no memory block", BLOCK_TOKEN_BUDGET
         )
         return None
-    g_tokens = tokens.count(shown)
-    p_tokens = tokens.count(project) if project is not None else 0
+    g_tokens = _count(shown)
+    p_tokens = _count(project) if project is not None else 0
 
     def cut(text: str, share: int, whole: int) -> str:
         if share >= whole:  # it fits as counted: truncating would hand back the same text
@@ -228,7 +264,7 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
 
     block = build(budget)
     for _ in range(_MAX_FIT_ROUNDS):
-        excess = tokens.count(block) - BLOCK_TOKEN_BUDGET
+        excess = _count(block) - BLOCK_TOKEN_BUDGET
         if excess <= 0:
             return block
         # Tokens merge across the seams (and a cut may split a multi-byte character), so the
@@ -401,10 +437,11 @@ def sync_block(paths: Paths, settings: Settings) -> bool:
             return False
 
     content = _content_hash(paths, keys) if _racy(inputs) else None  # before rendering
-    changed = _put(target, render_block(paths), paths)
-    for key in keys:
-        block = render_block(paths, key)
-        changed = _put(project_block_path(paths, key), block, paths, keep=True) or changed
+    with _one_sync():
+        changed = _put(target, render_block(paths), paths)
+        for key in keys:
+            block = render_block(paths, key)
+            changed = _put(project_block_path(paths, key), block, paths, keep=True) or changed
 
     if _input_stamp(paths, settings) != inputs:
         _remove(sidecar)  # it changed while we rendered: check again next time

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd import redact as redaction
 from memoryd import tokenizer as tokens
 from memoryd.clock import HOUR, MINUTE, ManualClock
 from memoryd.errors import NotFound, Refused
@@ -117,6 +118,38 @@ def test_sync_renders_a_block_for_every_known_project_and_stays_quiet(
     _layers(paths, "- GLOBAL", **{A: "- A-FACT 2"})  # a validated run changed A's layer
     assert readpath.sync_block(paths, settings) is True
     assert "A-FACT 2" in pa.read_text() and pc.read_bytes() == paths.readpath_block.read_bytes()
+
+
+def test_one_sync_reads_redacts_and_counts_the_global_summary_once(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every project's block shows the global summary: one sync prepares it once, not once per
+    project (each was a redaction and a round trip to the tokenizer helper). The blocks are the
+    ones each render gives alone."""
+    monkeypatch.setattr(readpath, "RACY_WINDOW_NS", 0)
+    _layers(paths, "- GLOBAL FACT", **{A: "- A-FACT", B: "- B-FACT", C: "- C-FACT"})
+    alone = {key: readpath.render_block(paths, key) for key in (A, B, C)}
+    redacted: list[str] = []
+    counted: list[str] = []
+    real_redact, real_count = redaction.redact, tokens.count
+
+    def redact(text: str) -> str:
+        redacted.append(text)
+        return real_redact(text)
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return real_count(text)
+
+    monkeypatch.setattr(readpath, "redact", redact)
+    monkeypatch.setattr(tokens, "count", count)
+    assert readpath.sync_block(paths, Settings()) is True
+    assert sum("GLOBAL FACT" in t for t in redacted) == 1
+    assert len(redacted) == 4  # the global layer and three projects' layers
+    assert len(counted) == len(set(counted))
+    for key, block in alone.items():
+        assert readpath.project_block_path(paths, key).read_text() == block
+    assert readpath._SYNC.memo is None  # nothing held past the sync
 
 
 def test_a_project_file_is_emptied_never_removed(paths: Paths) -> None:
