@@ -20,7 +20,8 @@ Decisions:
   watermark, no walk. An in-place edit nobody marked (a hand edit) is caught by the full
   comparison at least every :data:`~memoryd.tuning.INDEX_FULL_CHECK_S` seconds. When only
   files changed, the outputs' aggregate (kept apart) still matches and their signatures (one
-  row per session) are not compared until that full comparison is due.
+  row per session) are not compared until their own full comparison is due (timed apart from
+  the files', and never trusted when memory.db moved while it was read).
 * **Outputs replace their renders.** With a store attached, ``raw_memories.md`` and
   ``rollout_summaries/`` are not indexed as files: they are renders of the outputs, which are
   indexed directly with their session ids (so one memory is not ranked twice, and a forgotten

@@ -352,18 +352,15 @@ class IndexRefresh:
                 probe = RefreshStats(watermark_hit=True)
                 probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
                 return probe
-            # The outputs' aggregate is compared on its own: while it stands (and the periodic
-            # full check is not due) a file change does not compare every output's signature
+            # The outputs' aggregate is compared on its own: while it stands (and their own
+            # periodic check is not due) a file change does not compare every output's signature
             # (~50 ms at 10,000 sessions); when it moved, they surely differ: no probe for them.
-            outputs = outputs_mark(self, self.store) if self.store is not None else ""
-            stored = self._meta("outputs_mark")
-            same_outputs = fresh and bool(outputs) and stored == outputs
-            moved = bool(outputs) and stored is not None and stored != outputs
+            outputs, version, same_outputs, moved = _outputs_state(self)
             probe = RefreshStats()
             if not self._sync_files(None, probe) and (
                 same_outputs or (not moved and not self._sync_outputs(None, probe))
             ):
-                self._remember(dirs, before, outputs)
+                self._remember(dirs, before, (outputs, version, not same_outputs))
                 probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
                 return probe
             stats = RefreshStats()
@@ -376,28 +373,44 @@ class IndexRefresh:
             if stats.words_left or stats.chunks_added >= INDEX_OPTIMIZE_ADDED:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-            self._remember(dirs, before, outputs)
+            self._remember(dirs, before, (outputs, version, not same_outputs))
             stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
             return stats
 
-    def _remember(self, dirs: list[str], before: str, outputs: str) -> None:
+    def _remember(self, dirs: list[str], before: str, outputs: OutputsSeen) -> None:
         """Store the watermark the index now matches: the one taken before the sync, so a change
         racing with the sync shows at the next query. Only when the set of folders changed is it
         taken again afterwards (a change in that short window waits for the periodic check).
-        ``outputs`` is the outputs' aggregate, also taken before the sync."""
+        The outputs' aggregate is kept only if memory.db did not move while it was read."""
         now_dirs = self._indexed_dirs()
         mark = before if now_dirs == dirs else self._watermark(now_dirs)
         dirs = now_dirs
+        aggregate, version, compared = outputs
+        if self.store is not None and self.store.data_version() != version:
+            aggregate = ""  # never equal: the next refresh compares every output
+        now = repr(time.time())
+        rows = [("watermark", mark), ("outputs_mark", aggregate), ("dirs", json.dumps(dirs))]
+        rows += [("checked_at", now)] + ([("outputs_checked_at", now)] if compared else [])
         with self._write() as c:
-            c.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [
-                    ("watermark", mark),
-                    ("outputs_mark", outputs),
-                    ("dirs", json.dumps(dirs)),
-                    ("checked_at", repr(time.time())),
-                ],
-            )
+            c.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", rows)
+
+
+OutputsSeen = tuple[str, tuple[int, int] | None, bool]  # aggregate, memory.db version, compared
+
+
+def _outputs_state(index: IndexRefresh) -> tuple[str, tuple[int, int] | None, bool, bool]:
+    """The outputs' aggregate now and memory.db's version it was read at; whether the index
+    holds exactly it (compared within :data:`INDEX_FULL_CHECK_S`, however often files change),
+    and whether it moved since it was stored."""
+    if index.store is None:
+        return "", None, False, False
+    version = index.store.data_version()
+    mark = outputs_mark(index, index.store)
+    stored = index._meta("outputs_mark")
+    checked = index._meta("outputs_checked_at")
+    recent = checked is not None and time.time() - float(checked) < INDEX_FULL_CHECK_S
+    same = recent and bool(mark) and stored == mark
+    return mark, version, same, bool(mark) and stored is not None and stored != mark
 
 
 def outputs_mark(index: IndexRefresh, store: Store) -> str:

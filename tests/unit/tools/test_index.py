@@ -311,6 +311,65 @@ def test_a_file_change_does_not_compare_every_output(
     assert r.total == 1 and len(read) == 2
 
 
+def test_outputs_are_compared_on_their_own_period_however_often_files_change(
+    root: Path, index: SearchIndex, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a blind review: a folder that changes more often than the full-check period
+    kept refreshing ``checked_at``, so the outputs were never compared again. They have their
+    own time: once it is past, the next refresh compares them whatever else changed."""
+    add_output(store, "ses_1", raw="lemur")
+    write(root, "a.md", "one\n")
+    age(root)
+    index.refresh()
+    read: list[int] = []
+    real = store.outputs.enabled_signatures
+
+    def counting() -> list[tuple[str, int, int, str | None, str | None]]:
+        read.append(1)
+        return real()
+
+    monkeypatch.setattr(store.outputs, "enabled_signatures", counting)
+    for i in range(3):  # files change often, each refresh is recent
+        write(root, "a.md", f"change {i}\n")
+        age(root)
+        index.refresh()
+    assert read == []
+    index._conn.execute(  # the outputs' last comparison is older than the period
+        "UPDATE meta SET value = ? WHERE key = 'outputs_checked_at'", (repr(time.time() - 10**6),)
+    )
+    write(root, "a.md", "change again\n")
+    age(root)
+    index.refresh()
+    assert read == [1]
+
+
+def test_an_aggregate_read_while_memory_db_moved_is_not_trusted(
+    root: Path, index: SearchIndex, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The aggregate is read before the outputs: if memory.db changes in between, the index may
+    hold a state the stored aggregate does not describe (a mode flipped and flipped back). Such
+    an aggregate is not kept, so the next refresh compares every output."""
+    add_output(store, "ses_1", raw="lemur")
+    write(root, "a.md", "one\n")
+    age(root)
+    index.refresh()
+    real = store.outputs.enabled_signatures
+
+    def racing() -> list[tuple[str, int, int, str | None, str | None]]:
+        rows = real()
+        store.outputs.set_mode("ses_1", "polluted")  # lands while the refresh reads
+        return rows
+
+    monkeypatch.setattr(store.outputs, "enabled_signatures", racing)
+    add_output(store, "ses_2", raw="gecko")
+    index.refresh()
+    assert index._meta("outputs_mark") == ""
+    monkeypatch.setattr(store.outputs, "enabled_signatures", real)
+    write(root, "a.md", "two\n")
+    age(root)
+    assert ranked(root, index, "lemur").total == 0  # compared again: the polluted one is gone
+
+
 def test_a_racily_recent_change_is_never_trusted(root: Path, index: SearchIndex) -> None:
     write(root, "a.md", "heron\n")
     index.refresh()
