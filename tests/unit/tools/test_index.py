@@ -278,6 +278,19 @@ def test_unchanged_watermark_answers_without_walking(
     assert ranked(root, index, "walrus").total == 1
 
 
+def _count_signature_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for every read of the outputs' signatures from now on."""
+    read: list[int] = []
+    real = store.outputs.enabled_signatures
+
+    def counting() -> list[tuple[str, int, int, str | None, str | None]]:
+        read.append(1)
+        return real()
+
+    monkeypatch.setattr(store.outputs, "enabled_signatures", counting)
+    return read
+
+
 def test_a_file_change_does_not_compare_every_output(
     root: Path, index: SearchIndex, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,14 +302,7 @@ def test_a_file_change_does_not_compare_every_output(
     write(root, "a.md", "lemur notes\n")
     age(root)
     assert ranked(root, index, "lemur").total == 4
-    read: list[int] = []
-    real = store.outputs.enabled_signatures
-
-    def counting() -> list[tuple[str, int, int, str | None, str | None]]:
-        read.append(1)
-        return real()
-
-    monkeypatch.setattr(store.outputs, "enabled_signatures", counting)
+    read = _count_signature_reads(store, monkeypatch)
     write(root, "a.md", "lemur and gecko notes\n")
     age(root)
     r = ranked(root, index, "gecko")
@@ -321,14 +327,7 @@ def test_outputs_are_compared_on_their_own_period_however_often_files_change(
     write(root, "a.md", "one\n")
     age(root)
     index.refresh()
-    read: list[int] = []
-    real = store.outputs.enabled_signatures
-
-    def counting() -> list[tuple[str, int, int, str | None, str | None]]:
-        read.append(1)
-        return real()
-
-    monkeypatch.setattr(store.outputs, "enabled_signatures", counting)
+    read = _count_signature_reads(store, monkeypatch)
     for i in range(3):  # files change often, each refresh is recent
         write(root, "a.md", f"change {i}\n")
         age(root)
