@@ -167,7 +167,7 @@ async def _exchange(
     try:
         conn.writer.write(data)
         await conn.writer.drain()
-    except (ConnectionError, OSError):
+    except OSError:  # a reset or a broken pipe: nothing came back
         return None
     first = True
     while True:
@@ -234,22 +234,17 @@ class PlainHTTP1(httpx.AsyncBaseTransport):
         if conn is None:
             conn = await self._connect(key, timeouts.get("connect"))
         try:
-            answer = await _exchange(conn, data, request.method)
-            if answer is None:
+            while (answer := await _exchange(conn, data, request.method)) is None:
                 conn.close()
                 if not (reused and request.method in IDEMPOTENT):
                     raise httpx.RemoteProtocolError(
                         "the server closed the connection without answering"
                     )
                 # it had closed the idle connection as we sent: once more on a new one
+                reused = False
                 conn = await self._connect(key, timeouts.get("connect"))
-                answer = await _exchange(conn, data, request.method)
-                if answer is None:
-                    raise httpx.RemoteProtocolError(
-                        "the server closed the connection without answering"
-                    )
             response, keep = answer
-        except (ConnectionError, OSError) as exc:
+        except OSError as exc:
             conn.close()
             raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
         except BaseException:  # cancelled or failed mid-exchange: the stream's state is unknown
@@ -296,5 +291,5 @@ class PlainHTTP1(httpx.AsyncBaseTransport):
         for conn in idle:
             conn.close()
         for conn in idle:
-            with contextlib.suppress(OSError, ConnectionError):
+            with contextlib.suppress(OSError):
                 await conn.writer.wait_closed()

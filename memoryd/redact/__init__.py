@@ -240,7 +240,7 @@ def redactor(without: frozenset[str]) -> Callable[[str], str]:
     """:func:`redact` without the rules written for the families in ``without`` (see
     :data:`RULE_FAMILIES`): how much of a family the other, more general rules still catch."""
     p = _pipeline(without)
-    return lambda text: _redact_once(text, p)[0]
+    return lambda text: _redact_fully(text, p)[0]
 
 
 # A value one rule hides can be what kept another rule from seeing the next secret (a cookie
@@ -249,8 +249,9 @@ def redactor(without: frozenset[str]) -> Callable[[str], str]:
 _MAX_PASSES = 4
 
 
-def _redact_once(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
-    """Redaction to a fixed point: what it returns, a further pass leaves as it is."""
+def _redact_fully(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
+    """Redaction to a fixed point: what it returns, a further pass leaves as it is (within
+    :data:`_MAX_PASSES`; no join of the corpora's samples has needed more than three)."""
     found: list[str] = []
     try:
         for _ in range(_MAX_PASSES):
@@ -267,13 +268,13 @@ def _redact_once(text: str, p: _Pipeline = _DEFAULT) -> tuple[str, list[str]]:
 
 def redact(text: str) -> str:
     """Return ``text`` with every secret we recognise replaced by a marker."""
-    return _redact_once(text)[0]
+    return _redact_fully(text)[0]
 
 
 def find_secrets(text: str) -> list[str]:
     """Names of the rule families that would redact something in ``text``, in rule order; ``[]`` if clean."""
-    return _redact_once(text)[1]
+    return _redact_fully(text)[1]
 
 
 def contains_secret(text: str) -> bool:
-    return bool(_redact_once(text)[1])
+    return bool(_redact_fully(text)[1])

@@ -39,6 +39,9 @@ KEYWORD_RE = lazy(
     r"(?![a-z0-9])"
 )
 MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]")
+# A marker, or one whose span ended at its closing bracket (a header value read up to a "]"):
+# redacting "[REDACTED" again left "[REDACTED]]", one more "]" at every pass
+_CUT_MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]?")
 _AFTER_KEYWORD_RE = lazy(
     r"(?P<rest>[A-Za-z0-9_.\-]{0,128})(?P<close>\\*[\"'`])?(?P<ws>[ \t]*)"
     r"(?P<op>:=|=>|=(?![=~])|:(?!:))?(?P<ws2>[ \t]*)"
@@ -228,7 +231,7 @@ def _cookie_edit(value: str, start: int, end: int) -> tuple[int, int, str] | Non
 
     def repl(m: re.Match[str]) -> str:
         name, val = m.group(1), m.group(2)
-        if name.lower() in _COOKIE_ATTRIBUTES or len(val) < 8 or MARKER_RE.fullmatch(val):
+        if name.lower() in _COOKIE_ATTRIBUTES or len(val) < 8 or _CUT_MARKER_RE.fullmatch(val):
             return m.group()
         if not looks_random(val) and not re.search(r"(?i)sess|sid|auth|token|remember|csrf", name):
             return m.group()  # _ga=GA1.1.40…, cookie_consent=accepted: not a credential

@@ -274,11 +274,11 @@ class Prefiltered:
         spans = [(start, len(start)) for start in starts]
         end = chunk = pos
         size = _FIRST_CHUNK if first else _WHOLE_CHUNK  # the positions of a chunk are held at once
-        # A whole scan folds the whole text once for every pattern after it; a first-match
-        # search uses that fold when it is there or the text is short, else folds chunk by
-        # chunk as it goes (a rule that edits a long text between searches refolds no more).
-        # An ASCII text folds with one ``lower`` (cheap, kept nowhere). Any other takes two
-        # ``translate`` calls, dearer than all the scans: its fold is kept for every pattern after.
+        # An ASCII text folds with one ``lower``, chunk by chunk, kept nowhere. Any other takes
+        # two ``translate`` calls, dearer than all the scans, so its whole fold is kept for the
+        # patterns after: a whole scan makes it; a first-match search uses it when it is there
+        # or the text is short, else folds chunk by chunk (a rule that edits a long text between
+        # searches refolds no more) and keeps what it folded if it went through the whole text.
         whole: str | None = None
         parts: list[str] | None = None
         if not text.isascii():
@@ -286,7 +286,7 @@ class Prefiltered:
             if whole is None and (not first or len(text) <= _CHUNK):
                 whole = _whole_fold(text)
             if whole is None and endpos - pos == len(text):
-                parts = []  # a search that finds nothing folds all of it, chunk by chunk: kept
+                parts = []
         while chunk < endpos:
             limit = min(endpos, chunk + size)
             size = max(size, min(2 * size, _CHUNK))
@@ -333,12 +333,12 @@ class Prefiltered:
 
     def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         pos, endpos = _bounds(string, pos, endpos)
-        if endpos - pos < _SHORT or self.starts is None:
-            if endpos - pos >= _SHORT and not self._possible(string, pos, endpos):
-                return None
+        if endpos - pos < _SHORT:
             return self._re.search(string, pos, endpos)
         if not self._possible(string, pos, endpos):
             return None
+        if self.starts is None:
+            return self._re.search(string, pos, endpos)
         return next(self._anchored(string, pos, endpos, self.starts, first=True), None)
 
     def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:

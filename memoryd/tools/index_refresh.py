@@ -356,11 +356,12 @@ class IndexRefresh:
             # periodic check is not due) a file change does not compare every output's signature
             # (~50 ms at 10,000 sessions); when it moved, they surely differ: no probe for them.
             outputs, version, same_outputs, moved = _outputs_state(self)
+            seen: OutputsSeen = (outputs, version, not same_outputs)
             probe = RefreshStats()
             if not self._sync_files(None, probe) and (
                 same_outputs or (not moved and not self._sync_outputs(None, probe))
             ):
-                self._remember(dirs, before, (outputs, version, not same_outputs))
+                self._remember(dirs, before, seen)
                 probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
                 return probe
             stats = RefreshStats()
@@ -373,7 +374,7 @@ class IndexRefresh:
             if stats.words_left or stats.chunks_added >= INDEX_OPTIMIZE_ADDED:
                 with self._write() as c:
                     c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-            self._remember(dirs, before, (outputs, version, not same_outputs))
+            self._remember(dirs, before, seen)
             stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
             return stats
 
