@@ -485,3 +485,23 @@ def test_pathological_inputs_stay_linear(text: str) -> None:
     redact(text)
     # Linear is well under 1 s of CPU; a quadratic matcher would take minutes.
     assert time.process_time() - start < 2.5
+
+
+def test_the_hint_index_picks_the_steps_the_hints_allow() -> None:
+    """Each group's index chooses exactly the steps a rule-by-rule test of its hints would: a
+    step with a needle or no hints always, any other one when the text holds one of its hints."""
+    import random
+
+    from memoryd import redact as r
+
+    rng = random.Random(5)
+    p = r._DEFAULT
+    for group in (p.head, p.tokens, p.tail, p.context):
+        for _ in range(300):
+            present = frozenset(rng.sample(p.hints, rng.randrange(0, 12)))
+            expected = [
+                i
+                for i, (needle, hints, _, _) in enumerate(group.steps)
+                if needle or not hints or not present.isdisjoint(hints)
+            ]
+            assert r._chosen(group, present) == expected
