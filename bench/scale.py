@@ -18,8 +18,9 @@ Then, per size:
   handling, timed inside the handler; it is the first to extract, so it also compiles what a
   fresh process compiles on first use;
 - memoryd's CPU per new session, warm (as in the daemon): whole passes with 20 and with 50 new
-  sessions (extraction, consolidation, the tokenizer helper's CPU included), the difference over
-  30 (a difference over 20 swung by ±10 ms with this machine's speed); and phase 1 alone in this
+  sessions (extraction, consolidation, the tokenizer helper's CPU included), run back to back
+  three times: the median of the three differences over 30, and the lowest and highest (a
+  difference over 20 swung by ±10 ms with this machine's speed); and phase 1 alone in this
   process, less its CPU with nothing new (the listing), per session;
 - ``memoryd run --once`` in its own process against the fake host over HTTP on 127.0.0.1 (nothing
   new, then 20 new): its CPU with its children's (``wait4``) and its own and its tokenizer
@@ -58,6 +59,7 @@ import random
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -471,9 +473,11 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
 
     # Per new session, warm (as in the daemon: patterns compiled, caches filled): whole passes
     # that extract 20 and 50 new sessions and consolidate them, CPU with the tokenizer helper's;
-    # the difference over 30 is what one more session costs (the best of three tries each: CPU
-    # time on a shared machine swings by a third from minute to minute). Phase 1 alone (this
-    # process only) less its cost with nothing new (the listing) besides.
+    # the difference over 30 is what one more session costs. Each try runs the two passes back to
+    # back and the median of the three tries' differences is reported, with their range: CPU time
+    # on a shared machine swings by a third from minute to minute, and a difference of two best
+    # figures taken minutes apart swung with it. Phase 1 alone (this process only) less its cost
+    # with nothing new (the listing) besides.
     idle_phase1 = []
     for _ in range(3):
         idle_p1 = Phase1Clock(home)
@@ -492,6 +496,9 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
             warm[k].append(st.cpu - (home.hclock.cpu - c0))
             phase1_each.append((warm_p1.cpu - warm_p1.host_cpu - r["idle_phase1_cpu"]) / k)
     r["warm_cpu"], r["warm2_cpu"] = min(warm[NEW_SESSIONS]), min(warm[MANY_NEW])
+    extra = MANY_NEW - NEW_SESSIONS
+    each = sorted((b - a) / extra for a, b in zip(warm[NEW_SESSIONS], warm[MANY_NEW], strict=True))
+    r["per_session"], r["per_session_range"] = statistics.median(each), (each[0], each[-1])
     r["warm_phase1_per_session"] = min(phase1_each)
     if one_shots:
         r.update(one_shot_runs(home))
@@ -598,11 +605,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ),
     ("20-new pass, warm, memoryd CPU", lambda r: r["warm_cpu"], ms),
     ("50-new pass, warm, memoryd CPU", lambda r: r["warm2_cpu"], ms),
-    (
-        "memoryd CPU per new session",
-        lambda r: (r["warm2_cpu"] - r["warm_cpu"]) / (MANY_NEW - NEW_SESSIONS),
-        ms,
-    ),
+    ("memoryd CPU per new session", lambda r: r["per_session"], ms),
+    ("  lowest of the three tries", lambda r: r["per_session_range"][0], ms),
+    ("  highest of the three tries", lambda r: r["per_session_range"][1], ms),
     (
         "  phase 1 alone, this process, less the listing",
         lambda r: r["warm_phase1_per_session"],
@@ -610,10 +615,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
     ),
     (
         "  per pass, warm (20-new pass less 20 sessions)",
-        lambda r: (
-            r["warm_cpu"]
-            - NEW_SESSIONS * (r["warm2_cpu"] - r["warm_cpu"]) / (MANY_NEW - NEW_SESSIONS)
-        ),
+        lambda r: r["warm_cpu"] - NEW_SESSIONS * r["per_session"],
         ms,
     ),
     ("workspace sync, nothing changed", lambda r: r["sync_cpu"], ms),
