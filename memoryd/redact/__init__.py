@@ -116,7 +116,7 @@ _TOKEN_RUN_RE = lazy(r"[A-Za-z0-9_\-.+/=~:]{16}")
 class _Steps(NamedTuple):
     """Rules in their order, indexed by hint word: a text holding two of the 186 hint words (a
     short text's usual share) takes its few steps from the index instead of testing the hints of
-    each of ~170 rules in turn (a fifth of what a short text cost)."""
+    each of ~170 rules in turn (on the benches' short texts, a fifth of their cost)."""
 
     steps: tuple[_Step, ...]
     fixed: frozenset[int]  # steps tried on every text: no hints, or a needle checked when they run
