@@ -117,6 +117,8 @@ HOST_ABORT_TIMEOUT_S = 2.0
 HOST_DELETE_TIMEOUT_S = 10.0
 HOST_CONFIRM_TIMEOUT_S = 5.0
 HOST_HEALTH_TIMEOUT_S = 5.0
+# one answer's body from the host: a page of a long session with images is tens of MB
+HOST_MAX_ANSWER_BYTES = 256 * 1024 * 1024
 PRIVATE_SERVER_STOP_TIMEOUT_S = 3.0
 # a killed memoryd's server is waited for this long after its SIGKILL (it holds that memoryd's claims)
 ORPHAN_SERVER_DEATH_WAIT_S = 2.0

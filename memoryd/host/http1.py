@@ -1,8 +1,8 @@
 """Plain HTTP/1.1 under the httpx client, for the opencode server on a loopback ``http://`` URL.
 
 Why it exists: httpx's own transport (httpcore over anyio) costs about 1 ms of CPU per request
-(1.4 ms with eight in flight) and about 40 ms of imports at start, and a pass makes five requests
-per session. opencode answers plain HTTP/1.1 on 127.0.0.1; spoken directly over asyncio streams, a
+(1.4 ms with eight in flight) and about 40 ms of imports at start, and a pass makes about six
+requests per extracted session. opencode answers plain HTTP/1.1 on 127.0.0.1; spoken directly over asyncio streams, a
 whole request through the httpx client costs about 0.35 ms. The httpx client on top (requests,
 responses, auth, the error types :mod:`memoryd.host.transport` maps) is unchanged, and
 ``https://`` URLs keep httpx's transport (TLS, proxies).
@@ -12,7 +12,10 @@ chunks or by the connection's close (RFC 9112 section 6); interim 1xx answers sk
 connection the server had closed while idle (or sent anything on) is noticed before use, and when
 the server drops one before answering a byte, an idempotent request is sent once more on a new
 connection. What could be read two ways (a bare LF or NUL in the head, both framings, bytes past
-the answer) is refused or not reused. Deadlines are the caller's: the connect timeout the request
+the answer) is refused or not reused. What a process posing as opencode could use to exhaust
+memory is bounded: an answer's body (:data:`~memoryd.tuning.HOST_MAX_ANSWER_BYTES`), its head,
+its trailers and its interim answers; and an answer encoded when the request asked for none (a
+small gzip that inflates to gigabytes) is refused. Deadlines are the caller's: the connect timeout the request
 carries is kept, the read and write ones are not (:class:`~memoryd.host.transport.HostTransport`,
 its only user, bounds each whole exchange).
 """
@@ -26,9 +29,14 @@ from typing import Any
 
 import httpx
 
+from memoryd.errors import HostProtocolError
+from memoryd.tuning import HOST_MAX_ANSWER_BYTES
+
 IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "PUT"})
 HEAD_LIMIT = 64 * 1024  # status line and headers; a longer head is refused
 TRAILER_LIMIT = 64 * 1024  # trailer fields after the last chunk, all together
+INTERIM_LIMIT = 16  # 1xx answers before the final one
+_PIECE = 64 * 1024  # a close-delimited body is read this much at a time
 _BODYLESS = frozenset({204, 304})
 _CRLF = b"\r\n"
 _TOKEN_RE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a method or a field name (RFC 9110)
@@ -52,10 +60,17 @@ class _Connection:
     def usable(self) -> bool:
         """Idle, still open and silent: the server closes idle connections after a while, and
         bytes it sent meanwhile (a 408 before closing) would be read as the next answer."""
-        return not (self.reader.at_eof() or self.writer.is_closing() or _buffered(self.reader))
+        return not (
+            self.reader.at_eof()
+            or self.writer.is_closing()
+            or _buffered(self.reader)
+            or self.writer.transport.get_write_buffer_size()  # part of a request still unsent
+        )
 
     def close(self) -> None:
-        self.writer.close()
+        # abort, not close: close waits to send what is still buffered, forever if the server
+        # stopped reading (a discarded connection must not hold its socket and request)
+        self.writer.transport.abort()
 
 
 def _head(request: httpx.Request, body: bytes) -> bytes:
@@ -139,8 +154,16 @@ async def _read_head(reader: asyncio.StreamReader, *, first: bool) -> bytes | No
         raise httpx.RemoteProtocolError(f"answer head longer than {HEAD_LIMIT} bytes") from exc
 
 
-async def _chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
+def _room(held: int, more: int, what: str) -> None:
+    """Refuse a body past :data:`~memoryd.tuning.HOST_MAX_ANSWER_BYTES` as the host's protocol
+    error itself (an httpx error would be taken for a fault of the moment, and the answer
+    downloaded again)."""
+    if held + more > HOST_MAX_ANSWER_BYTES:
+        raise HostProtocolError(what, f"answer body larger than {HOST_MAX_ANSWER_BYTES} bytes")
+
+
+async def _chunked(reader: asyncio.StreamReader, what: str) -> bytes:
+    body = bytearray()  # one buffer: a million tiny chunks must not be a million objects
     while True:
         line = await reader.readuntil(_CRLF)
         size = _CHUNK_SIZE_RE.fullmatch(line[:-2])
@@ -152,14 +175,30 @@ async def _chunked(reader: asyncio.StreamReader) -> bytes:
                 held += len(trailer)
                 if held > TRAILER_LIMIT:
                     raise httpx.RemoteProtocolError(f"trailer longer than {TRAILER_LIMIT} bytes")
-            return b"".join(parts)
-        parts.append(await reader.readexactly(int(size.group(1), 16)))
+            return bytes(body)
+        n = int(size.group(1), 16)
+        _room(len(body), n, what)
+        body += await reader.readexactly(n)
         if await reader.readexactly(2) != _CRLF:
             raise httpx.RemoteProtocolError("chunk not followed by CRLF")
 
 
+async def _until_close(reader: asyncio.StreamReader, what: str) -> bytes:
+    body = bytearray()
+    while piece := await reader.read(_PIECE):
+        _room(len(body), len(piece), what)
+        body += piece
+    return bytes(body)
+
+
+def _refused_coding(headers: list[tuple[bytes, bytes]], identity_only: bool) -> bool:
+    """Whether the answer is encoded though the request asked for it plain (httpx would
+    inflate it whole, after any limit here)."""
+    return identity_only and any(t != b"identity" for t in _tokens(headers, b"content-encoding"))
+
+
 async def _exchange(
-    conn: _Connection, data: bytes, method: str
+    conn: _Connection, data: bytes, what: str, identity_only: bool = False
 ) -> tuple[httpx.Response, bool] | None:
     """Send one request and read its whole answer; also whether the connection may be reused.
     None when the server closed or reset the connection before a byte of the answer."""
@@ -170,7 +209,7 @@ async def _exchange(
     except OSError:  # a reset or a broken pipe: nothing came back
         return None
     first = True
-    while True:
+    for _ in range(INTERIM_LIMIT + 1):
         try:
             head = await _read_head(reader, first=first)
         except ConnectionError:
@@ -185,25 +224,30 @@ async def _exchange(
         headers = _header_lines(lines[1:])
         if not (100 <= status < 200) or status == 101:
             break
+    else:
+        raise httpx.RemoteProtocolError(f"more than {INTERIM_LIMIT} interim answers")
     keep = (
         version == b"HTTP/1.1" and status != 101 and b"close" not in _tokens(headers, b"connection")
     )
+    if _refused_coding(headers, identity_only):
+        raise httpx.DecodingError("an encoded answer to a request that asked for none")
     codings = _tokens(headers, b"transfer-encoding")
     if codings and _field(headers, b"content-length"):
         keep = False  # both framings named: an error in the making (RFC 9112 6.3), not reused
     try:
-        if method == "HEAD" or status in _BODYLESS or status < 200:
+        if what.startswith("HEAD ") or status in _BODYLESS or status < 200:
             body = b""
         elif codings and codings[-1] == b"chunked":
-            body = await _chunked(reader)
+            body = await _chunked(reader, what)
         elif codings or (length := _content_length(headers)) is None:
-            body, keep = await reader.read(), False  # delimited by the close
+            body, keep = await _until_close(reader, what), False  # delimited by the close
         else:
+            _room(0, length, what)
             body = await reader.readexactly(length)
     except asyncio.IncompleteReadError as exc:
         raise httpx.RemoteProtocolError("the server closed the connection mid-body") from exc
     except asyncio.LimitOverrunError as exc:
-        raise httpx.RemoteProtocolError("a chunk line longer than the limit") from exc
+        raise httpx.RemoteProtocolError("a chunk or trailer line longer than the limit") from exc
     if _buffered(reader):
         keep = False  # bytes past the framed answer: the connection's state is unknown
     extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
@@ -229,12 +273,14 @@ class PlainHTTP1(httpx.AsyncBaseTransport):
         body = await request.aread()
         data = _head(request, body) + body
         timeouts = request.extensions.get("timeout") or {}
+        what = f"{request.method} {url.path}"
+        identity_only = request.headers.get("accept-encoding", "").strip().lower() == "identity"
         conn = self._take(key)
         reused = conn is not None
         if conn is None:
             conn = await self._connect(key, timeouts.get("connect"))
         try:
-            while (answer := await _exchange(conn, data, request.method)) is None:
+            while (answer := await _exchange(conn, data, what, identity_only)) is None:
                 conn.close()
                 if not (reused and request.method in IDEMPOTENT):
                     raise httpx.RemoteProtocolError(
@@ -250,7 +296,7 @@ class PlainHTTP1(httpx.AsyncBaseTransport):
         except BaseException:  # cancelled or failed mid-exchange: the stream's state is unknown
             conn.close()
             raise
-        if keep and not self._closed:
+        if keep and not self._closed and conn.usable():
             self._give(key, conn)
         else:
             conn.close()

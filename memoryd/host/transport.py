@@ -10,7 +10,9 @@ retried after a transient fault, with the bounded delays of :data:`memoryd.tunin
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import re
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -35,11 +37,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DETAIL_CHARS = 200
+_WORD_RE = re.compile(r"\S+")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def short_text(text: str, limit: int = DETAIL_CHARS) -> str:
-    text = " ".join(text.split())
+    # its first words only: splitting a whole body of megabytes into words took gigabytes
+    text = " ".join(m.group() for m in itertools.islice(_WORD_RE.finditer(text), limit))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -195,7 +199,7 @@ class HostTransport:
             raise HostAuthError(self.base_url, status)
         try:
             err_body: Any = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             err_body = None
         name, message = _error_fields(err_body)
         if message is None and err_body is None and resp.text.strip():
@@ -208,7 +212,7 @@ class HostTransport:
     def _json(resp: httpx.Response, what: str) -> Any:
         try:
             return resp.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the parser's depth
             head = short_text(resp.text, 80) if resp.text else "empty body"
             raise HostProtocolError(what, f"body is not JSON: {head!r}") from exc
 

@@ -126,7 +126,7 @@ _SYNC = threading.local()
 @contextmanager
 def _one_sync() -> Iterator[None]:
     """Within one :func:`sync_block`, every block shows the same global summary: it is read,
-    redacted and counted once, not once per project (a redaction and a tokenizer round trip
+    redacted, counted and cut once, not once per project (a redaction and tokenizer round trips
     each). Nothing outlives the call; racing edits are caught by the stamp, as before."""
     _SYNC.memo = {}
     try:
@@ -252,7 +252,8 @@ def render_block(paths: Paths, key: str | None = None) -> str | None:
         if share >= whole:  # it fits as counted: truncating would hand back the same text
             return fence.neutralise(text, token)
         # A cut can start a line half way through one: judge the lines it leaves again.
-        return fence.neutralise(tokens.truncate_middle(text, share), token)
+        cut_text = _once(("cut", text, share), lambda: tokens.truncate_middle(text, share))
+        return fence.neutralise(cut_text, token)
 
     def build(total: int) -> str:
         g_share, p_share = _split(g_tokens, p_tokens, total)

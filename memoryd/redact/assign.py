@@ -39,9 +39,7 @@ KEYWORD_RE = lazy(
     r"(?![a-z0-9])"
 )
 MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]")
-# A marker, or one whose span ended at its closing bracket (a header value read up to a "]"):
-# redacting "[REDACTED" again left "[REDACTED]]", one more "]" at every pass
-_CUT_MARKER_RE = lazy(r"\[REDACTED(?::[a-z0-9-]+)?\]?")
+_MARKER_MAX = 64  # the longest marker: "[REDACTED:" and a rule's name
 _AFTER_KEYWORD_RE = lazy(
     r"(?P<rest>[A-Za-z0-9_.\-]{0,128})(?P<close>\\*[\"'`])?(?P<ws>[ \t]*)"
     r"(?P<op>:=|=>|=(?![=~])|:(?!:))?(?P<ws2>[ \t]*)"
@@ -231,7 +229,7 @@ def _cookie_edit(value: str, start: int, end: int) -> tuple[int, int, str] | Non
 
     def repl(m: re.Match[str]) -> str:
         name, val = m.group(1), m.group(2)
-        if name.lower() in _COOKIE_ATTRIBUTES or len(val) < 8 or _CUT_MARKER_RE.fullmatch(val):
+        if name.lower() in _COOKIE_ATTRIBUTES or len(val) < 8 or MARKER_RE.fullmatch(val):
             return m.group()
         if not looks_random(val) and not re.search(r"(?i)sess|sid|auth|token|remember|csrf", name):
             return m.group()  # _ga=GA1.1.40…, cookie_consent=accepted: not a credential
@@ -485,8 +483,17 @@ class _AssignmentScanner:
         known = self.plain_ends.get(pattern)
         if known is not None and known[0] <= start < known[1]:
             return known[1]
-        stop = pattern.search(self.text, start)
-        end = stop.start() if stop is not None else len(self.text)
+        text = self.text
+        stop = pattern.search(text, start)
+        # a marker's own "]" ends no value (in a list or a call, "]" would): a value read up to
+        # it left the marker cut and whatever followed it in the value unread
+        while stop is not None and text.startswith("]", stop.start()):
+            k = text.rfind("[REDACTED", max(start, stop.start() - _MARKER_MAX), stop.start())
+            marker = MARKER_RE.match(text, k) if k >= 0 else None
+            if marker is None or marker.end() != stop.end():
+                break
+            stop = pattern.search(text, stop.end())
+        end = stop.start() if stop is not None else len(text)
         self.plain_ends[pattern] = (start, end)
         return end
 

@@ -345,7 +345,7 @@ class IndexRefresh:
         started = time.perf_counter()
         with self._lock:
             checked = self._meta("checked_at")
-            fresh = checked is not None and time.time() - float(checked) < INDEX_FULL_CHECK_S
+            fresh = _within(checked, INDEX_FULL_CHECK_S)
             dirs = json.loads(self._meta("dirs") or "[]")
             before = self._watermark(dirs)
             if fresh and dirs and before and self._meta("watermark") == before:
@@ -354,12 +354,15 @@ class IndexRefresh:
                 return probe
             # The outputs' aggregate is compared on its own: while it stands (and their own
             # periodic check is not due) a file change does not compare every output's signature
-            # (~50 ms at 10,000 sessions); when it moved, they surely differ: no probe for them.
+            # (~50 ms at 10,000 sessions); when it moved, they surely differ: no probe for them,
+            # nor for the files (the sync below walks them anyway).
             outputs, version, same_outputs, moved = _outputs_state(self)
             seen: OutputsSeen = (outputs, version, not same_outputs)
             probe = RefreshStats()
-            if not self._sync_files(None, probe) and (
-                same_outputs or (not moved and not self._sync_outputs(None, probe))
+            if (
+                not moved
+                and not self._sync_files(None, probe)
+                and (same_outputs or not self._sync_outputs(None, probe))
             ):
                 self._remember(dirs, before, seen)
                 probe.elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -399,6 +402,12 @@ class IndexRefresh:
 OutputsSeen = tuple[str, tuple[int, int] | None, bool]  # aggregate, memory.db version, compared
 
 
+def _within(stamp: str | None, seconds: float) -> bool:
+    """Whether ``stamp`` (a stored ``time.time()``) is less than ``seconds`` old; a stamp from the
+    future (the clock was set back) is not recent, or the full check would wait for it."""
+    return stamp is not None and 0 <= time.time() - float(stamp) < seconds
+
+
 def _outputs_state(index: IndexRefresh) -> tuple[str, tuple[int, int] | None, bool, bool]:
     """The outputs' aggregate now and memory.db's version it was read at; whether the index
     holds exactly it (compared within :data:`INDEX_FULL_CHECK_S`, however often files change),
@@ -408,8 +417,7 @@ def _outputs_state(index: IndexRefresh) -> tuple[str, tuple[int, int] | None, bo
     version = index.store.data_version()
     mark = outputs_mark(index, index.store)
     stored = index._meta("outputs_mark")
-    checked = index._meta("outputs_checked_at")
-    recent = checked is not None and time.time() - float(checked) < INDEX_FULL_CHECK_S
+    recent = _within(index._meta("outputs_checked_at"), INDEX_FULL_CHECK_S)
     same = recent and bool(mark) and stored == mark
     return mark, version, same, bool(mark) and stored is not None and stored != mark
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memoryd.errors import HostProtocolError, HostUnreachable
+from memoryd.errors import HostError, HostProtocolError, HostUnreachable
 from memoryd.host.http1 import PlainHTTP1, _buffered, _head
 from memoryd.host.transport import HostTransport
 
@@ -398,3 +398,104 @@ async def test_a_loopback_host_is_asked_for_answers_as_they_are() -> None:
         assert remote._http.headers["accept-encoding"] != "identity"
     finally:
         await remote.aclose()
+
+
+# --- what a process posing as opencode could use to exhaust memory (a second review) -----------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"x" * 10,  # refused before reading
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"200\r\n"
+        + b"x" * 512
+        + b"\r\n"
+        + b"200\r\n"
+        + b"x" * 512
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * 3000,
+    ],
+)
+async def test_an_answer_past_the_body_cap_is_refused_and_not_retried(
+    raw: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memoryd.host.http1.HOST_MAX_ANSWER_BYTES", 1000)
+    async with (
+        serving([raw, ok(), ok(), None]) as server,
+        HostTransport(server.url, timeout=5) as t,
+    ):
+        with pytest.raises(HostProtocolError, match="larger than 1000 bytes"):
+            await t._send("GET", "/x")
+    assert len(server.requests) == 1  # a protocol error, not a fault a retry mends
+
+
+async def test_an_encoded_answer_to_a_request_for_none_is_refused() -> None:
+    """A small gzip can inflate to gigabytes after every limit of the transport (httpx inflates
+    the whole body at once): when memoryd asked for ``identity``, an encoded answer is refused."""
+    bomb = ok(gzip.compress(b'{"a": 1}'), "Content-Encoding: gzip")
+    async with serving([bomb]) as server, HostTransport(server.url, timeout=5) as t:
+        with pytest.raises(HostProtocolError, match="asked for none"):
+            await t._send("GET", "/x")
+
+
+async def test_interim_answers_without_end_are_refused() -> None:
+    endless = b"HTTP/1.1 100 Continue\r\n\r\n" * 40 + ok()
+    async with serving([endless]) as server, client(server) as c:
+        with pytest.raises(httpx.RemoteProtocolError, match="interim"):
+            await c.get("/")
+
+
+async def test_a_discarded_connection_does_not_wait_to_send_what_is_buffered() -> None:
+    """A connection with bytes still unsent (a server that stopped reading) is not usable, and
+    closing it aborts: a close would wait for a flush that never comes."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_reads(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        accepted.append(w)
+        await asyncio.sleep(3600)
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    srv = await asyncio.start_server(never_reads, sock=listener)
+    try:
+        conn = await PlainHTTP1._connect(listener.getsockname(), 5)
+        conn.writer.write(b"x" * 8_000_000)  # more than the kernel buffers take
+        assert conn.writer.transport.get_write_buffer_size() > 0
+        assert not conn.usable()
+        conn.close()
+        await asyncio.wait_for(conn.writer.wait_closed(), 5)
+    finally:
+        for w in accepted:
+            w.transport.abort()
+        srv.close()
+
+
+async def test_a_body_nested_past_the_parser_depth_is_a_protocol_error() -> None:
+    deep = b"[" * 200_000
+    replies: list[Reply] = [ok(deep), ok(deep).replace(b"200 OK", b"500 Oops")]
+    async with serving(replies) as server, HostTransport(server.url, timeout=5) as t:
+        resp = await t._send("GET", "/x")
+        with pytest.raises(HostProtocolError, match="not JSON"):
+            t._json(resp, "GET /x")
+        with pytest.raises(HostError):  # the error body is read as no body, not a crash
+            await t._send("POST", "/y")
+
+
+def test_a_short_detail_reads_only_the_first_words_of_a_body() -> None:
+    import tracemalloc
+
+    from memoryd.host.transport import short_text
+
+    body = "word " * 1_000_000  # 5 MB of short words: split whole, ~60 MB of strings
+    tracemalloc.start()
+    try:
+        text = short_text(body, 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == "word word word word…"
+    assert peak < 1_000_000, peak
+    assert short_text("  a \n b  ") == "a b"

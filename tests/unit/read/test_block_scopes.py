@@ -338,3 +338,28 @@ def test_shim_tool_calls_see_their_project_and_global_only(
     finally:
         store.close()
     assert saved.path.startswith(f"projects/{A}/notes/")
+
+
+def test_one_sync_cuts_a_long_global_summary_once(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: a global summary over the budget was cut again for every project's
+    block (two tokenizer round trips each), though every block shows the same cut."""
+    monkeypatch.setattr(readpath, "RACY_WINDOW_NS", 0)
+    _layers(paths, "\n".join(f"- global fact {i} " + "word " * 12 for i in range(600)))
+    paths.ensure_dir(paths.readpath_seen)
+    for key in (A, B, C):
+        (paths.readpath_seen / key).write_text(f"/srv/{key}\n")  # announced, no layer of theirs
+    cuts: list[tuple[str, int]] = []
+    real_cut = tokens.truncate_middle
+
+    def truncate_middle(text: str, max_tokens: int) -> str:
+        cuts.append((text, max_tokens))
+        return real_cut(text, max_tokens)
+
+    monkeypatch.setattr(tokens, "truncate_middle", truncate_middle)
+    assert readpath.sync_block(paths, Settings()) is True
+    assert cuts and len(cuts) == len(set(cuts))
+    for key in (A, B, C):
+        block = readpath.project_block_path(paths, key).read_bytes()
+        assert block == paths.readpath_block.read_bytes()

@@ -197,6 +197,18 @@ def test_a_marker_cut_at_its_bracket_is_not_redacted_again() -> None:
     assert redact(once) == once
 
 
+def test_a_marker_inside_a_header_value_does_not_end_it() -> None:
+    """Found by a review: after ``x, `` or ``(`` a header value ended at a marker's own ``]``,
+    so the cookies after the marker were never read and a session cookie stayed."""
+    for said in (
+        "x, Cookie: a=ghp_abcdefghijklmnopqrstuvwxyz0123456789; zz=Zq8vN2rT5wK1mX7pL4sH9dF3",
+        "(Cookie: a=[REDACTED]; zz=Zq8vN2rT5wK1mX7pL4sH9dF3)",
+    ):
+        once = redact(said)
+        assert "Zq8vN2rT5wK1" not in once, once
+        assert redact(once) == once
+
+
 def test_a_text_of_escaped_quotes_stays_linear() -> None:
     """Found by a blind review: every quote of ``\\"\\"\\"…`` started a scan to the end of the text
     for a JSON literal that never closes (40,000 pairs took 26 s). Each quote inside a failed

@@ -599,3 +599,42 @@ def test_ranked_results_are_json_serialisable(root: Path, index: SearchIndex, st
     assert {m["session_id"] for m in d["matches"]} == {None, "ses_s"} and d["refresh"][
         "outputs_indexed"
     ] == 1
+
+
+def test_a_new_output_walks_the_folder_once(
+    root: Path, index: SearchIndex, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a review: when the outputs' aggregate moved the refresh surely writes, yet it
+    walked the folder once to probe and once more to sync (after every extracted session)."""
+    write(root, "a.md", "lemur notes\n")
+    add_output(store, "ses_1", raw="lemur")
+    age(root)
+    index.refresh()
+    walked: list[int] = []
+
+    def walk(root: Path, relpath: str | None = None) -> Iterator[WalkEntry]:
+        walked.append(1)
+        return walk_files(root, relpath)
+
+    monkeypatch.setattr(refresh_mod, "walk_files", walk)
+    add_output(store, "ses_2", raw="gecko")
+    r = ranked(root, index, "gecko")
+    assert r.total == 1 and r.refresh["outputs_indexed"] == 1
+    assert len(walked) == 1
+
+
+def test_a_check_time_from_the_future_does_not_put_off_the_full_check(
+    root: Path, index: SearchIndex
+) -> None:
+    """A clock set back makes the stored check times lie in the future; they must not count as
+    recent, or an unannounced edit would wait until the clock caught up."""
+    write(root, "a.md", "otter\n")
+    age(root)
+    index.refresh()
+    with index._write() as c:
+        c.execute(
+            "UPDATE meta SET value = ? WHERE key IN ('checked_at', 'outputs_checked_at')",
+            (repr(time.time() + 86_400),),
+        )
+    (root / "a.md").write_text("walrus\n")  # in place: no folder time changes
+    assert ranked(root, index, "walrus").total == 1
