@@ -79,6 +79,7 @@ from bench._common import PROJECTS, TASKS, WORDS, machine, table
 from bench.idle import memoryd_peak
 from bench.phase1 import make_session, patched
 from bench.phase2 import _raw_memory, _summary
+from memoryd import tokenizer
 from memoryd.clock import DAY, HOUR, ManualClock
 from memoryd.folder import baseline_proc
 from memoryd.folder.workspace import Workspace
@@ -259,7 +260,9 @@ def make_app(paths: Paths, clock: ManualClock, settings: Settings) -> App:
 
 def build_home(n: int, base: Path, seed: int = 1) -> Home:
     rng = random.Random(seed)
-    paths = Paths(config_file=base / "config.toml", data_dir=base, state_dir=base / "state")
+    os.environ["MEMORYD_HOME"] = str(base)  # the tokenizer's copies live in this home, too
+    paths = Paths.from_env()
+    tokenizer.prepare()  # as `memoryd install` does: the copies the passes count from
     clock = ManualClock(T0)
     settings = settings_for_year()
     names = project_names()

@@ -8,11 +8,13 @@ host model's exact tokenizer; cl100k is close enough for GPT-class and Claude-cl
 
 The table costs ~45 MB once loaded (~60 MB at peak while it is built), as much as the rest of
 the daemon, and glibc does not give all of it back when it is dropped. So it never lives in the
-daemon: :func:`count` and :func:`truncate_middle` send the text to a child process started on
-first use, which loads the table once and answers until :func:`release` ends it (the daemon
-calls that after every pass and tick). Text no longer than its budget in UTF-8 bytes is never
-sent (every token covers at least one byte). The child runs the same tiktoken on the same table,
-so its counts are the in-process counts (the tests pin that).
+daemon. :func:`count` and :func:`truncate_middle` count here from a ~3 MB compact copy that the
+helper writes (:mod:`memoryd.tokenizer.local`: the same counts, for the text it can vouch for);
+any other text goes to a child process started on first use, which loads the table once and
+answers until :func:`release` ends it (the daemon calls that after every pass and tick). Text no
+longer than its budget in UTF-8 bytes is never counted (every token covers at least one byte).
+The child runs the same tiktoken on the same table, so its counts are the in-process counts (the
+tests pin both).
 
 Requests, over :mod:`memoryd.child`'s frames: ``["count", text]`` and
 ``["truncate", text, max_tokens]``.
@@ -24,15 +26,19 @@ import binascii
 import contextlib
 import gc
 import hashlib
+import logging
 import marshal
 import os
 import sys
-from functools import lru_cache
+import threading
+from collections.abc import Callable
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from memoryd.child import CHILD_SRC, PACKAGE_ROOT, Child, serve
 from memoryd.errors import TokenizerError
+from memoryd.tokenizer import local
 from memoryd.tuning import TOKENIZER_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -43,6 +49,7 @@ TRUNCATION_MARKER = "\n\n[… {n} tokens omitted from the middle …]\n\n"
 HELPER = "memoryd tokenizer helper"
 _RANKS_MAGIC = b"memoryd-ranks-1\n"
 _CHILD_SRC = CHILD_SRC.format(root=PACKAGE_ROOT, module="memoryd.tokenizer")
+logger = logging.getLogger(__name__)
 
 
 # --- the public interface ---------------------------------------------------------------------
@@ -52,26 +59,51 @@ def count(text: str) -> int:
     """Tokens in ``text`` (cl100k)."""
     if not text:
         return 0
-    return int(_helper.call(["count", text]))
+    table = _local_table()
+    here = table.count(text) if table is not None else None
+    return here if here is not None else int(_helper.call(["count", text]))
 
 
 def count_many(texts: list[str]) -> list[int]:
-    """Tokens in each of ``texts`` (cl100k), in one request to the helper."""
-    if not any(texts):
-        return [0] * len(texts)
-    return [int(n) for n in _helper.call(["count_many", texts])]
+    """Tokens in each of ``texts`` (cl100k); what the compact table cannot count goes to the
+    helper in one request."""
+    table = _local_table()
+    counts = [table.count(t) if table is not None and t else None for t in texts]
+    rest = [i for i, (t, n) in enumerate(zip(texts, counts, strict=True)) if t and n is None]
+    if rest:
+        for i, n in zip(rest, _helper.call(["count_many", [texts[i] for i in rest]]), strict=True):
+            counts[i] = int(n)
+    return [n or 0 for n in counts]
 
 
 def truncate_middle(text: str, max_tokens: int) -> str:
     """Keep the head and the tail of ``text`` within ``max_tokens``, with a marker in between."""
     if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
         return text  # every token covers at least one byte: nothing to cut, no need to tokenize
+    table = _local_table()
+    if table is not None and (tokens := table.encode(text)) is not None:
+        return cut_middle(tokens, partial(_encode_here, table), table.decode, text, max_tokens)
     return str(_helper.call(["truncate", text, max_tokens]))
 
 
+def _encode_here(table: local.Table, text: str) -> list[int]:
+    tokens = table.encode(text)
+    if tokens is None:  # only the marker comes here: ASCII and U+2026, always countable
+        raise TokenizerError(f"the compact token table cannot count {text!r}")
+    return tokens
+
+
+def local_table_path() -> Path:
+    """The compact copy of the table the helper writes for counting in process."""
+    from memoryd.paths import Paths
+
+    return Paths.from_env().state_dir / "tokenizer" / f"{ENCODING}.bpe"
+
+
 def prepare() -> None:
-    """Start a helper once so the decoded copy of the table is written before the first pass
-    (``memoryd install`` calls this): decoding the bundled table is a third of a helper's start."""
+    """Start a helper once (``memoryd install`` calls this), so the first pass finds the
+    decoded table (a third of a helper's start) and the compact copy it counts from in process
+    (no helper at all for most passes)."""
     try:
         count("memoryd")
     finally:
@@ -88,13 +120,17 @@ def helper_pid() -> int | None:
 
 
 def release(*, trim: bool = True) -> None:
-    """End the helper until the next use (the daemon calls this after a pass and a tick).
+    """End the helper and drop the compact table until the next use (the daemon calls this
+    after a pass and a tick).
 
     ``trim=False`` for a process about to exit: collecting and trimming its heap (~25 ms each)
     gives nothing back that the exit would not.
     """
-    if _helper.close() and trim:
-        trim_heap()  # the texts sent to it were copied through this heap
+    global _local, _looked
+    with _local_lock:
+        held, _local, _looked = _local is not None, None, False
+    if (_helper.close() or held) and trim:
+        trim_heap()  # the texts sent to the helper were copied through this heap
 
 
 def trim_heap() -> None:
@@ -116,6 +152,22 @@ def _malloc_trim() -> Any:
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
         return None
+
+
+_local_lock = threading.Lock()
+_local: local.Table | None = None
+_looked = False  # whether the compact table was looked for since the last release
+
+
+def _local_table() -> local.Table | None:
+    """The compact table, read once until :func:`release` (a missing or stale one: None, and
+    the helper it falls back to writes it for the next pass)."""
+    global _local, _looked
+    with _local_lock:
+        if not _looked:
+            _looked = True
+            _local = local.load(local_table_path())
+        return _local
 
 
 _helper = Child(
@@ -214,27 +266,60 @@ def _encoding() -> tiktoken.Encoding:
     if offline is not None and hasattr(offline, "load_tiktoken_bpe"):
 
         def load(table: str, expected_hash: str | None = None) -> dict[bytes, int]:
+            tables.append(table)
             return cached_ranks(table, expected_hash, ranks_copy_path(table, expected_hash))
 
         offline.load_tiktoken_bpe = load  # this helper process only
+    tables: list[str] = []
     enc = tiktoken.get_encoding(ENCODING)
+    fresh = bool(tables) and local.load(local_table_path()) is None
+    copy = local.Table.build(enc._mergeable_ranks, enc._pat_str) if fresh else None
     # tiktoken keeps every rank twice: in Rust (all encode/decode use) and a Python dict (~15 MB)
-    # that only its pure-Python helpers read.
+    # that only its pure-Python helpers read. Dropped before the copy is checked and written, so
+    # that work reuses its heap instead of raising the helper's peak.
     enc._mergeable_ranks = {}
+    if copy is not None:
+        keep_local_copy(enc, copy, tables[0])
     return enc
+
+
+def keep_local_copy(enc: tiktoken.Encoding, copy: local.Table, table: str) -> None:
+    """Write ``copy``, the compact table the calling process counts with (built from ``table``),
+    only after it counted the probe text as tiktoken does (~0.5 s, once per install)."""
+    path = local_table_path()
+    if not local.agrees(copy, lambda text: enc.encode(text, disallowed_special=())):
+        logger.warning(
+            "the compact token table disagrees with tiktoken here: counting stays in the helper"
+        )
+        return
+    local.save(path, copy.parts(local.meta_for(table)))
 
 
 def _truncate(enc: tiktoken.Encoding, text: str, max_tokens: int) -> str:
     tokens = enc.encode(text, disallowed_special=())
+    return cut_middle(
+        tokens, lambda t: enc.encode(t, disallowed_special=()), enc.decode, text, max_tokens
+    )
+
+
+def cut_middle(
+    tokens: list[int],
+    encode: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+    text: str,
+    max_tokens: int,
+) -> str:
+    """``text`` (whose tokens are ``tokens``) with its middle replaced by the marker, so that
+    head, marker and tail fit ``max_tokens``."""
     if len(tokens) <= max_tokens:
         return text
-    marker_budget = len(enc.encode(TRUNCATION_MARKER.format(n=len(tokens)), disallowed_special=()))
-    keep = max(max_tokens - marker_budget, 0)
+    marker = encode(TRUNCATION_MARKER.format(n=len(tokens)))
+    keep = max(max_tokens - len(marker), 0)
     head_n = keep // 2
     tail_n = keep - head_n
     omitted = len(tokens) - head_n - tail_n
-    head = enc.decode(tokens[:head_n]) if head_n else ""
-    tail = enc.decode(tokens[len(tokens) - tail_n :]) if tail_n else ""
+    head = decode(tokens[:head_n]) if head_n else ""
+    tail = decode(tokens[len(tokens) - tail_n :]) if tail_n else ""
     return head + TRUNCATION_MARKER.format(n=omitted) + tail
 
 

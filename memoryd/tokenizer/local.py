@@ -1,0 +1,286 @@
+"""cl100k counted in the calling process from a small copy of the table, so a pass seldom needs
+the tokenizer helper.
+
+A helper start costs ~150 ms of CPU (an interpreter, tiktoken, the table built in Rust) and a
+pass counts a few kilobytes with it. Counting itself is two small steps: one regular expression
+cuts the text into pieces, and a piece that is not itself a token has its bytes merged pair by
+pair, lowest rank first. Both run here from a ~2 MB file the helper writes
+(:func:`memoryd.tokenizer.keep_local_copy`): every token's bytes in rank order, and a hash table
+from a token's CRC-32 to its rank, mapped in place, so a lookup is a slot or two and one
+comparison of bytes; no 100k-entry dictionary is built in this heap.
+
+Counts must be tiktoken's, so a text is counted here only when the answer cannot differ:
+- every character was assigned by Unicode 3.2. The ``regex`` module and tiktoken's Rust engine
+  each carry their own Unicode tables, and a character one knows and the other does not is a
+  letter to one and punctuation to the other (measured: the two differ only on characters newer
+  than Unicode 16). Text with an emoji or a newer script goes to the helper;
+- no piece needing merges is longer than :data:`MAX_MERGED_PIECE` bytes (merging is quadratic
+  in the piece, cheap in Rust, not in Python), and the text is at most :data:`MAX_LOCAL_CHARS`;
+- the helper writes the file only after both counted a probe of every character class alike
+  (:func:`probe_text`), and the file names the ``regex`` version and the table it came from,
+  so an upgrade of either makes it stale until the helper writes it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import mmap
+import os
+import struct
+import unicodedata
+import zlib
+from array import array
+from collections.abc import Callable
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+MAX_LOCAL_CHARS = 200_000  # past this the helper's Rust is cheaper than Python, start included
+MAX_MERGED_PIECE = 256  # bytes of one piece merged here; longer pieces go to the helper
+_MAGIC = b"memoryd-bpe-1\n"
+_HEAD = len(_MAGIC) + 32
+_U32 = struct.Struct("<I")
+_NO_PAIR = 1 << 62  # the rank of a pair that is no token: higher than any real rank
+_CACHE_MAX = 8_000  # pieces remembered between calls (words repeat; ~1 MB at most)
+_OLD = unicodedata.ucd_3_2_0
+
+
+class Table:
+    """Every token's bytes in rank order, an open-addressed index from a token's CRC-32 to its
+    rank, and the splitting pattern: what counting and cutting need, as tiktoken does them."""
+
+    def __init__(self, pattern: str, blob: bytes, offsets: array[int] | memoryview,
+                 slots: array[int] | memoryview) -> None:  # fmt: skip
+        import regex  # type: ignore[import-untyped]  # here: only a counting process pays (~17 ms)
+
+        self._pattern = pattern
+        self._split = regex.compile(pattern).findall
+        self._blob, self._offsets = blob, offsets  # token r is blob[offsets[r]:offsets[r + 1]]
+        self._slots = slots  # rank + 1 at the CRC-32's slot or the next free one; 0: empty
+        self._mask = len(slots) - 1
+        self._pieces: dict[str, tuple[int, ...]] = {}
+        self._bytes = [self._rank(bytes((b,))) or 0 for b in range(256)]  # each byte is a token
+
+    @classmethod
+    def build(cls, ranks: dict[bytes, int], pattern: str) -> Table:
+        by_rank: list[bytes] = [b""] * len(ranks)
+        for token, rank in ranks.items():
+            by_rank[rank] = token  # an IndexError for a table whose ranks are not 0..n-1
+        if not all(by_rank):
+            raise ValueError("the ranks are not 0..n-1")
+        offsets = array("I", [0])
+        offsets.extend(accumulate(map(len, by_rank)))
+        size = 1 << (len(by_rank) * 5 // 2).bit_length()  # at most 40% full: short probe runs
+        mask = size - 1
+        slots = array("I", (0,)) * size
+        for rank, token in enumerate(by_rank):
+            at = zlib.crc32(token) & mask
+            while slots[at]:
+                at = (at + 1) & mask
+            slots[at] = rank + 1
+        blob = bytearray(offsets[-1])
+        for token, start in zip(by_rank, offsets, strict=False):  # (b"".join: ~8 MB at peak)
+            blob[start : start + len(token)] = token
+        return cls(pattern, bytes(blob), offsets, slots)
+
+    # --- counting ------------------------------------------------------------------------------
+
+    def count(self, text: str) -> int | None:
+        """Tokens in ``text``, or None when the helper must count it (see the module's rules)."""
+        tokens = self._pieces_of(text)
+        return None if tokens is None else sum(map(len, tokens))
+
+    def encode(self, text: str) -> list[int] | None:
+        tokens = self._pieces_of(text)
+        return None if tokens is None else [t for piece in tokens for t in piece]
+
+    def decode(self, tokens: list[int]) -> str:
+        off = self._offsets
+        return b"".join(self._blob[off[t] : off[t + 1]] for t in tokens).decode("utf-8", "replace")
+
+    def _pieces_of(self, text: str) -> list[tuple[int, ...]] | None:
+        if len(text) > MAX_LOCAL_CHARS:
+            return None
+        text = _without_surrogates(text)
+        if not settled(text):
+            return None
+        cache = self._pieces
+        room = _CACHE_MAX - len(cache)  # the first pieces met stay: the common words come early
+        out = []
+        for piece in self._split(text):
+            tokens = cache.get(piece)
+            if tokens is None:
+                tokens = self._tokens(piece.encode("utf-8"))
+                if tokens is None:
+                    return None
+                if room > 0:
+                    cache[piece] = tokens
+                    room -= 1
+            out.append(tokens)
+        return out
+
+    def _tokens(self, piece: bytes) -> tuple[int, ...] | None:
+        whole = self._rank(piece)
+        if whole is not None:
+            return (whole,)
+        if len(piece) > MAX_MERGED_PIECE:
+            return None
+        return self._merge(piece)
+
+    def _merge(self, piece: bytes) -> tuple[int, ...]:
+        """Merge adjacent parts, the pair of lowest rank first and the leftmost of equal ones,
+        until no pair is a token: tiktoken's order, so the same tokens."""
+        cuts = list(range(len(piece) + 1))  # part i is piece[cuts[i]:cuts[i + 1]]
+        parts = list(map(self._bytes.__getitem__, piece))
+        pairs = [self._pair(piece, cuts, i) for i in range(len(piece) - 1)]
+        while pairs:
+            best = min(pairs)
+            if best == _NO_PAIR:
+                break
+            i = pairs.index(best)
+            del cuts[i + 1], pairs[i], parts[i + 1]
+            parts[i] = best
+            if i > 0:
+                pairs[i - 1] = self._pair(piece, cuts, i - 1)
+            if i < len(pairs):
+                pairs[i] = self._pair(piece, cuts, i)
+        return tuple(parts)
+
+    def _pair(self, piece: bytes, cuts: list[int], i: int) -> int:
+        rank = self._rank(piece[cuts[i] : cuts[i + 2]])
+        return _NO_PAIR if rank is None else rank
+
+    def _rank(self, token: bytes) -> int | None:
+        slots, off, mask = self._slots, self._offsets, self._mask
+        at = zlib.crc32(token) & mask
+        while rank := slots[at]:
+            if self._blob[off[rank - 1] : off[rank]] == token:
+                return rank - 1
+            at = (at + 1) & mask
+        return None
+
+    # --- the file --------------------------------------------------------------------------------
+
+    def parts(self, meta: dict[str, Any]) -> list[bytes | memoryview]:
+        """The file's body, in parts (no copy of the arrays): the head's length, the head (what
+        it was written for, the pattern, the arrays' lengths), then the arrays and the token
+        bytes, each 4-byte aligned so a reader maps them in place. :func:`save` frames it."""
+        offsets, slots = memoryview(self._offsets).cast("B"), memoryview(self._slots).cast("B")
+        head = marshal.dumps((meta, self._pattern, len(offsets) // 4, len(slots) // 4))
+        head += bytes(-len(head) % 4)
+        return [_U32.pack(len(head)), head, offsets, slots, self._blob]
+
+
+def load(path: Path) -> Table | None:
+    """The table in ``path`` when it is whole and still fits what is installed (:func:`meta_for`
+    its table file); None otherwise: the helper counts then, and writes the file anew.
+
+    The file is mapped, not read: its arrays are used where they lie (no copy in this heap,
+    which a daemon would keep), and only the token bytes are copied out (~0.7 MB)."""
+    try:
+        with path.open("rb") as f:
+            data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except (OSError, ValueError):  # missing, unreadable, or empty (nothing to map)
+        return None
+    if len(data) < _HEAD + 4 or data[: len(_MAGIC)] != _MAGIC:
+        return None
+    if hashlib.sha256(data[_HEAD:]).digest() != data[len(_MAGIC) : _HEAD]:
+        return None
+    try:
+        (size,) = _U32.unpack(data[_HEAD : _HEAD + 4])
+        at = _HEAD + 4 + size
+        meta, pattern, n_offsets, n_slots = marshal.loads(data[_HEAD + 4 : at])
+        if not isinstance(meta, dict) or meta != meta_for(str(meta.get("table"))):
+            return None
+        offsets = data[at : at + 4 * n_offsets].cast("I")
+        slots = data[at + 4 * n_offsets : at + 4 * (n_offsets + n_slots)].cast("I")
+        blob = bytes(data[at + 4 * (n_offsets + n_slots) :])
+        if len(offsets) != n_offsets or len(slots) != n_slots or n_slots & (n_slots - 1):
+            return None
+        if n_slots < 2 * n_offsets or offsets[-1] != len(blob):
+            return None  # too full for a probe run to end at an empty slot, or cut short
+        return Table(pattern, blob, offsets, slots)
+    except (ValueError, TypeError, EOFError, IndexError):  # a digest over something else
+        return None
+
+
+def save(path: Path, parts: list[bytes | memoryview]) -> None:
+    """Write the magic, the digest of ``parts``, then ``parts``, atomically; a file torn by a
+    crash fails its digest and is written again."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as f:
+            f.write(_MAGIC + digest.digest())
+            for part in parts:
+                f.write(part)
+        os.replace(tmp, path)
+    except OSError:  # a read-only state folder: the helper goes on counting
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def meta_for(table: str) -> dict[str, Any]:
+    """What the file must have been written for: this ``regex`` and this table file."""
+    import regex
+
+    try:
+        st = os.stat(table)
+    except OSError:
+        return {"regex": regex.__version__, "table": table}
+    return {"regex": regex.__version__, "table": table, "stat": [st.st_size, st.st_mtime_ns]}
+
+
+def settled(text: str) -> bool:
+    """Whether every character of ``text`` is one both engines classify alike (assigned by
+    Unicode 3.2: older than any table either carries)."""
+    if text.isascii():
+        return True
+    category = _OLD.category
+    return all(category(ch) != "Cn" for ch in set(text))
+
+
+def _without_surrogates(text: str) -> str:
+    """tiktoken's own repair of a lone surrogate (which UTF-8 cannot carry): U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def agrees(table: Table, encode: Callable[[str], list[int]], stride: int = 29) -> bool:
+    """Whether ``table`` counts the probe text as ``encode`` (tiktoken's) does, chunk by chunk."""
+    probe = probe_text(stride)
+    step = 16_000  # small chunks: the helper's peak RSS stays where the table put it
+    for at in range(0, len(probe), step):
+        chunk = probe[at : at + step]
+        if table.count(chunk) != len(encode(chunk)):
+            return False
+    return True
+
+
+def probe_text(stride: int) -> str:
+    """Text on which a misread character class changes the count: every character before U+0800
+    and one in ``stride`` of the rest that Unicode 3.2 assigned, each beside a letter, a digit, a
+    space, an apostrophe and a line end, then the pattern's own cases (contractions, digit runs,
+    spaces before a line end and at the very end). The helper checks a table against tiktoken
+    with one in 29 (~0.4 s, once per install); the tests check every one."""
+    chars = [
+        chr(c)
+        for c in (*range(0x800), *range(0x800, 0x110000, stride))
+        if not 0xD800 <= c < 0xE000 and _OLD.category(chr(c)) != "Cn"
+    ]
+    probes = [f"x{c}'e\n1{c} {c}{c}\t" for c in chars]
+    fixed = (
+        "It's we'll they've you're I'D WE'LL THEY'VE 'S 's 'sx\n12345678901 3.14159 1,000,000\n"
+        "a  b   c\t\td \r\n\r\n  \n   x   \n\n\n    def f(x):\n        return x  \n"
+        "naïve café — “quotes” … → ß Σίσυφος Привет 日本語 한국어 עברית العربية हिन्दी\n"
+        "<|endoftext|> ~~~ !!! ??? ... --- === ``` $$$ 0x1f 1e-9 a_b-c.d/e\\f \u00a0\u2003x   "
+    )
+    return "".join(probes) + fixed
