@@ -8,7 +8,7 @@ host model's exact tokenizer; cl100k is close enough for GPT-class and Claude-cl
 
 The table costs ~45 MB once loaded (~60 MB at peak while it is built), as much as the rest of
 the daemon, and glibc does not give all of it back when it is dropped. So it never lives in the
-daemon. :func:`count` and :func:`truncate_middle` count here from a ~3 MB compact copy that the
+daemon. :func:`count` and :func:`truncate_middle` count here from a ~2 MB compact copy that the
 helper writes (:mod:`memoryd.tokenizer.local`: the same counts, for the text it can vouch for);
 any other text goes to a child process started on first use, which loads the table once and
 answers until :func:`release` ends it (the daemon calls that after every pass and tick). Text no
@@ -272,8 +272,12 @@ def _encoding() -> tiktoken.Encoding:
         offline.load_tiktoken_bpe = load  # this helper process only
     tables: list[str] = []
     enc = tiktoken.get_encoding(ENCODING)
-    fresh = bool(tables) and local.load(local_table_path()) is None
-    copy = local.Table.build(enc._mergeable_ranks, enc._pat_str) if fresh else None
+    copy = None
+    if tables and local.load(local_table_path()) is None:
+        try:
+            copy = local.Table.build(enc._mergeable_ranks, local.translate(enc._pat_str))
+        except ValueError as exc:  # a pattern or table of another shape: the helper counts
+            logger.info("no compact token table: %s", exc)
     # tiktoken keeps every rank twice: in Rust (all encode/decode use) and a Python dict (~15 MB)
     # that only its pure-Python helpers read. Dropped before the copy is checked and written, so
     # that work reuses its heap instead of raising the helper's peak.

@@ -1,4 +1,4 @@
-"""cl100k counted in the calling process from a small copy of the table, so a pass seldom needs
+r"""cl100k counted in the calling process from a small copy of the table, so a pass seldom needs
 the tokenizer helper.
 
 A helper start costs ~150 ms of CPU (an interpreter, tiktoken, the table built in Rust) and a
@@ -9,16 +9,21 @@ pair, lowest rank first. Both run here from a ~2 MB file the helper writes
 from a token's CRC-32 to its rank, mapped in place, so a lookup is a slot or two and one
 comparison of bytes; no 100k-entry dictionary is built in this heap.
 
+The pattern is tiktoken's, rewritten for Python's own ``re`` (:func:`translate`): its Unicode
+classes (``\p{L}``, ``\p{N}``, ``\s``) become explicit character sets written out from this
+Python's ``unicodedata``, so no other regex engine is loaded into the daemon (the ``regex``
+module alone would stay ~1.4 MB in it for good).
+
 Counts must be tiktoken's, so a text is counted here only when the answer cannot differ:
-- every character was assigned by Unicode 3.2. The ``regex`` module and tiktoken's Rust engine
-  each carry their own Unicode tables, and a character one knows and the other does not is a
-  letter to one and punctuation to the other (measured: the two differ only on characters newer
-  than Unicode 16). Text with an emoji or a newer script goes to the helper;
+- every character was assigned by Unicode 3.2. Python's tables and tiktoken's Rust engine each
+  carry their own Unicode version, and a character one knows and the other does not is a letter
+  to one and punctuation to the other. Every character of Unicode 3.2 is classed alike (a test
+  checks them all); text with an emoji or a newer script goes to the helper;
 - no piece needing merges is longer than :data:`MAX_MERGED_PIECE` bytes (merging is quadratic
   in the piece, cheap in Rust, not in Python), and the text is at most :data:`MAX_LOCAL_CHARS`;
 - the helper writes the file only after both counted a probe of every character class alike
-  (:func:`probe_text`), and the file names the ``regex`` version and the table it came from,
-  so an upgrade of either makes it stale until the helper writes it again.
+  (:func:`probe_text`), and the file names the Python and the table it came from, so an
+  upgrade of either makes it stale until the helper writes it again.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ import hashlib
 import marshal
 import mmap
 import os
+import re
 import struct
+import sys
 import unicodedata
 import zlib
 from array import array
@@ -45,6 +52,9 @@ _U32 = struct.Struct("<I")
 _NO_PAIR = 1 << 62  # the rank of a pair that is no token: higher than any real rank
 _CACHE_MAX = 8_000  # pieces remembered between calls (words repeat; ~1 MB at most)
 _OLD = unicodedata.ucd_3_2_0
+# what Rust's regex (and the Unicode standard) calls White_Space: Python's own \s also takes
+# U+001C..U+001F, which tiktoken's pattern does not
+_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 class Table:
@@ -53,10 +63,8 @@ class Table:
 
     def __init__(self, pattern: str, blob: bytes, offsets: array[int] | memoryview,
                  slots: array[int] | memoryview) -> None:  # fmt: skip
-        import regex  # type: ignore[import-untyped]  # here: only a counting process pays (~17 ms)
-
-        self._pattern = pattern
-        self._split = regex.compile(pattern).findall
+        self._pattern = pattern  # already for ``re``: see translate()
+        self._split = re.compile(pattern).findall
         self._blob, self._offsets = blob, offsets  # token r is blob[offsets[r]:offsets[r + 1]]
         self._slots = slots  # rank + 1 at the CRC-32's slot or the next free one; 0: empty
         self._mask = len(slots) - 1
@@ -226,14 +234,80 @@ def save(path: Path, parts: list[bytes | memoryview]) -> None:
 
 
 def meta_for(table: str) -> dict[str, Any]:
-    """What the file must have been written for: this ``regex`` and this table file."""
-    import regex
-
-    try:
+    """What the file must have been written for: this Python (its ``re`` and its Unicode
+    tables wrote the pattern) and this table file, unchanged."""
+    meta: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "unicode": unicodedata.unidata_version,
+        "table": table,
+    }
+    with contextlib.suppress(OSError):
         st = os.stat(table)
-    except OSError:
-        return {"regex": regex.__version__, "table": table}
-    return {"regex": regex.__version__, "table": table, "stat": [st.st_size, st.st_mtime_ns]}
+        meta["stat"] = [st.st_size, st.st_mtime_ns]
+    return meta
+
+
+def translate(pattern: str) -> str:
+    """tiktoken's split pattern for Python's ``re``: ``\\p{L}``, ``\\p{N}`` and ``\\s`` written out
+    as the characters they stand for (``\\S`` as their complement); any other Unicode class is
+    refused (ValueError), so an unforeseen pattern is left to the helper."""
+    sets = _classes()
+    out: list[str] = []
+    inside = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            nxt = pattern[i + 1 : i + 2]
+            if nxt == "p" and pattern[i + 2 : i + 3] == "{":
+                end = pattern.index("}", i)
+                name, i = pattern[i + 3 : end], end + 1
+                if name not in ("L", "N"):
+                    raise ValueError(f"the class \\p{{{name}}} has no translation")
+                out.append(sets[name] if inside else f"[{sets[name]}]")
+                continue
+            if nxt in ("s", "S"):
+                if nxt == "S" and inside:
+                    raise ValueError("\\S inside a set has no translation")
+                out.append(_SPACE if inside else f"[{'^' if nxt == 'S' else ''}{_SPACE}]")
+                i += 2
+                continue
+            if nxt in ("P", "d", "D", "w", "W", "b", "B"):  # Unicode-dependent: not ours to guess
+                raise ValueError(f"\\{nxt} has no translation")
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if ch == "[" and not inside:
+            inside = True
+        elif ch == "]" and inside:
+            inside = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _classes() -> dict[str, str]:
+    """Letters (``L``) and numbers (``N``) by general category, as set ranges. Only the planes
+    Unicode 3.2 gave letters and numbers are read: the others hold private use at most, and any
+    newer character never reaches :class:`Table`."""
+    cats = unicodedata.category
+    ranges: dict[str, list[list[int]]] = {"L": [], "N": []}
+    for c in (*range(0xD800), *range(0xE000, 0x30000), *range(0xE0000, 0xE1000)):
+        runs = ranges.get(cats(chr(c))[0])
+        if runs is None:
+            continue
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return {
+        major: "".join(_lit(a) if a == b else f"{_lit(a)}-{_lit(b)}" for a, b in runs)
+        for major, runs in ranges.items()
+    }
+
+
+def _lit(code: int) -> str:
+    return "\\" + chr(code) if chr(code) in "\\]-^[" else chr(code)
 
 
 def settled(text: str) -> bool:

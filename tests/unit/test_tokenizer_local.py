@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import re
+import sys
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import regex
 import tiktoken
 
 from memoryd import tokenizer as tokens
@@ -33,7 +34,8 @@ def enc() -> tiktoken.Encoding:
 
 @pytest.fixture(scope="module")
 def table(enc: tiktoken.Encoding) -> local.Table:
-    return local.Table.build(tokens.load_ranks(_bundled_table(), OFFLINE_HASH), enc._pat_str)
+    pattern = local.translate(enc._pat_str)
+    return local.Table.build(tokens.load_ranks(_bundled_table(), OFFLINE_HASH), pattern)
 
 
 @pytest.fixture
@@ -104,6 +106,7 @@ def test_the_compact_table_counts_and_encodes_as_tiktoken(
 def test_random_text_is_counted_as_tiktoken_or_left_to_the_helper(
     enc: tiktoken.Encoding, table: local.Table
 ) -> None:
+    split = re.compile(local.translate(enc._pat_str)).findall
     here = 0
     for text in _random_texts(20261206, 3000, newer=False) + _random_texts(7, 1500, newer=True):
         n = table.count(text)
@@ -111,13 +114,25 @@ def test_random_text_is_counted_as_tiktoken_or_left_to_the_helper(
             # only text with a character newer than Unicode 3.2 or a piece too long to merge here
             long_piece = any(
                 len(p.encode("utf-8", "replace")) > local.MAX_MERGED_PIECE
-                for p in regex.findall(enc._pat_str, text)
+                for p in split(text)
             )
             assert not local.settled(text) or long_piece, repr(text)
         else:
             here += 1
             assert n == _tiktoken(enc, text), repr(text)
     assert here > 1500  # the test measured something: most of the sample is counted here
+
+
+def test_the_split_pattern_is_written_out_for_re_and_refuses_what_it_cannot_write(
+    enc: tiktoken.Encoding,
+) -> None:
+    split = re.compile(local.translate(enc._pat_str))
+    assert split.findall("It's 12345 naïve\x1c\u3000x  \n") == [
+        "It", "'s", " ", "123", "45", " naïve", "\x1c", "\u3000x", "  \n"
+    ]  # fmt: skip
+    for pattern in (r"\p{Greek}+", r"\w+", r"[^\S]", r"\P{L}"):
+        with pytest.raises(ValueError, match="no translation"):
+            local.translate(pattern)
 
 
 def test_characters_the_engines_class_differently_are_never_counted_here(
@@ -227,7 +242,7 @@ def test_a_damaged_copy_is_never_used_and_the_helper_writes_it_again(
     assert local.load(path) is not None  # and the helper wrote it whole again
 
 
-def test_a_copy_for_another_regex_or_table_is_stale(
+def test_a_copy_for_another_python_or_table_is_stale(
     fresh: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, table: local.Table
 ) -> None:
     path = tmp_path / "copy.bpe"
@@ -236,8 +251,8 @@ def test_a_copy_for_another_regex_or_table_is_stale(
     local.save(path, table.parts(local.meta_for(str(stand_in))))
     assert local.load(path) is not None
     with monkeypatch.context() as patch:
-        patch.setattr(regex, "__version__", "1999.1.1")
-        assert local.load(path) is None  # another regex: its Unicode tables may differ
+        patch.setattr(sys, "version", "3.99.0 (main) [another build]")
+        assert local.load(path) is None  # another Python: its re and Unicode tables may differ
     assert local.load(path) is not None
     stand_in.write_bytes(stand_in.read_bytes() + b"\n")  # the table file changed (an upgrade)
     assert local.load(path) is None
