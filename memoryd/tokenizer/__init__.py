@@ -1,4 +1,5 @@
-"""Token counting with tiktoken, offline, in a helper process the daemon starts when it needs one.
+"""Token counting with tiktoken's cl100k, offline: in process from a compact copy of the table,
+else in a helper process started when needed.
 
 tiktoken normally downloads its BPE tables on first use, which a daemon on a laptop without
 network (or behind a proxy) cannot do. memoryd uses ``cl100k_base`` as shipped inside the
