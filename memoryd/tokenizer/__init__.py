@@ -284,20 +284,23 @@ def _encoding() -> tiktoken.Encoding:
     # that work reuses its heap instead of raising the helper's peak.
     enc._mergeable_ranks = {}
     if copy is not None:
-        keep_local_copy(enc, copy, tables[0])
+        keep_local_copy(enc, copy, tables[0], getattr(offline, "__file__", None))
     return enc
 
 
-def keep_local_copy(enc: tiktoken.Encoding, copy: local.Table, table: str) -> None:
-    """Write ``copy``, the compact table the calling process counts with (built from ``table``),
-    only after it counted the probe text as tiktoken does (~0.5 s, once per install)."""
+def keep_local_copy(
+    enc: tiktoken.Encoding, copy: local.Table, table: str, source: str | None = None
+) -> None:
+    """Write ``copy``, the compact table the calling process counts with (built from ``table``
+    with the pattern of the module ``source``), only after it counted the probe text as
+    tiktoken does (~0.5 s, once per install)."""
     path = local_table_path()
     if not local.agrees(copy, lambda text: enc.encode(text, disallowed_special=())):
         logger.warning(
             "the compact token table disagrees with tiktoken here: counting stays in the helper"
         )
         return
-    local.save(path, copy.parts(local.meta_for(table)))
+    local.save(path, copy.parts(local.meta_for(table, source)))
 
 
 def _truncate(enc: tiktoken.Encoding, text: str, max_tokens: int) -> str:

@@ -122,7 +122,10 @@ class Table:
         for piece in self._split(text):
             tokens = cache.get(piece)
             if tokens is None:
-                tokens = self._tokens(piece.encode("utf-8"))
+                try:
+                    tokens = self._tokens(piece.encode("utf-8"))
+                except IndexError:  # a rank past the table: not a file the helper wrote
+                    return None
                 if tokens is None:
                     return None
                 if room > 0:
@@ -207,7 +210,9 @@ def load(path: Path) -> Table | None:
         (size,) = _U32.unpack(data[_HEAD : _HEAD + 4])
         at = _HEAD + 4 + size
         meta, pattern, n_offsets, n_slots = marshal.loads(data[_HEAD + 4 : at])
-        if not isinstance(meta, dict) or meta != meta_for(str(meta.get("table"))):
+        if not isinstance(meta, dict) or meta != meta_for(
+            str(meta.get("table")), meta.get("source")
+        ):
             return None
         offsets = data[at : at + 4 * n_offsets].cast("I")
         slots = data[at + 4 * n_offsets : at + 4 * (n_offsets + n_slots)].cast("I")
@@ -216,9 +221,20 @@ def load(path: Path) -> Table | None:
             return None
         if n_slots < 2 * n_offsets or offsets[-1] != len(blob):
             return None  # too full for a probe run to end at an empty slot, or cut short
+        if not _has_empty_slot(mapped, at + 4 * n_offsets, at + 4 * (n_offsets + n_slots)):
+            return None  # a lookup of a missing token would probe for ever
         return Table(pattern, blob, offsets, slots)
     except (ValueError, TypeError, EOFError, IndexError):  # a digest over something else
         return None
+
+
+def _has_empty_slot(mapped: mmap.mmap, start: int, end: int) -> bool:
+    """Whether a 4-byte-aligned zero word lies in ``mapped[start:end]`` (a file the helper wrote
+    has ~60% of its slots empty: the first is found at once)."""
+    at = mapped.find(bytes(4), start, end)
+    while at != -1 and (at - start) % 4:
+        at = mapped.find(bytes(4), at + 1, end)
+    return at != -1
 
 
 def save(path: Path, parts: list[bytes | memoryview]) -> None:
@@ -240,17 +256,20 @@ def save(path: Path, parts: list[bytes | memoryview]) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def meta_for(table: str) -> dict[str, Any]:
+def meta_for(table: str, source: str | None = None) -> dict[str, Any]:
     """What the file must have been written for: this Python (its ``re`` and its Unicode
-    tables wrote the pattern) and this table file, unchanged."""
+    tables wrote the pattern), and the table file and the module that gave the pattern
+    (``source``), both unchanged."""
     meta: dict[str, Any] = {
         "python": sys.version.split()[0],
         "unicode": unicodedata.unidata_version,
         "table": table,
+        "source": source,
     }
-    with contextlib.suppress(OSError):
-        st = os.stat(table)
-        meta["stat"] = [st.st_size, st.st_mtime_ns]
+    for key, name in (("stat", table), ("source_stat", source)):
+        with contextlib.suppress(OSError, TypeError):
+            st = os.stat(name)  # type: ignore[arg-type]  # None: TypeError, no stat
+            meta[key] = [st.st_size, st.st_mtime_ns]
     return meta
 
 

