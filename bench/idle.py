@@ -361,9 +361,10 @@ def figures(name: str, samples: list[Sample]) -> Figures:
 
 
 def memoryd(
-    env: dict[str, str], *args: str, timeout: float = 300
+    env: dict[str, str], *args: str, timeout: float = 300, code: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memoryd", *args], env=env, cwd=REPO, capture_output=True,
+    """``python -m memoryd`` run from ``code`` (a checkout: another version's memoryd)."""
+    return subprocess.run([sys.executable, "-m", "memoryd", *args], env=env, cwd=code, capture_output=True,
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
 
@@ -396,8 +397,11 @@ def _children(pid: int) -> set[int]:
     return kids
 
 
-def memoryd_peak(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], Peak]:
-    """Run memoryd, polling the VmHWM of it and of each child every 20 ms until it exits.
+def memoryd_peak(
+    env: dict[str, str], *args: str, code: Path = REPO
+) -> tuple[subprocess.CompletedProcess[str], Peak]:
+    """Run memoryd (from the checkout ``code``), polling the VmHWM of it and of each child every
+    20 ms until it exits.
 
     VmHWM only grows, so the last reading before exit is the peak but for the last few ms; the
     kernel's own figure at exit (``wait4``'s ``ru_maxrss``) covers the whole tree as a check.
@@ -405,7 +409,7 @@ def memoryd_peak(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedP
     peak = Peak()
     seen: dict[int, int] = {}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "memoryd", *args], env=env, cwd=REPO, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", "memoryd", *args], env=env, cwd=code, stdout=out,
                                 stderr=err)  # fmt: skip
         deadline = time.monotonic() + 600
         while True:

@@ -198,7 +198,7 @@ def _refused_coding(headers: list[tuple[bytes, bytes]], identity_only: bool) -> 
 
 
 async def _exchange(
-    conn: _Connection, data: bytes, what: str, identity_only: bool = False
+    conn: _Connection, data: bytes, method: str, what: str, identity_only: bool = False
 ) -> tuple[httpx.Response, bool] | None:
     """Send one request and read its whole answer; also whether the connection may be reused.
     None when the server closed or reset the connection before a byte of the answer."""
@@ -235,7 +235,7 @@ async def _exchange(
     if codings and _field(headers, b"content-length"):
         keep = False  # both framings named: an error in the making (RFC 9112 6.3), not reused
     try:
-        if what.startswith("HEAD ") or status in _BODYLESS or status < 200:
+        if method == "HEAD" or status in _BODYLESS or status < 200:
             body = b""
         elif codings and codings[-1] == b"chunked":
             body = await _chunked(reader, what)
@@ -280,7 +280,9 @@ class PlainHTTP1(httpx.AsyncBaseTransport):
         if conn is None:
             conn = await self._connect(key, timeouts.get("connect"))
         try:
-            while (answer := await _exchange(conn, data, what, identity_only)) is None:
+            while (
+                answer := await _exchange(conn, data, request.method, what, identity_only)
+            ) is None:
                 conn.close()
                 if not (reused and request.method in IDEMPOTENT):
                     raise httpx.RemoteProtocolError(

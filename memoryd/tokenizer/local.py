@@ -44,6 +44,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from memoryd.errors import PathError
+from memoryd.fsutil import atomic_write, plain_file
+
 MAX_LOCAL_CHARS = 200_000  # past this the helper's Rust is cheaper than Python, start included
 MAX_MERGED_PIECE = 256  # bytes of one piece merged here; longer pieces go to the helper
 _MAGIC = b"memoryd-bpe-1\n"
@@ -193,10 +196,17 @@ def load(path: Path) -> Table | None:
     The file is mapped, not read: its arrays are used where they lie (no copy in this heap,
     which a daemon would keep)."""
     try:
-        with path.open("rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # missing, unreadable, or empty (nothing to map)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, unreadable, or a link: never followed
         return None
+    try:
+        if not plain_file(os.fstat(fd)):
+            return None
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # empty: nothing to map
+        return None
+    finally:
+        os.close(fd)
     data = memoryview(mapped)
     if len(data) < _HEAD + 4 or data[: len(_MAGIC)] != _MAGIC:
         return None
@@ -238,22 +248,14 @@ def _has_empty_slot(mapped: mmap.mmap, start: int, end: int) -> bool:
 
 
 def save(path: Path, parts: list[bytes | memoryview]) -> None:
-    """Write the magic, the digest of ``parts``, then ``parts``, atomically; a file torn by a
-    crash fails its digest and is written again."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write the magic, the digest of ``parts``, then ``parts`` (:func:`memoryd.fsutil.atomic_write`:
+    synced, never through a link); a file damaged later fails its digest and is written again."""
+    body = b"".join(parts)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as f:
-            f.write(_MAGIC + digest.digest())
-            for part in parts:
-                f.write(part)
-        os.replace(tmp, path)
-    except OSError:  # a read-only state folder: the helper goes on counting
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        atomic_write(path, _MAGIC + hashlib.sha256(body).digest() + body)
+    except (OSError, PathError):  # a read-only state folder: the helper goes on counting
+        pass
 
 
 def meta_for(table: str, source: str | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 import re
 import sys
@@ -283,6 +284,21 @@ def test_a_crafted_copy_with_a_valid_digest_never_hangs_nor_crashes(
     crafted = local.load(path)
     assert crafted is not None
     assert crafted.count("qzxqzxqzxq zzqq") is None  # refused, not an IndexError
+
+
+def test_a_copy_reached_through_a_link_is_never_used(tmp_path: Path, table: local.Table) -> None:
+    real = tmp_path / "elsewhere.bpe"
+    local.save(real, table.parts(local.meta_for(_bundled_table())))
+    assert local.load(real) is not None
+    (tmp_path / "linked.bpe").symlink_to(real)
+    assert local.load(tmp_path / "linked.bpe") is None
+    os.link(real, tmp_path / "second-name.bpe")  # a hard link: two names, one file
+    assert local.load(real) is None
+    before = real.stat().st_mtime_ns
+    local.save(tmp_path / "linked.bpe", table.parts(local.meta_for(_bundled_table())))
+    assert real.stat().st_mtime_ns == before  # the write replaced the link, not its target
+    assert not (tmp_path / "linked.bpe").is_symlink()
+    assert local.load(tmp_path / "linked.bpe") is not None
 
 
 def test_a_copy_whose_pattern_module_changed_is_stale(tmp_path: Path, table: local.Table) -> None:
