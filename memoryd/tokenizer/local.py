@@ -19,8 +19,9 @@ Counts must be tiktoken's, so a text is counted here only when the answer cannot
   carry their own Unicode version, and a character one knows and the other does not is a letter
   to one and punctuation to the other. Every character of Unicode 3.2 is classed alike (a test
   checks them all); text with an emoji or a newer script goes to the helper;
-- no piece needing merges is longer than :data:`MAX_MERGED_PIECE` bytes (merging is quadratic
-  in the piece, cheap in Rust, not in Python), and the text is at most :data:`MAX_LOCAL_CHARS`;
+- no piece needing merges is longer than :data:`MAX_MERGED_PIECE` bytes, nor do its merges add
+  up past :data:`MAX_MERGE_WORK` (merging is quadratic in a piece, cheap in Rust, not in
+  Python), and the text is at most :data:`MAX_LOCAL_CHARS`;
 - the helper writes the file only after both counted a probe of every character class alike
   (:func:`probe_text`), and the file names the Python and the table it came from, so an
   upgrade of either makes it stale until the helper writes it again.
@@ -49,6 +50,9 @@ from memoryd.fsutil import atomic_write, plain_file
 
 MAX_LOCAL_CHARS = 200_000  # past this the helper's Rust is cheaper than Python, start included
 MAX_MERGED_PIECE = 256  # bytes of one piece merged here; longer pieces go to the helper
+# merging in one text, as the sum of each merged piece's bytes squared: ~50 ms at most here (text
+# made of pieces that are no token, 200,000 characters of them, took 1.2 s before this cap)
+MAX_MERGE_WORK = 4_000_000
 _MAGIC = b"memoryd-bpe-1\n"
 _HEAD = len(_MAGIC) + 32
 _U32 = struct.Struct("<I")
@@ -121,29 +125,28 @@ class Table:
             return None
         cache = self._pieces
         room = _CACHE_MAX - len(cache)  # the first pieces met stay: the common words come early
+        work = 0  # bytes squared merged so far: merging is quadratic in a piece
         out = []
         for piece in self._split(text):
             tokens = cache.get(piece)
             if tokens is None:
+                raw = piece.encode("utf-8")
                 try:
-                    tokens = self._tokens(piece.encode("utf-8"))
+                    whole = self._rank(raw)
+                    if whole is not None:
+                        tokens = (whole,)
+                    else:
+                        work += len(raw) ** 2
+                        if len(raw) > MAX_MERGED_PIECE or work > MAX_MERGE_WORK:
+                            return None
+                        tokens = self._merge(raw)
                 except IndexError:  # a rank past the table: not a file the helper wrote
-                    return None
-                if tokens is None:
                     return None
                 if room > 0:
                     cache[piece] = tokens
                     room -= 1
             out.append(tokens)
         return out
-
-    def _tokens(self, piece: bytes) -> tuple[int, ...] | None:
-        whole = self._rank(piece)
-        if whole is not None:
-            return (whole,)
-        if len(piece) > MAX_MERGED_PIECE:
-            return None
-        return self._merge(piece)
 
     def _merge(self, piece: bytes) -> tuple[int, ...]:
         """Merge adjacent parts, the pair of lowest rank first and the leftmost of equal ones,

@@ -116,7 +116,12 @@ def test_random_text_is_counted_as_tiktoken_or_left_to_the_helper(
             long_piece = any(
                 len(p.encode("utf-8", "replace")) > local.MAX_MERGED_PIECE for p in split(text)
             )
-            assert not local.settled(text) or long_piece, repr(text)
+            work = sum(
+                len(b) ** 2
+                for b in (p.encode("utf-8", "replace") for p in split(text))
+                if len(enc.encode(b.decode("utf-8", "replace"), disallowed_special=())) > 1
+            )
+            assert not local.settled(text) or long_piece or work > local.MAX_MERGE_WORK, repr(text)
         else:
             here += 1
             assert n == _tiktoken(enc, text), repr(text)
@@ -162,6 +167,18 @@ def test_a_long_piece_or_text_goes_to_the_helper(
     big = "word " * (local.MAX_LOCAL_CHARS // 5 + 1)
     assert table.count(big) is None
     assert tokens.count(big) == _tiktoken(enc, big)
+
+
+def test_text_of_many_pieces_that_are_no_token_goes_to_the_helper(
+    enc: tiktoken.Encoding, table: local.Table
+) -> None:
+    # each 100-letter piece merges pair by pair in Python; 600 of them would cost seconds here
+    rnd = random.Random(5)
+    text = "1".join("".join(rnd.choices("qxzjvkwy", k=100)) for _ in range(600))
+    assert table.count(text) is None
+    assert tokens.count(text) == _tiktoken(enc, text)
+    few = "1".join("".join(rnd.choices("qxzjvkwy", k=100)) for _ in range(40))
+    assert table.count(few) == _tiktoken(enc, few)  # under the cap: still counted here
 
 
 @pytest.mark.parametrize("budget", [3, 40, 700])
