@@ -24,7 +24,6 @@ Requests, over :mod:`memoryd.child`'s frames: ``["count", text]`` and
 from __future__ import annotations
 
 import binascii
-import contextlib
 import gc
 import hashlib
 import logging
@@ -38,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from memoryd.child import CHILD_SRC, PACKAGE_ROOT, Child, serve
-from memoryd.errors import TokenizerError
+from memoryd.errors import PathError, TokenizerError
+from memoryd.fsutil import atomic_write, read_regular
 from memoryd.tokenizer import local
 from memoryd.tuning import TOKENIZER_TIMEOUT_S
 
@@ -221,8 +221,8 @@ def cached_ranks(table: str, expected_hash: str | None, copy: Path) -> dict[byte
     never used: it is read again from the table and written anew.
     """
     try:
-        data = copy.read_bytes()
-    except OSError:
+        data = read_regular(copy) or b""
+    except PathError:  # a link, a folder, unreadable: read the table instead, write it anew
         data = b""
     head = len(_RANKS_MAGIC) + 32
     if (
@@ -234,14 +234,11 @@ def cached_ranks(table: str, expected_hash: str | None, copy: Path) -> dict[byte
             return ranks
     ranks = load_ranks(table, expected_hash)
     payload = marshal.dumps(ranks)
-    tmp = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
     try:
         copy.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(_RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, copy)  # no fsync: a copy torn by a crash fails its digest and is redone
-    except OSError:  # a read-only state folder: every start reads the table itself
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        atomic_write(copy, _RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
+    except (OSError, PathError):  # a read-only state folder: every start reads the table itself
+        pass
     return ranks
 
 

@@ -257,3 +257,17 @@ def test_an_unwritable_copy_folder_still_loads_the_table(tmp_path: Path) -> None
     blocker.write_text("not a folder")
     ranks = tokens.cached_ranks(_bundled_table(), OFFLINE_HASH, blocker / "copy.ranks")
     assert len(ranks) > 100_000
+
+
+def test_a_decoded_copy_reached_through_a_link_is_never_read_nor_written_through(
+    tmp_path: Path,
+) -> None:
+    table = _bundled_table()
+    elsewhere = tmp_path / "elsewhere.ranks"
+    want = tokens.cached_ranks(table, OFFLINE_HASH, elsewhere)
+    foreign = elsewhere.read_bytes()
+    copy = tmp_path / "copy.ranks"
+    copy.symlink_to(elsewhere)
+    assert tokens.cached_ranks(table, OFFLINE_HASH, copy) == want
+    assert not copy.is_symlink()  # the link was replaced by a copy of its own
+    assert elsewhere.read_bytes() == foreign  # and its target left as it was
