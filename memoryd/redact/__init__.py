@@ -121,6 +121,8 @@ class _Steps(NamedTuple):
     steps: tuple[_Step, ...]
     fixed: frozenset[int]  # steps tried on every text: no hints, or a needle checked when they run
     by_hint: dict[str, tuple[int, ...]]
+    needles: tuple[str, ...]  # each step's needle ("" for none: every text holds it)
+    chosen: dict[frozenset[str], tuple[int, ...]]  # which steps a set of hint words picks
 
 
 def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
@@ -132,9 +134,10 @@ def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
     by_hint: dict[str, list[int]] = {}
     for i, (needle, hints, _, _) in enumerate(steps):
         for hint in () if needle else hints:
-            by_hint.setdefault(hint, []).append(i)
+            by_hint.setdefault(prefilter.fold(hint), []).append(i)  # looked up in a folded text
     fixed = frozenset(i for i, (needle, hints, _, _) in enumerate(steps) if needle or not hints)
-    return _Steps(steps, fixed, {h: tuple(ix) for h, ix in by_hint.items()})
+    needles = tuple(needle for needle, _, _, _ in steps)
+    return _Steps(steps, fixed, {h: tuple(ix) for h, ix in by_hint.items()}, needles, {})
 
 
 class _Pipeline(NamedTuple):
@@ -163,35 +166,52 @@ def _pipeline(without: frozenset[str] = frozenset()) -> _Pipeline:
 
 
 _DEFAULT = _pipeline()
+prefilter.know_words(_DEFAULT.hints)  # every text's index learns them at once (rules' subsets too)
 
 
 def _run(group: _Steps, text: str, present: frozenset[str], families: dict[str, None]) -> str:
     """The steps of ``group`` that ``text`` can need, in their order: those with a hint word the
     text held before any step ran (a marker adds none), and those whose needle it holds now."""
-    steps = group.steps
-    for i in _chosen(group, present):
-        needle, _, apply, name = steps[i]
-        if needle and needle not in text:
-            continue
-        text, count = apply(text)
+    steps, needles = group.steps, group.needles
+    chosen = _chosen(group, present)
+    live = [i for i in chosen if needles[i] in text]  # the needles, all at once: ~90 of them
+    k = 0
+    while k < len(live):
+        i = live[k]
+        k += 1
+        _, _, apply, name = steps[i]
+        out, count = apply(text)
         if count:
             families[name] = None
+        if out != text:  # a needle may stand in the new text: the steps after are checked again
+            text = out
+            live = live[:k] + [j for j in chosen if j > i and needles[j] in text]
     return text
 
 
-def _chosen(group: _Steps, present: frozenset[str]) -> list[int]:
+def _chosen(group: _Steps, present: frozenset[str]) -> tuple[int, ...]:
     """Which steps to try, in order: each step with a needle or without hints, and each step
-    with a hint in ``present``."""
+    with a hint in ``present`` (remembered per set of words: texts share a few dozen sets)."""
+    got = group.chosen.get(present)
+    if got is not None:
+        return got
     chosen = set(group.fixed)
     by_hint = group.by_hint
     for hint in present:
         chosen.update(by_hint.get(hint, ()))
-    return sorted(chosen)
+    if len(group.chosen) >= _CHOSEN_KEPT:
+        group.chosen.clear()
+    got = group.chosen[present] = tuple(sorted(chosen))
+    return got
+
+
+_CHOSEN_KEPT = 1024  # sets of hint words remembered per group (a hostile mix: not for ever)
 
 
 def _present(folded: str, hints: tuple[str, ...]) -> frozenset[str]:
     """The hint words ``folded`` holds, each looked up once (rules share them: ~300 checks were
-    ~190 words, and on long texts each check is a scan)."""
+    ~190 words, and on long texts each check is a scan). ``folded`` is the text's fold, the one
+    its index and the prefiltered patterns use (``ſ`` is ``s`` there, as in ``re``)."""
     return frozenset([h for h in hints if h in folded])
 
 
@@ -249,7 +269,7 @@ def _redact(text: str, p: _Pipeline = _DEFAULT, depth: int = 0) -> tuple[str, li
     families: dict[str, None] = {}
     if depth < _MAX_JSON_DEPTH and ('\\"' in text or '": "' in text or '":"' in text):
         text = _json_strings(text, p, depth, families)
-    present = _present(text.lower(), p.hints)
+    present = prefilter.text_index(text).present()
     text = _run(p.head, text, present, families)
     if _TOKEN_RUN_RE.search(text) is not None:
         text = _run(p.tokens, text, present, families)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
 from re import _casefix as sre_casefix  # type: ignore[attr-defined]
 from re import _compiler as sre_compiler  # type: ignore[attr-defined]
 from re import _constants as sre_c  # type: ignore[attr-defined]
@@ -51,6 +53,8 @@ _MAX_NEEDS = 2  # character sets checked before a scan
 _FIRST_CHUNK, _CHUNK = 256, 4096  # characters folded and searched for starts at a time
 _WHOLE_CHUNK = 65_536  # the same for every match of a long text (a hostile one: bounded memory)
 _SHORT = 64  # a shorter text goes straight to the engine: filtering would cost more than a scan
+_INDEXED = 65_536  # a text up to this long is scanned through its index (see TextIndex)
+_MAX_KEPT_HITS = 4_096  # a literal found more often than this is looked for again when asked
 
 _ZERO_WIDTH = (sre_c.AT, sre_c.ASSERT, sre_c.ASSERT_NOT)
 _REPEATS = (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT)
@@ -65,32 +69,172 @@ def fold(text: str) -> str:
     return text.translate(_PRE_FOLD).lower().translate(_CLASS_FOLD)
 
 
-_last_fold: tuple[str, str] = ("", "")
+class _Words:
+    """The words each text's index tells present or absent all at once: redaction's hint words.
+
+    Most are absent from any one text, and a literal holding an absent one is absent too, so
+    most literals are answered without a scan. A word holding another is looked for only where
+    that one stands (``password`` only in a text with ``pass``)."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        ordered = sorted(set(words), key=lambda w: (len(w), w))
+        parent = {
+            w: max((o for o in ordered if o != w and o in w), key=len, default="") for w in ordered
+        }
+        self.all = tuple(ordered)
+        self.roots = tuple(w for w in ordered if not parent[w])
+        children: dict[str, list[str]] = {}
+        for w in ordered:
+            if parent[w]:
+                children.setdefault(parent[w], []).append(w)
+        self.children = {p: tuple(c) for p, c in children.items()}
+        # what a literal (and a pattern's or rule's tuple of them) is guarded by, as asked
+        self._guard: dict[str, str] = {}
+        self._guards: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+
+    def present(self, folded: str) -> frozenset[str]:
+        found = {w for w in self.roots if w in folded}
+        todo = [c for p in found if p in self.children for c in self.children[p]]
+        while todo:
+            w = todo.pop()
+            if w in folded:
+                found.add(w)
+                todo += self.children.get(w, ())
+        return frozenset(found)
+
+    def guard(self, literal: str) -> str:
+        """The longest word ``literal`` holds ("" for none): a text without it lacks the literal."""
+        got = self._guard.get(literal)
+        if got is None:
+            got = self._guard[literal] = next((w for w in reversed(self.all) if w in literal), "")
+        return got
+
+    def guards(self, literals: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        """Each of ``literals`` with its :meth:`guard`."""
+        got = self._guards.get(literals)
+        if got is None:
+            got = self._guards[literals] = tuple((lit, self.guard(lit)) for lit in literals)
+        return got
 
 
-def _whole_fold(text: str) -> str:
-    """:func:`fold` of the text the scans last went through whole, kept for the next pattern's
-    scan of the same text: a redaction runs some forty prefiltered rules over one text, and a
-    fold of text that is not ASCII (two ``translate`` calls) cost more than all their scans."""
-    global _last_fold
-    folded = _kept_fold(text)
-    if folded is None:
-        folded = fold(text)
-        _last_fold = (text, folded)
-    return folded
+_words = _Words(())
 
 
-def _kept_fold(text: str) -> str | None:
-    last = _last_fold
-    if last[0] is text or (len(last[0]) == len(text) and last[0] == text):  # a copy: same fold
-        return last[1]
+def know_words(words: Iterable[str]) -> None:
+    """Set the words every text's index looks for at once (folded; see :class:`_Words`)."""
+    global _words
+    _words = _Words(words)
+
+
+class TextIndex:
+    """A text's fold and where each literal stands in it, kept while scans go through that text.
+
+    A redaction runs ~40 prefiltered patterns, ~10 windowed rules and ~190 hint words over each
+    text, nearly always the same text (few hold a secret); each of them folded it again and
+    looked for its own literals, many of them the same words. Here the fold is made once, the
+    known words are looked for together, and each literal is looked for once (or not at all,
+    when it holds a known word the text lacks); every pattern, window and hint reads the same
+    answer."""
+
+    __slots__ = ("_hits", "_places", "_present", "folded", "text")
+
+    def __init__(self, text: str, folded: str) -> None:
+        self.text = text
+        self.folded = folded
+        self._hits: dict[str, list[int]] = {}
+        self._places: dict[tuple[str, ...], list[int]] = {}
+        self._present: frozenset[str] | None = None
+
+    def present(self) -> frozenset[str]:
+        """Which of the known words (:func:`know_words`) the fold holds."""
+        got = self._present
+        if got is None:
+            got = self._present = _words.present(self.folded)
+        return got
+
+    def places(self, literals: tuple[str, ...]) -> list[int]:
+        """Where any of ``literals`` starts, in order, each place once (not to be changed)."""
+        at = self._places.get(literals)
+        if at is None:
+            present = self.present()
+            found, scan = self._hits.get, self._scan
+            runs = []
+            for lit, guard in _words.guards(literals):
+                if guard and guard not in present:
+                    continue
+                hits = found(lit)
+                if hits is None:
+                    hits = scan(lit)
+                if hits:
+                    runs.append(hits)
+            if not runs:
+                at = _NOWHERE
+            elif len(runs) == 1:
+                at = runs[0]
+            else:
+                at = sorted(set(chain.from_iterable(runs)))
+            if len(at) <= _MAX_KEPT_HITS:
+                self._places[literals] = at
+        return at
+
+    def _scan(self, literal: str) -> list[int]:
+        at: list[int] = []
+        find = self.folded.find
+        i = find(literal)
+        while i >= 0:
+            at.append(i)
+            i = find(literal, i + 1)
+        if len(at) <= _MAX_KEPT_HITS:  # a hostile text's thousands of hits are not kept
+            self._hits[literal] = at
+        return at
+
+
+_NOWHERE: list[int] = []  # shared: callers never change what they are given
+
+
+# The indexes of the last few texts scanned: a redaction's rules also scan parts of its text (a
+# segment, a value, a decoded JSON string) between their scans of the whole, which stays indexed.
+_recent: list[TextIndex] = []
+_RECENT = 4
+
+
+def _kept(text: str) -> TextIndex | None:
+    for n, index in enumerate(_recent):
+        if index.text is text or (len(index.text) == len(text) and index.text == text):
+            if n:  # the most recently used first
+                _recent.insert(0, _recent.pop(n))
+            return index
     return None
 
 
+def _keep(index: TextIndex) -> TextIndex:
+    _recent.insert(0, index)
+    del _recent[_RECENT:]
+    return index
+
+
+def text_index(text: str) -> TextIndex:
+    """The index of ``text``: a kept one if it is of this text (or an equal one), else a new
+    one, which is kept in the place of the least recently used."""
+    if _recent and _recent[0].text is text:  # nearly always: the text the last scan read
+        return _recent[0]
+    return _kept(text) or _keep(TextIndex(text, fold(text)))
+
+
+def _kept_fold(text: str) -> str | None:
+    index = _kept(text)
+    return index.folded if index is not None else None
+
+
+def _whole_fold(text: str) -> str:
+    """:func:`fold` of ``text``, kept (see :class:`TextIndex`): a fold of text that is not ASCII
+    (two ``translate`` calls) cost more than all the scans of it."""
+    return text_index(text).folded
+
+
 def forget_fold() -> None:
-    """Drop the kept fold (and its text): called when a redaction is done with its text."""
-    global _last_fold
-    _last_fold = ("", "")
+    """Drop the kept indexes (and their texts): called when a redaction is done with its text."""
+    _recent.clear()
 
 
 # --- what a pattern's matches start with ------------------------------------------------------------
@@ -269,6 +413,9 @@ class Prefiltered:
         by chunk, small then doubling: a search that meets a match early stops early, as the
         engine's own scan would (folding all the rest of a long text for every call made a
         rule's walk through it with successive searches quadratic)."""
+        if len(text) <= _INDEXED:
+            yield from self._indexed(text, pos, endpos, starts, first)
+            return
         match = self._re.match
         overhang = max(map(len, starts)) - 1  # a start that begins in a chunk may end past it
         spans = [(start, len(start)) for start in starts]
@@ -316,8 +463,35 @@ class Prefiltered:
                     yield m
             chunk = limit
         if parts is not None:
-            global _last_fold
-            _last_fold = (text, "".join(parts))
+            _keep(TextIndex(text, "".join(parts)))
+
+    def _placed(self, text: str, pos: int, endpos: int) -> bool:
+        """Whether a start stands in ``text[pos:endpos]`` (by its index): most scans end here."""
+        at = text_index(text).places(self.starts)  # type: ignore[arg-type]
+        return bool(at) and bisect_left(at, pos) < bisect_left(at, endpos)
+
+    def _indexed(
+        self, text: str, pos: int, endpos: int, starts: tuple[str, ...], first: bool
+    ) -> Iterator[re.Match[str]]:
+        """:meth:`_anchored` for a text of at most :data:`_INDEXED` characters: the starts'
+        places come from the text's index, found once for every pattern that scans the text."""
+        # A place whose start would run past ``endpos`` is tried too: no match can begin
+        # there but with a start that ends by ``endpos``, which stands at that place as well.
+        at = text_index(text).places(starts)
+        lo = bisect_left(at, pos)
+        hi = bisect_left(at, endpos)
+        if lo >= hi:
+            return
+        places: Iterable[int] = islice(at, lo, hi) if first else at[lo:hi]
+        match = self._re.match
+        end = pos
+        for i in places:
+            if i < end:
+                continue  # inside the last match: the scan resumes after it
+            m = match(text, i, endpos)
+            if m is not None:
+                end = m.end()
+                yield m
 
     def finditer(
         self, string: str, pos: int = 0, endpos: int = sys.maxsize
@@ -325,20 +499,24 @@ class Prefiltered:
         pos, endpos = _bounds(string, pos, endpos)
         if endpos - pos < _SHORT:
             return self._re.finditer(string, pos, endpos)
-        if not self._possible(string, pos, endpos):
+        if self._needs and not self._possible(string, pos, endpos):
             return iter(())
         if self.starts is None:
             return self._re.finditer(string, pos, endpos)
+        if len(string) <= _INDEXED and not self._placed(string, pos, endpos):
+            return iter(())
         return self._anchored(string, pos, endpos, self.starts)
 
     def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         pos, endpos = _bounds(string, pos, endpos)
         if endpos - pos < _SHORT:
             return self._re.search(string, pos, endpos)
-        if not self._possible(string, pos, endpos):
+        if self._needs and not self._possible(string, pos, endpos):
             return None
         if self.starts is None:
             return self._re.search(string, pos, endpos)
+        if len(string) <= _INDEXED and not self._placed(string, pos, endpos):
+            return None
         return next(self._anchored(string, pos, endpos, self.starts, first=True), None)
 
     def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
@@ -350,7 +528,11 @@ class Prefiltered:
     def subn(self, repl: Repl, string: str, count: int = 0) -> tuple[str, int]:
         if len(string) < _SHORT or count:
             return self._re.subn(repl, string, count)
-        if not self._possible(string, 0, len(string)):
+        if (self._needs and not self._possible(string, 0, len(string))) or (
+            self.starts is not None
+            and len(string) <= _INDEXED
+            and not self._placed(string, 0, len(string))
+        ):
             self._re.subn(repl, "")  # a bad template fails as re's own sub would, match or not
             return string, 0
         if self.starts is None:
@@ -378,9 +560,18 @@ class Prefiltered:
 
 
 def _bounds(text: str, pos: int, endpos: int) -> tuple[int, int]:
-    """``pos`` and ``endpos`` as ``re`` reads them: clamped into the text (a negative one is 0)."""
+    """``pos`` and ``endpos`` as ``re`` reads them: clamped into the text (a negative one is 0).
+    Comparisons, not ``min``/``max``: this runs for every scan of every rule."""
     size = len(text)
-    return min(max(pos, 0), size), min(max(endpos, 0), size)
+    if pos < 0:
+        pos = 0
+    elif pos > size:
+        pos = size
+    if endpos > size:
+        endpos = size
+    elif endpos < 0:
+        endpos = 0
+    return pos, endpos
 
 
 def compile_prefiltered(pattern: str, flags: int = 0) -> Prefiltered:

@@ -28,6 +28,7 @@ from memoryd.redact.spans import (
     VAL,
     apply_spans,
     lead,
+    lines_with,
     replace_group,
     segment_end,
     segment_start,
@@ -267,6 +268,7 @@ _AUTH_SUBCOMMAND_RE = lazy(
     r"(?P<s>[A-Za-z0-9_\-.:=+/]{16,})(?P=q)(?=[\s;|&]|$)",
     re.MULTILINE,
 )
+_AUTH_WORDS = ("auth", "login", "signin", "token")  # every subcommand above holds one
 _WORD_RE = lazy(_WORD)
 
 
@@ -296,7 +298,13 @@ def _positional(text: str) -> tuple[str, int]:
                 if password_like(value) or len(value) >= 6:
                     q = 1 if raw[0] in "\"'" else 0
                     spans.append((base + w.start() + q, base + w.end() - q))
-    for m in _AUTH_SUBCOMMAND_RE.finditer(text):
+    # each match is on one line and holds its subcommand: only those lines are scanned (the
+    # pattern starts at any word, and tried at every position it was a tenth of a redaction)
+    for m in (
+        m
+        for a, b in lines_with(text, _AUTH_WORDS)
+        for m in _AUTH_SUBCOMMAND_RE.finditer(text, a, b)
+    ):
         value = m.group("s")
         if "@" in value or "." in value and not looks_random(value):
             continue

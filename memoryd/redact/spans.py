@@ -11,8 +11,10 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 
 from memoryd.redact.lazy import lazy
+from memoryd.redact.prefilter import fold, text_index
 from memoryd.redact.tokens import REDACTED
 
 # A quoted literal (at any JSON escaping depth) or a bare word, as one group ``s`` (Python's re
@@ -139,18 +141,18 @@ def windows(text: str, words: tuple[str, ...], lines: int = 0) -> list[tuple[int
     return found
 
 
+@lru_cache(maxsize=256)
+def _folded(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The rule's words as the index folds text (``ſ`` is ``s`` there, as in ``re``)."""
+    return tuple(fold(w) for w in words)
+
+
 def _windows(text: str, words: tuple[str, ...], lines: int) -> list[tuple[int, int]]:
-    folded = text.lower()
-    hits: list[int] = []
-    for word in words:
-        i = folded.find(word)
-        while i >= 0:
-            hits.append(i)
-            i = folded.find(word, i + len(word))
+    hits = text_index(text).places(_folded(words))  # found once for every rule and pattern
     if not hits:
         return []
     out: list[tuple[int, int]] = []
-    for i in sorted(hits):
+    for i in hits:
         if out and i < out[-1][1]:
             continue
         a, b = line_start(text, i), line_end(text, i)
@@ -161,6 +163,19 @@ def _windows(text: str, words: tuple[str, ...], lines: int) -> list[tuple[int, i
         else:
             out.append((a, b))
     return out  # callers must not change it: rules that share the words share it
+
+
+def lines_with(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The whole lines (between real newlines, however long) holding one of ``words``
+    (lower-case), in order: a pattern whose every match stays within one line and holds one of
+    the words finds there all it finds in the whole text, and the same."""
+    out: list[tuple[int, int]] = []
+    for i in text_index(text).places(_folded(words)):
+        if out and i < out[-1][1]:
+            continue
+        end = text.find("\n", i)
+        out.append((text.rfind("\n", 0, i) + 1, len(text) if end < 0 else end))
+    return out
 
 
 def near(

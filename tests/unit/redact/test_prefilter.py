@@ -248,4 +248,90 @@ def test_one_redaction_folds_its_text_about_once(monkeypatch: Any) -> None:
     ) * 160
     assert redaction.redact(text) == text
     assert sum(folded) < 6 * len(text), sum(folded)  # 8.4 times it when each rule folded its own
-    assert prefilter._last_fold[0] is not text  # not held past the call
+    assert prefilter._kept(text) is None  # not held past the call
+
+
+# --- the text index: one fold, each word and literal looked for once -------------------------------
+
+
+def test_the_index_tells_every_known_word_as_a_scan_of_its_fold_would() -> None:
+    """Words are looked for only where the word they hold stands (``password`` where ``pass``
+    does): the answer is still exactly the set a scan for each word gives."""
+    from memoryd.redact import prefilter
+
+    words = prefilter._words.all
+    assert len(words) > 150 and len(prefilter._words.roots) < len(words)
+    for text in TEXTS:
+        folded = fold(text)
+        assert prefilter.TextIndex(text, folded).present() == {w for w in words if w in folded}
+
+
+def _every_place(folded: str, literal: str) -> list[int]:
+    return [i for i in range(len(folded)) if folded.startswith(literal, i)]
+
+
+def test_places_are_every_place_a_start_stands_overlaps_included() -> None:
+    """A literal holding a word the text lacks is not looked for; the places are still every
+    place any of the literals stands, as a scan at each position finds them."""
+    from memoryd.redact import prefilter
+
+    starts = sorted({c.starts for _p, _f, c in FILTERED if c.starts})
+    rng = random.Random(7)
+    texts = [*rng.sample(TEXTS, 300), "passpasspass wordpass", "aaaa" * 40]
+    for text in texts:
+        folded = fold(text)
+        index = prefilter.TextIndex(text, folded)
+        for literals in [*starts, ("aa",), ("pass", "sspa")]:
+            expected = sorted({i for lit in literals for i in _every_place(folded, lit)})
+            assert index.places(literals) == expected, (text, literals)
+
+
+def test_one_redaction_looks_for_each_literal_once(monkeypatch: Any) -> None:
+    """Some forty patterns and ten windowed rules scan each text, many of them for the same
+    words; each of them looked for its own (a tenth of a redaction). Now each literal is looked
+    for at most once per text, and one absent word spares every literal that holds it."""
+    from memoryd import redact as redaction
+    from memoryd.redact import prefilter
+
+    scans: list[tuple[int, str]] = []
+    real = prefilter.TextIndex._scan
+
+    def counting(self: prefilter.TextIndex, literal: str) -> list[int]:
+        scans.append((id(self), literal))
+        return real(self, literal)
+
+    monkeypatch.setattr(prefilter.TextIndex, "_scan", counting)
+    text = (
+        "The token store config keeps the path to each variable; api auth hooks run the "
+        "password check on login, and the session value is read from the config store.\n"
+    ) * 30
+    assert redaction.redact(text) == text
+    assert scans and len(scans) == len(set(scans))
+    assert not any("secret" in lit for _i, lit in scans)  # the text has no "secret": not looked for
+
+
+def test_lines_with_words_hold_every_match_a_whole_scan_finds() -> None:
+    """The auth-subcommand pattern (``gh auth login <token>``) is run only on the lines that
+    hold its subcommands: it finds there what the whole text gives, long lines and escaped
+    newlines included."""
+    from memoryd.redact import shell
+    from memoryd.redact.spans import lines_with
+
+    pattern = shell._AUTH_SUBCOMMAND_RE
+    token = "ghx_" + "Q7fk2LmA9pR4sT6vW8yZ" * 3
+    extra = [
+        f"run: gh auth login {token}\nnext line",
+        "x " * 400 + f"vercel   login {token}; echo done " + "y " * 400,
+        f'{{"command": "doctl auth init --token \\n heroku token {token}"}}',
+        f"first\r\nsnyk auth {token}\r\nlast",
+        f"cli token {token}\ncli login '{token}'\n" * 20,
+    ]
+    for text in [*TEXTS, *extra]:
+        whole = [m.span("s") for m in pattern.finditer(text)]
+        lined = [
+            m.span("s")
+            for a, b in lines_with(text, shell._AUTH_WORDS)
+            for m in pattern.finditer(text, a, b)
+        ]
+        assert lined == whole, text
+    assert any(pattern.search(t) for t in extra)

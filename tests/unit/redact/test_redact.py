@@ -504,4 +504,4 @@ def test_the_hint_index_picks_the_steps_the_hints_allow() -> None:
                 for i, (needle, hints, _, _) in enumerate(group.steps)
                 if needle or not hints or not present.isdisjoint(hints)
             ]
-            assert r._chosen(group, present) == expected
+            assert list(r._chosen(group, present)) == expected
