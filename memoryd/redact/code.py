@@ -183,12 +183,15 @@ _VALUE_FIELD_RE = lazy(
     r"(?i)(?<![\w\-])[\"']?(?:parameter|setting|secret|option|attribute|field)?_?value[\"']?"
     r"[ \t]*[:=][ \t]*" + VAL
 )
+_VALUE_HEAD_RE = lazy(r"(?i)value[\"']?[ \t]*[:=]")  # what every value field holds
 _ITEM_REACH = 240
 
 
 def _named_values(text: str) -> tuple[str, int]:
     """A ``value`` field in the same item as a ``name`` field that names a secret."""
     spans: list[tuple[int, int]] = []
+    if _VALUE_HEAD_RE.search(text) is None:
+        return text, 0  # no value field at all (most texts with "value" in them): no name to find
     for name in _NAME_FIELD_RE.finditer(text):
         key = name.group("k").rsplit("/", 1)[-1]
         kind = secret_key_kind(key)

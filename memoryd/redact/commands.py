@@ -28,11 +28,11 @@ import re
 from collections.abc import Callable
 
 from memoryd.redact.lazy import lazy
+from memoryd.redact.spans import segment_end, segment_start
 from memoryd.redact.tokens import REDACTED, Rule, looks_random
 from memoryd.redact.values import keep, secret_key_kind
 
 _VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"`;|&<>()]+)"
-_SEGMENT_END_RE = lazy(r"[\n;|]|&&|\\n")
 _REFERENCE_RE = lazy(
     r"[\"']?(?:\$env:[A-Za-z_]\w*|\$\{?[A-Za-z_]\w*\}?|\{\{[^}]*\}\}|<[^<>]*>|\*+|x{3,})[\"']?"
 )
@@ -42,12 +42,7 @@ _MARKER_START = "[REDACTED"
 
 def _segment(text: str, i: int) -> tuple[int, int]:
     """The command around position ``i``: from the previous to the next ``; | && newline``."""
-    lo = max(0, i - 2000)
-    start = lo
-    for m in _SEGMENT_END_RE.finditer(text, lo, i):
-        start = m.end()
-    stop = _SEGMENT_END_RE.search(text, i)
-    return start, stop.start() if stop is not None else len(text)
+    return segment_start(text, i), segment_end(text, i)
 
 
 def _is_secret_value(value: str, *, ports_ok: bool = False) -> bool:

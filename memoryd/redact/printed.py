@@ -108,6 +108,7 @@ _NEXT_LINE_RE = lazy(
     r"(?im)^[^\n]{0,120}\b(?:" + _SECRET_NOUN + r")\b[^\n]{0,80}:[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}"
     r"[ \t]*(?P<s>[^\s\\]{8,512})[ \t]*\r?$"
 )
+_LINE_ENDS_IN_COLON_RE = lazy(r":[ \t]*\r?\n")  # what every match of the pattern above holds
 _REDIS_PAIR_RE = lazy(
     r"(?m)^\d+\)[ \t]+\"(?P<k>[\w\-]*(?:pass|secret|token|auth|key)[\w\-]*)\"[ \t]*\r?\n"
     r"\d+\)[ \t]+\"(?P<s>[^\"\n]{4,512})\""
@@ -465,7 +466,7 @@ EDITS = (
     ("printed-secret", ("$",), sub_where(_ACCOUNT_HASH_RE, lambda m, t: True)),
     ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _LABEL_RE, _label_judge)),
     ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _SENTENCE_RE, _sentence_judge)),
-    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _NEXT_LINE_RE, _next_line_judge, lines=3)),
+    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _NEXT_LINE_RE, _next_line_judge, lines=3, held=_LINE_ENDS_IN_COLON_RE)),
     ("printed-secret", (') "',), sub_where(_REDIS_PAIR_RE, _any)),
     ("printed-secret", ("$ ", "# ", "> ", ">>>", "in ["), _command_output),
     ("printed-secret", ("|",), _table_columns),

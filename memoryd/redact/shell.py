@@ -20,7 +20,7 @@ This module finds the *kinds* of place a command line carries a credential:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from memoryd.redact.lazy import lazy
 from memoryd.redact.spans import (
@@ -269,6 +269,13 @@ _AUTH_SUBCOMMAND_RE = lazy(
     re.MULTILINE,
 )
 _AUTH_WORDS = ("auth", "login", "signin", "token")  # every subcommand above holds one
+# what every match holds from its subcommand on (the pattern less its start and its end): a line
+# without it is not scanned from every word (most lines with "token" in them have no token)
+_AUTH_TAIL_RE = lazy(
+    r"(?:auth|login|authenticate|authorize|authorize-account|signin|token)"
+    r"(?:[ \t]+(?:add|set|login))?(?:[ \t]+[A-Za-z0-9_\-.]{8,64})?[ \t]+[\"']?"
+    r"[A-Za-z0-9_\-.:=+/]{16}"
+)
 _WORD_RE = lazy(_WORD)
 
 
@@ -277,6 +284,17 @@ def q_wrapped(raw: str) -> bool:
 
 
 _UUID_RE = lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
+def _auth_subcommands(text: str) -> Iterator[re.Match[str]]:
+    """The matches of :data:`_AUTH_SUBCOMMAND_RE` in ``text``, as a scan of the whole finds them.
+
+    Each match is on one line and holds a subcommand and the token after it: only the lines that
+    hold such a tail are scanned (the pattern starts at any word; tried at every position of
+    every text with "token" in it, it was a tenth of a redaction)."""
+    for a, b in lines_with(text, _AUTH_WORDS):
+        if _AUTH_TAIL_RE.search(text, a, b) is not None:
+            yield from _AUTH_SUBCOMMAND_RE.finditer(text, a, b)
 
 
 def _positional(text: str) -> tuple[str, int]:
@@ -298,13 +316,7 @@ def _positional(text: str) -> tuple[str, int]:
                 if password_like(value) or len(value) >= 6:
                     q = 1 if raw[0] in "\"'" else 0
                     spans.append((base + w.start() + q, base + w.end() - q))
-    # each match is on one line and holds its subcommand: only those lines are scanned (the
-    # pattern starts at any word, and tried at every position it was a tenth of a redaction)
-    for m in (
-        m
-        for a, b in lines_with(text, _AUTH_WORDS)
-        for m in _AUTH_SUBCOMMAND_RE.finditer(text, a, b)
-    ):
+    for m in _auth_subcommands(text):
         value = m.group("s")
         if "@" in value or "." in value and not looks_random(value):
             continue

@@ -76,11 +76,25 @@ def apply_spans(text: str, spans: list[tuple[int, int]]) -> tuple[str, int]:
 
 
 def segment_start(text: str, i: int, reach: int = 2000) -> int:
-    """Where the shell command around ``i`` starts (after ``; | && newline``)."""
+    """Where the shell command around ``i`` starts (after ``; | && newline``), at most ``reach``
+    back: the end of the last match a scan of :data:`SEGMENT_END_RE` over that stretch finds,
+    looked for from the right (each ender is one ``rfind``; scanning the stretch from its start
+    was most of the cost of the rules that ask)."""
     lo = max(0, i - reach)
-    start = lo
-    for m in SEGMENT_END_RE.finditer(text, lo, i):
-        start = m.end()
+    start = max(
+        lo,
+        text.rfind("\n", lo, i) + 1,
+        text.rfind(";", lo, i) + 1,
+        text.rfind("|", lo, i) + 1,
+    )
+    escaped = text.rfind("\\n", lo, i)
+    if escaped >= 0:
+        start = max(start, escaped + 2)
+    amp = text.rfind("&&", lo, i)
+    if amp >= 0 and amp + 2 > start:  # a scan pairs a run of "&" from where the run starts
+        before = text[lo:amp]
+        first = amp - (len(before) - len(before.rstrip("&")))
+        start = max(start, first + (amp + 2 - first) // 2 * 2)
     return start
 
 
@@ -184,10 +198,14 @@ def near(
     judge: Callable[[re.Match[str], str], bool],
     *,
     lines: int = 0,
+    held: re.Pattern[str] | None = None,
 ) -> Edit:
-    """:func:`sub_where`, run only on the lines where one of ``words`` occurs (see :func:`windows`)."""
+    """:func:`sub_where`, run only on the lines where one of ``words`` occurs (see :func:`windows`),
+    and only in a text where ``held`` (a piece every match holds, which a scan finds fast) is."""
 
     def apply(text: str) -> tuple[str, int]:
+        if held is not None and held.search(text) is None:
+            return text, 0
         spans = [
             (m.start("s"), m.end("s"))
             for a, b in windows(text, words, lines)

@@ -310,12 +310,11 @@ def test_one_redaction_looks_for_each_literal_once(monkeypatch: Any) -> None:
     assert not any("secret" in lit for _i, lit in scans)  # the text has no "secret": not looked for
 
 
-def test_lines_with_words_hold_every_match_a_whole_scan_finds() -> None:
+def test_the_auth_subcommands_are_what_a_whole_scan_finds() -> None:
     """The auth-subcommand pattern (``gh auth login <token>``) is run only on the lines that
-    hold its subcommands: it finds there what the whole text gives, long lines and escaped
-    newlines included."""
+    hold a subcommand and a token after it: it finds there what the whole text gives, long lines,
+    escaped newlines and CR LF included."""
     from memoryd.redact import shell
-    from memoryd.redact.spans import lines_with
 
     pattern = shell._AUTH_SUBCOMMAND_RE
     token = "ghx_" + "Q7fk2LmA9pR4sT6vW8yZ" * 3
@@ -325,13 +324,31 @@ def test_lines_with_words_hold_every_match_a_whole_scan_finds() -> None:
         f'{{"command": "doctl auth init --token \\n heroku token {token}"}}',
         f"first\r\nsnyk auth {token}\r\nlast",
         f"cli token {token}\ncli login '{token}'\n" * 20,
+        f"tool auth add {token[:20]} {token}\nAuth token {token}\n",
+        f"token {token}" + "\n" + "z" * 70_000 + f" gh auth {token}",
     ]
     for text in [*TEXTS, *extra]:
-        whole = [m.span("s") for m in pattern.finditer(text)]
-        lined = [
-            m.span("s")
-            for a, b in lines_with(text, shell._AUTH_WORDS)
-            for m in pattern.finditer(text, a, b)
-        ]
-        assert lined == whole, text
-    assert any(pattern.search(t) for t in extra)
+        whole = [m.span() for m in pattern.finditer(text)]
+        assert [m.span() for m in shell._auth_subcommands(text)] == whole, text
+    assert sum(any(True for _ in shell._auth_subcommands(t)) for t in extra) >= 5  # not vacuous
+
+
+def test_segment_start_is_the_end_of_the_last_ender_a_scan_finds() -> None:
+    """Found from the right with one ``rfind`` per ender; a run of ``&`` is paired from its start
+    as the scan pairs it, and nothing before ``reach`` counts."""
+    from memoryd.redact.spans import SEGMENT_END_RE, segment_start
+
+    def scanned(text: str, i: int, reach: int) -> int:
+        start = lo = max(0, i - reach)
+        for m in SEGMENT_END_RE.finditer(text, lo, i):
+            start = m.end()
+        return start
+
+    rng = random.Random(11)
+    for _ in range(60_000):
+        text = "".join(rng.choice("ab &&&;|\\n\n x") for _ in range(rng.randint(0, 40)))
+        i, reach = rng.randint(0, len(text)), rng.randint(0, 15)
+        assert segment_start(text, i, reach) == scanned(text, i, reach), (text, i, reach)
+    for text in TEXTS[:300]:
+        for i in (len(text) // 3, len(text)):
+            assert segment_start(text, i) == scanned(text, i, 2000)
