@@ -466,7 +466,11 @@ EDITS = (
     ("printed-secret", ("$",), sub_where(_ACCOUNT_HASH_RE, lambda m, t: True)),
     ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _LABEL_RE, _label_judge)),
     ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _SENTENCE_RE, _sentence_judge)),
-    ("printed-secret", _LABEL_WORDS, near(_LABEL_WORDS, _NEXT_LINE_RE, _next_line_judge, lines=3, held=_LINE_ENDS_IN_COLON_RE)),
+    (
+        "printed-secret",
+        _LABEL_WORDS,
+        near(_LABEL_WORDS, _NEXT_LINE_RE, _next_line_judge, lines=3, held=_LINE_ENDS_IN_COLON_RE),
+    ),
     ("printed-secret", (') "',), sub_where(_REDIS_PAIR_RE, _any)),
     ("printed-secret", ("$ ", "# ", "> ", ">>>", "in ["), _command_output),
     ("printed-secret", ("|",), _table_columns),
