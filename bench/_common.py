@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import platform
 import random
+import subprocess
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 WORDS = """the a to of and in for with on that this it is was we should use run test build config file
 function module import error fails passes fix refactor cache database query index schema migration api
@@ -61,3 +63,15 @@ def paragraph(rng: random.Random, chars: int, sentence: Callable[[random.Random]
         out.append(s)
         n += len(s) + 1
     return " ".join(out)
+
+
+def checkout(rev: str, root: Path) -> Path:
+    """``.`` is the working tree; any other revision a detached worktree under ``root``
+    (``rev-<rev>``), for the benches that set versions side by side."""
+    repo = Path(__file__).resolve().parents[1]
+    if rev == ".":
+        return repo
+    where = root / f"rev-{rev.replace('/', '_')}"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(where), rev],
+                   check=True)  # fmt: skip
+    return where

@@ -31,23 +31,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench._common import machine, table
+from bench._common import checkout, machine, table
 from bench.idle import SESSIONS, memoryd, memoryd_peak
 from tests.e2e.consolidator import ScriptedConsolidator, install
 from tests.e2e.mockllm import MockLLM
 from tests.e2e.sandbox import OpencodeSandbox, ensure_opencode
 
 N_SESSIONS = 20
-
-
-def checkout(rev: str, root: Path) -> Path:
-    """``.`` is the working tree; any other revision a detached worktree under ``root``."""
-    if rev == ".":
-        return REPO
-    where = root / f"rev-{rev.replace('/', '_')}"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(where), rev],
-                   check=True)  # fmt: skip
-    return where
 
 
 def main(argv: list[str] | None = None) -> int:

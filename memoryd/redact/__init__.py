@@ -122,6 +122,7 @@ class _Steps(NamedTuple):
     fixed: frozenset[int]  # steps tried on every text: no hints, or a needle checked when they run
     by_hint: dict[str, tuple[int, ...]]
     needles: tuple[str, ...]  # each step's needle ("" for none: every text holds it)
+    fixed_order: tuple[int, ...]  # the fixed steps, in order
     chosen: dict[frozenset[str], tuple[int, ...]]  # which steps a set of hint words picks
 
 
@@ -137,7 +138,8 @@ def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
             by_hint.setdefault(prefilter.fold(hint), []).append(i)  # looked up in a folded text
     fixed = frozenset(i for i, (needle, hints, _, _) in enumerate(steps) if needle or not hints)
     needles = tuple(needle for needle, _, _, _ in steps)
-    return _Steps(steps, fixed, {h: tuple(ix) for h, ix in by_hint.items()}, needles, {})
+    index = {h: tuple(ix) for h, ix in by_hint.items()}
+    return _Steps(steps, fixed, index, needles, tuple(sorted(fixed)), {})
 
 
 class _Pipeline(NamedTuple):
@@ -192,6 +194,8 @@ def _run(group: _Steps, text: str, present: frozenset[str], families: dict[str, 
 def _chosen(group: _Steps, present: frozenset[str]) -> tuple[int, ...]:
     """Which steps to try, in order: each step with a needle or without hints, and each step
     with a hint in ``present`` (remembered per set of words: texts share a few dozen sets)."""
+    if not group.by_hint:  # the provider tokens: every step has a needle instead
+        return group.fixed_order
     got = group.chosen.get(present)
     if got is not None:
         return got
@@ -205,7 +209,7 @@ def _chosen(group: _Steps, present: frozenset[str]) -> tuple[int, ...]:
     return got
 
 
-_CHOSEN_KEPT = 1024  # sets of hint words remembered per group (a hostile mix: not for ever)
+_CHOSEN_KEPT = 256  # sets of hint words remembered per group (a hostile mix: not for ever)
 
 
 def _present(folded: str, hints: tuple[str, ...]) -> frozenset[str]:
