@@ -161,6 +161,19 @@ def _folded(words: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(fold(w) for w in words)
 
 
+_RUN_ON_RE = re.compile(r"(?:[^\s\\]|\\(?!n))*")  # up to a space or an escaped newline
+
+
+def _uncut(text: str, b: int) -> int:
+    """A window that stops inside a run of non-space characters (its line went on past the
+    reach) ends where the run does: a value cut there was redacted only up to the cut, and a long
+    secret after ``pin:`` kept its tail."""
+    if 0 < b < len(text) and not text[b - 1].isspace() and not text[b].isspace():
+        if not text.startswith("\\n", b):
+            return _RUN_ON_RE.match(text, b).end()  # type: ignore[union-attr]  # matches always
+    return b
+
+
 def _windows(text: str, words: tuple[str, ...], lines: int) -> list[tuple[int, int]]:
     hits = text_index(text).places(_folded(words))  # found once for every rule and pattern
     if not hits:
@@ -172,6 +185,7 @@ def _windows(text: str, words: tuple[str, ...], lines: int) -> list[tuple[int, i
         a, b = line_start(text, i), line_end(text, i)
         for _ in range(lines):
             b = line_end(text, min(len(text), b + 1))
+        b = _uncut(text, b)
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(b, out[-1][1]))
         else:

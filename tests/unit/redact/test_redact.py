@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import string
 import textwrap
 import time
@@ -505,3 +506,58 @@ def test_the_hint_index_picks_the_steps_the_hints_allow() -> None:
                 if needle or not hints or not present.isdisjoint(hints)
             ]
             assert list(r._chosen(group, present)) == expected
+
+
+def test_a_value_running_past_a_rules_window_is_redacted_whole() -> None:
+    """Rules that look only near their words read a line at most 400 characters past the word;
+    a value that ran on past that was redacted only up to it and kept its tail (an ASP.NET
+    identity cookie of ~430 characters did, and so did a ~400-character value after ``pin:``
+    behind an ``İ``, whose lower case is two characters). The window now ends where the value
+    does."""
+    cookie = (
+        "CfDJ8jsQkMiuZhzhv4QukKszVNXxs_EmB1M3HOgpJA0HyfAV98kUznMOsll_LpgSeiah9gVMI6JECfvrfL_7gu_"
+        "RIgOm2LmOHHoFcax1KljXiEojWBEtHEX7R83EWFhoS5qlA3v6s_GYScCoMufjJejyT-0rED4m6DSahwezUgcVtjE"
+        "-wpl3U356Q_w8K2gV76jIp2vx6XvfzrygYXMRD8Ha2R66P6OjxtOJ_9HwmbVtCfLhSjM0uABL5tAecT3jceJitS6"
+        "JfLJn6DD2pw6POcl3UgVrlvjsT-_I_iC4DIitJuxYcBo-vkCPGgM601_NFNArFbzN40B8gdLP9qE3KTAs7cad9x2x"
+        "WdGQ2UIZg_SaAkc6MmEwJQUHK-MkZ-DfYdA6ye3sEQ5kN7VD19_ftqxs40_jeH_-EkWwtwJqU"
+    )
+    rng = random.Random(3)
+    pin = "".join(
+        rng.choice("abcdefghjkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(405)
+    )
+    cases = [
+        (f".AspNetCore.Identity.Application={cookie}", cookie),
+        (
+            f".AspNetCore.Identity.Application={cookie}\napiVersion: v1\nkind: ServiceAccount",
+            cookie,
+        ),
+        (f"İ\npin: {pin}", pin),
+        (f"İİİ\npin: {pin}", pin),
+        (f"x\npin: {pin}", pin),
+    ]
+    for text, secret in cases:
+        out = redact(text)
+        assert REDACTED in out, text
+        leaked = [secret[k : k + 8] for k in range(len(secret) - 8) if secret[k : k + 8] in out]
+        assert not leaked, (text[:60], leaked[:3])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "paſſword=unter2",  # ſ (long s): re's case-insensitive matching takes it for s
+        "PAſſ:nter22",
+        'ſecret="abcd"',
+        "IDENtıFIED BY er22",  # ı (dotless i) for i
+        "IDENTİFIED BY -4HZ",  # İ (dotted capital I) for I
+        "PıN: AgpAR5mZ",
+    ],
+)
+def test_keywords_spelled_with_letters_re_folds_are_found(text: str) -> None:
+    """The rules' patterns match case-insensitively, and ``re`` then takes ``ſ`` for ``s`` and
+    ``ı``/``İ`` for ``i``; the hint words that pick the rules were looked for in ``str.lower``'s
+    copy, where they are not, so ``paſſword=…`` went through. Hint words are now looked for in
+    the same fold the patterns' prefilter uses."""
+    out = redact(text)
+    assert out != text and REDACTED in out
+    assert find_secrets(text)
