@@ -168,9 +168,9 @@ def _uncut(text: str, b: int) -> int:
     """A window that stops inside a run of non-space characters (its line went on past the
     reach) ends where the run does: a value cut there was redacted only up to the cut, and a long
     secret after ``pin:`` kept its tail."""
-    if 0 < b < len(text) and not text[b - 1].isspace() and not text[b].isspace():
-        if not text.startswith("\\n", b):
-            return _RUN_ON_RE.match(text, b).end()  # type: ignore[union-attr]  # matches always
+    cut = 0 < b < len(text) and not text[b - 1].isspace() and not text[b].isspace()
+    if cut and not text.startswith("\\n", b):
+        return _RUN_ON_RE.match(text, b).end()  # type: ignore[union-attr]  # matches always
     return b
 
 
