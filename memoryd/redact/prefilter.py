@@ -454,13 +454,9 @@ class Prefiltered:
                 while i >= 0:
                     found.add(base + i)
                     i = window.find(start, i + 1, stop)
-            for i in sorted(found):
-                if i < end:
-                    continue  # inside the last match: the scan resumes after it
-                m = match(text, i, endpos)
-                if m is not None:
-                    end = m.end()
-                    yield m
+            for m in _matches_at(match, text, sorted(found), end, endpos):
+                end = m.end()
+                yield m
             chunk = limit
         if parts is not None:
             _keep(TextIndex(text, "".join(parts)))
@@ -483,15 +479,7 @@ class Prefiltered:
         if lo >= hi:
             return
         places: Iterable[int] = islice(at, lo, hi) if first else at[lo:hi]
-        match = self._re.match
-        end = pos
-        for i in places:
-            if i < end:
-                continue  # inside the last match: the scan resumes after it
-            m = match(text, i, endpos)
-            if m is not None:
-                end = m.end()
-                yield m
+        yield from _matches_at(self._re.match, text, places, pos, endpos)
 
     def finditer(
         self, string: str, pos: int = 0, endpos: int = sys.maxsize
@@ -557,6 +545,24 @@ class Prefiltered:
 
     def sub(self, repl: Repl, string: str, count: int = 0) -> str:
         return self.subn(repl, string, count)[0]
+
+
+def _matches_at(
+    match: Callable[[str, int, int], re.Match[str] | None],
+    text: str,
+    places: Iterable[int],
+    end: int,
+    endpos: int,
+) -> Iterator[re.Match[str]]:
+    """The matches at ``places`` (in order), as the engine's scan finds them: a place inside the
+    last match is passed over, and the scan resumes after it."""
+    for i in places:
+        if i < end:
+            continue
+        m = match(text, i, endpos)
+        if m is not None:
+            end = m.end()
+            yield m
 
 
 def _bounds(text: str, pos: int, endpos: int) -> tuple[int, int]:
