@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
@@ -192,32 +193,43 @@ class TextIndex:
 _NOWHERE: list[int] = []  # shared: callers never change what they are given
 
 
-# The indexes of the last few texts scanned: a redaction's rules also scan parts of its text (a
-# segment, a value, a decoded JSON string) between their scans of the whole, which stays indexed.
-_recent: list[TextIndex] = []
+class _Recent(threading.local):
+    """The indexes of the last few texts scanned, most recent first, per thread (a redaction runs
+    in one thread; the daemon, its worker thread and a web request may each run one at once).
+    A redaction's rules also scan parts of its text (a segment, a value, a decoded JSON string)
+    between their scans of the whole, which stays indexed."""
+
+    def __init__(self) -> None:
+        self.indexes: list[TextIndex] = []
+
+
+_recent = _Recent()
 _RECENT = 4
 
 
 def _kept(text: str) -> TextIndex | None:
-    for n, index in enumerate(_recent):
+    recent = _recent.indexes
+    for n, index in enumerate(recent):
         if index.text is text or (len(index.text) == len(text) and index.text == text):
             if n:  # the most recently used first
-                _recent.insert(0, _recent.pop(n))
+                recent.insert(0, recent.pop(n))
             return index
     return None
 
 
 def _keep(index: TextIndex) -> TextIndex:
-    _recent.insert(0, index)
-    del _recent[_RECENT:]
+    recent = _recent.indexes
+    recent.insert(0, index)
+    del recent[_RECENT:]
     return index
 
 
 def text_index(text: str) -> TextIndex:
     """The index of ``text``: a kept one if it is of this text (or an equal one), else a new
     one, which is kept in the place of the least recently used."""
-    if _recent and _recent[0].text is text:  # nearly always: the text the last scan read
-        return _recent[0]
+    recent = _recent.indexes
+    if recent and recent[0].text is text:  # nearly always: the text the last scan read
+        return recent[0]
     return _kept(text) or _keep(TextIndex(text, fold(text)))
 
 
@@ -233,8 +245,8 @@ def _whole_fold(text: str) -> str:
 
 
 def forget_fold() -> None:
-    """Drop the kept indexes (and their texts): called when a redaction is done with its text."""
-    _recent.clear()
+    """Drop this thread's kept indexes (and their texts): called when a redaction is done."""
+    _recent.indexes.clear()
 
 
 # --- what a pattern's matches start with ------------------------------------------------------------

@@ -352,3 +352,44 @@ def test_segment_start_is_the_end_of_the_last_ender_a_scan_finds() -> None:
     for text in TEXTS[:300]:
         for i in (len(text) // 3, len(text)):
             assert segment_start(text, i) == scanned(text, i, 2000)
+
+
+def test_redactions_in_several_threads_at_once_give_what_one_at_a_time_gives() -> None:
+    """The kept indexes are per thread: the daemon, its worker thread and a web request may each
+    redact at once, and one's index must never stand for another's text (nor a list shared by
+    two be changed under one of them)."""
+    import threading
+
+    from memoryd import redact as redaction
+
+    texts = [
+        '{"command": "export API_TOKEN='
+        + "k9Xq2mVb7Rt" * (i % 5 + 2)
+        + '", "description": "set it"}\n'
+        + f"password: hunter{i:04d}Zz; curl -H 'Authorization: Bearer {'a1B2' * 6}' x\n"
+        * (i % 3 + 1)
+        for i in range(60)
+    ]
+    expected = [redaction.redact(t) for t in texts]
+    errors: list[BaseException] = []
+    results: dict[int, list[str]] = {}
+
+    def work(n: int) -> None:
+        try:
+            results[n] = [redaction.redact(t) for t in texts[n % 7 :] + texts[: n % 7]]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert not errors, errors
+    for n, got in results.items():
+        assert got == expected[n % 7 :] + expected[: n % 7]
