@@ -31,7 +31,17 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NamedTuple
 
-from memoryd.redact import code, commands, prefilter, printed, shapes, shell, spans, tokens
+from memoryd.redact import (
+    code,
+    commands,
+    hintwords,
+    prefilter,
+    printed,
+    shapes,
+    shell,
+    spans,
+    tokens,
+)
 from memoryd.redact.assign import KEYWORD_RE, scan_assignments
 from memoryd.redact.lazy import lazy
 from memoryd.redact.tokens import REDACTED, Rule
@@ -168,7 +178,7 @@ def _pipeline(without: frozenset[str] = frozenset()) -> _Pipeline:
 
 
 _DEFAULT = _pipeline()
-prefilter.know_words(_DEFAULT.hints)  # every text's index learns them at once (rules' subsets too)
+hintwords.know(_DEFAULT.hints)  # every text's index learns them at once (rules' subsets too)
 
 
 def _run(group: _Steps, text: str, present: frozenset[str], families: dict[str, None]) -> str:

@@ -33,6 +33,8 @@ from re import _constants as sre_c  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
+from memoryd.redact import hintwords
+
 # İ lower-cases to two characters: folded to the letter re equates it with, first
 _PRE_FOLD = str.maketrans({"\u0130": "i"})
 # the characters re's IGNORECASE equates beyond str.lower (ſ and s, ı and i, ς and σ, the
@@ -70,63 +72,6 @@ def fold(text: str) -> str:
     return text.translate(_PRE_FOLD).lower().translate(_CLASS_FOLD)
 
 
-class _Words:
-    """The words each text's index tells present or absent all at once: redaction's hint words.
-
-    Most are absent from any one text, and a literal holding an absent one is absent too, so
-    most literals are answered without a scan. A word holding another is looked for only where
-    that one stands (``password`` only in a text with ``pass``)."""
-
-    def __init__(self, words: Iterable[str]) -> None:
-        ordered = sorted(set(words), key=lambda w: (len(w), w))
-        parent = {
-            w: max((o for o in ordered if o != w and o in w), key=len, default="") for w in ordered
-        }
-        self.all = tuple(ordered)
-        self.roots = tuple(w for w in ordered if not parent[w])
-        children: dict[str, list[str]] = {}
-        for w in ordered:
-            if parent[w]:
-                children.setdefault(parent[w], []).append(w)
-        self.children = {p: tuple(c) for p, c in children.items()}
-        # what a literal (and a pattern's or rule's tuple of them) is guarded by, as asked
-        self._guard: dict[str, str] = {}
-        self._guards: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
-
-    def present(self, folded: str) -> frozenset[str]:
-        found = {w for w in self.roots if w in folded}
-        todo = [c for p in found if p in self.children for c in self.children[p]]
-        while todo:
-            w = todo.pop()
-            if w in folded:
-                found.add(w)
-                todo += self.children.get(w, ())
-        return frozenset(found)
-
-    def guard(self, literal: str) -> str:
-        """The longest word ``literal`` holds ("" for none): a text without it lacks the literal."""
-        got = self._guard.get(literal)
-        if got is None:
-            got = self._guard[literal] = next((w for w in reversed(self.all) if w in literal), "")
-        return got
-
-    def guards(self, literals: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-        """Each of ``literals`` with its :meth:`guard`."""
-        got = self._guards.get(literals)
-        if got is None:
-            got = self._guards[literals] = tuple((lit, self.guard(lit)) for lit in literals)
-        return got
-
-
-_words = _Words(())
-
-
-def know_words(words: Iterable[str]) -> None:
-    """Set the words every text's index looks for at once (folded; see :class:`_Words`)."""
-    global _words
-    _words = _Words(words)
-
-
 class TextIndex:
     """A text's fold and where each literal stands in it, kept while scans go through that text.
 
@@ -147,10 +92,10 @@ class TextIndex:
         self._present: frozenset[str] | None = None
 
     def present(self) -> frozenset[str]:
-        """Which of the known words (:func:`know_words`) the fold holds."""
+        """Which of the known words (:func:`~memoryd.redact.hintwords.know`) the fold holds."""
         got = self._present
         if got is None:
-            got = self._present = _words.present(self.folded)
+            got = self._present = hintwords.KNOWN.present(self.folded)
         return got
 
     def places(self, literals: tuple[str, ...]) -> list[int]:
@@ -160,7 +105,7 @@ class TextIndex:
             present = self.present()
             found, scan = self._hits.get, self._scan
             runs = []
-            for lit, guard in _words.guards(literals):
+            for lit, guard in hintwords.KNOWN.guards(literals):
                 if guard and guard not in present:
                     continue
                 hits = found(lit)

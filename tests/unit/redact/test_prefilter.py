@@ -257,10 +257,10 @@ def test_one_redaction_folds_its_text_about_once(monkeypatch: Any) -> None:
 def test_the_index_tells_every_known_word_as_a_scan_of_its_fold_would() -> None:
     """Words are looked for only where the word they hold stands (``password`` where ``pass``
     does): the answer is still exactly the set a scan for each word gives."""
-    from memoryd.redact import prefilter
+    from memoryd.redact import hintwords, prefilter
 
-    words = prefilter._words.all
-    assert len(words) > 150 and len(prefilter._words.roots) < len(words)
+    words = hintwords.KNOWN.all
+    assert len(words) > 150 and len(hintwords.KNOWN.roots) < len(words)
     for text in TEXTS:
         folded = fold(text)
         assert prefilter.TextIndex(text, folded).present() == {w for w in words if w in folded}
