@@ -222,13 +222,6 @@ def _chosen(group: _Steps, present: frozenset[str]) -> tuple[int, ...]:
 _CHOSEN_KEPT = 256  # sets of hint words remembered per group (a hostile mix: not for ever)
 
 
-def _present(folded: str, hints: tuple[str, ...]) -> frozenset[str]:
-    """The hint words ``folded`` holds, each looked up once (rules share them: ~300 checks were
-    ~190 words, and on long texts each check is a scan). ``folded`` is the text's fold, the one
-    its index and the prefiltered patterns use (``ſ`` is ``s`` there, as in ``re``)."""
-    return frozenset([h for h in hints if h in folded])
-
-
 # A JSON string literal that holds escapes: tool input as opencode stores it (a bash command, a
 # file an agent wrote) is JSON, and a rule written for the plain text would see \" and \n there.
 # A literal is a quote, at least eight characters or escapes, and the closing quote.

@@ -183,12 +183,6 @@ def _kept_fold(text: str) -> str | None:
     return index.folded if index is not None else None
 
 
-def _whole_fold(text: str) -> str:
-    """:func:`fold` of ``text``, kept (see :class:`TextIndex`): a fold of text that is not ASCII
-    (two ``translate`` calls) cost more than all the scans of it."""
-    return text_index(text).folded
-
-
 def forget_fold() -> None:
     """Drop this thread's kept indexes (and their texts): called when a redaction is done."""
     _recent.indexes.clear()
@@ -388,7 +382,7 @@ class Prefiltered:
         if not text.isascii():
             whole = _kept_fold(text)
             if whole is None and (not first or len(text) <= _CHUNK):
-                whole = _whole_fold(text)
+                whole = text_index(text).folded  # kept for the patterns after
             if whole is None and endpos - pos == len(text):
                 parts = []
         while chunk < endpos:

@@ -236,7 +236,20 @@ def test_release_drops_the_copy_and_the_next_use_reads_it_again(
     assert reads == [path, path]
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign", "signed-junk"])
+# each kind starts a helper that writes the copy again (~1.3 s): the fast loop takes one of them
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "flip",
+        pytest.param("truncate", marks=_SLOW),
+        pytest.param("empty", marks=_SLOW),
+        pytest.param("foreign", marks=_SLOW),
+        pytest.param("signed-junk", marks=_SLOW),
+    ],
+)
 def test_a_damaged_copy_is_never_used_and_the_helper_writes_it_again(
     fresh: None, enc: tiktoken.Encoding, damage: str
 ) -> None:

@@ -267,7 +267,7 @@ def test_the_index_tells_every_known_word_as_a_scan_of_its_fold_would() -> None:
 
 
 def _every_place(folded: str, literal: str) -> list[int]:
-    return [i for i in range(len(folded)) if folded.startswith(literal, i)]
+    return [m.start() for m in re.finditer(f"(?={re.escape(literal)})", folded)]
 
 
 def test_places_are_every_place_a_start_stands_overlaps_included() -> None:
@@ -277,7 +277,7 @@ def test_places_are_every_place_a_start_stands_overlaps_included() -> None:
 
     starts = sorted({c.starts for _p, _f, c in FILTERED if c.starts})
     rng = random.Random(7)
-    texts = [*rng.sample(TEXTS, 300), "passpasspass wordpass", "aaaa" * 40]
+    texts = [*rng.sample(TEXTS, 100), "passpasspass wordpass", "aaaa" * 40]
     for text in texts:
         folded = fold(text)
         index = prefilter.TextIndex(text, folded)
@@ -345,7 +345,7 @@ def test_segment_start_is_the_end_of_the_last_ender_a_scan_finds() -> None:
         return start
 
     rng = random.Random(11)
-    for _ in range(60_000):
+    for _ in range(20_000):
         text = "".join(rng.choice("ab &&&;|\\n\n x") for _ in range(rng.randint(0, 40)))
         i, reach = rng.randint(0, len(text)), rng.randint(0, 15)
         assert segment_start(text, i, reach) == scanned(text, i, reach), (text, i, reach)
