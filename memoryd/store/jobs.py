@@ -63,6 +63,18 @@ def lease_held(row: sqlite3.Row | None, now: int) -> bool:
     )
 
 
+def leases_held(conn: sqlite3.Connection, kind: str, now: int) -> int:
+    """How many jobs of ``kind`` hold a live lease (:func:`lease_held`), each owner asked once:
+    a pass claims its sessions one by one, and asking again for every running row made its
+    claims quadratic (the owner check reads ``/proc``)."""
+    rows = conn.execute(
+        "SELECT owner, COUNT(*) FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?"
+        " GROUP BY owner",
+        (kind, now),
+    )
+    return sum(n for owner, n in rows if not owner_gone(Owner.decode(owner)))
+
+
 def cut_error(error: str) -> str:
     """Error text is stored and shown: redact it (provider errors can echo request content), bound it.
 

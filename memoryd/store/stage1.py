@@ -29,6 +29,7 @@ from memoryd.store.jobs import (
     cut_error,
     enqueue_global,
     lease_held,
+    leases_held,
     owned_row,
 )
 from memoryd.tuning import DEFAULT_RETRIES, STAGE1_LEASE_MS, STAGE1_RETRY_DELAY_MS
@@ -95,15 +96,7 @@ class Stage1Jobs:
                     return Claim("skipped_backoff", session_id)
                 if row["retry_remaining"] <= 0:
                     return Claim("skipped_exhausted", session_id)
-            running = sum(
-                1
-                for r in c.execute(
-                    "SELECT * FROM jobs WHERE kind = ? AND status = 'running' AND lease_until > ?",
-                    (STAGE1, now),
-                )
-                if lease_held(r, now)
-            )
-            if running >= max_running:
+            if leases_held(c, STAGE1, now) >= max_running:
                 return Claim("skipped_cap", session_id)
             token = uuid.uuid4().hex
             retries = DEFAULT_RETRIES if row is None or advanced else row["retry_remaining"]

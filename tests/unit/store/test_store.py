@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memoryd.clock import DAY, HOUR, MINUTE, ManualClock
+from memoryd.owner import Owner, current_owner, owner_gone
 from memoryd.paths import Paths
-from memoryd.store import Store
+from memoryd.store import Store, jobs
 from memoryd.store.jobs import STAGE1, Claim
 from memoryd.store.ledger import CallUsage
 from tests.narrow import present
@@ -142,6 +143,34 @@ def test_running_cap_counts_live_leases_only(store: Store, clock: ManualClock) -
     assert claim(store, "s3", cap=2).status == "skipped_cap"
     clock.advance(HOUR + 1)
     assert claim(store, "s3", cap=2).claimed
+
+
+def test_running_cap_asks_each_owner_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass claims its sessions one by one: counting the running ones must not ask about the
+    owner again for every running row (that made a pass of n claims n² owner checks)."""
+    asked: list[Owner | None] = []
+
+    def counted(owner: Owner | None) -> bool:
+        asked.append(owner)
+        return owner_gone(owner)
+
+    monkeypatch.setattr(jobs, "owner_gone", counted)
+    for i in range(30):
+        assert claim(store, f"s{i}", cap=100).claimed
+    assert len(asked) == 29  # one owner: asked once per claim that found running jobs
+
+
+def test_running_cap_skips_a_gone_owners_leases(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = Owner(current_owner().host, "boot", 1, "1", current_owner().space)
+    for i in range(3):
+        d = store.stage1.claim_stage1(f"d{i}", 1, max_running=3, worker_id="x", owner=gone)
+        assert d.claimed
+    monkeypatch.setattr(jobs, "owner_gone", lambda o: o == gone)
+    assert claim(store, "s1", cap=2).claimed
+    assert claim(store, "s2", cap=2).claimed
+    assert claim(store, "s3", cap=2).status == "skipped_cap"
 
 
 def test_running_cap_holds_across_processes(paths: Paths, clock: ManualClock) -> None:
