@@ -10,6 +10,7 @@ retried after a transient fault, with the bounded delays of :data:`memoryd.tunin
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import logging
 import re
@@ -93,7 +94,6 @@ class HostTransport:
             raise ValueError("timeout must be positive")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        auth = httpx.BasicAuth(username, password) if password is not None else None
         if transport is None and self.base_url.startswith("http://"):
             transport = PlainHTTP1()  # opencode on loopback: a third of httpx's CPU per request
         headers = {"accept": "application/json"}
@@ -101,20 +101,41 @@ class HostTransport:
             # opencode gzips its larger answers (message lists): on loopback that is CPU spent
             # on both sides to save nothing
             headers["accept-encoding"] = "identity"
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=auth,
-            transport=transport,
-            timeout=self._timeout_for(timeout),
-            headers=headers,
-            follow_redirects=False,
-            verify=tls_verify(self.base_url),
-        )
+        # A transport of our choosing (plain HTTP/1.1, a test's) is asked directly: the client's
+        # URL merging, cookie jar, auth and redirect flows cost twice what the transport does,
+        # for nothing opencode uses. https:// keeps the whole client (TLS, proxies).
+        self.transport = transport
+        self._http: httpx.AsyncClient | None = None
+        if transport is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.base_url,
+                auth=httpx.BasicAuth(username, password) if password is not None else None,
+                timeout=self._timeout_for(timeout),
+                headers=headers,
+                follow_redirects=False,
+                verify=tls_verify(self.base_url),
+            )
+            self.headers = self._http.headers
+        else:
+            self.headers = httpx.Headers(
+                {
+                    "accept-encoding": "gzip, deflate",
+                    "connection": "keep-alive",
+                    "user-agent": f"python-httpx/{httpx.__version__}",
+                    **headers,
+                }
+            )
+            if password is not None:
+                pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+                self.headers["authorization"] = f"Basic {pair}"
 
     # ---------------------------------------------------------------------------------- lifecycle
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+        elif self.transport is not None:
+            await self.transport.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -177,13 +198,7 @@ class HostTransport:
         what = what or f"{method} {path}"
         try:
             async with asyncio.timeout(seconds):
-                resp = await self._http.request(
-                    method,
-                    path,
-                    params=params,
-                    json=body,
-                    timeout=self._timeout_for(seconds),
-                )
+                resp = await self._exchange(method, path, params, body, seconds)
         except (httpx.TimeoutException, TimeoutError) as exc:
             raise HostTimeout(what, seconds) from exc
         except httpx.DecodingError as exc:  # a body its Content-Encoding does not describe
@@ -207,6 +222,34 @@ class HostTransport:
         if status == 404:
             raise HostNotFound(what, status, name, message)
         raise HostHTTPError(what, status, name, message)
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str | int] | None,
+        body: Any,
+        seconds: float,
+    ) -> httpx.Response:
+        timeout = self._timeout_for(seconds)
+        if self._http is not None:
+            return await self._http.request(method, path, params=params, json=body, timeout=timeout)
+        assert self.transport is not None
+        request = httpx.Request(
+            method,
+            self.base_url + path,
+            params=params,
+            json=body,
+            headers=self.headers,
+            extensions={"timeout": timeout.as_dict()},
+        )
+        resp = await self.transport.handle_async_request(request)
+        resp.request = request
+        try:
+            await resp.aread()
+        finally:
+            await resp.aclose()
+        return resp
 
     @staticmethod
     def _json(resp: httpx.Response, what: str) -> Any:

@@ -245,11 +245,45 @@ async def test_host_transport_speaks_it_for_http_only() -> None:
     plain = HostTransport("http://127.0.0.1:1")
     secure = HostTransport("https://example.invalid")
     try:
-        assert isinstance(plain._http._transport, PlainHTTP1)
-        assert not isinstance(secure._http._transport, PlainHTTP1)
+        assert isinstance(plain.transport, PlainHTTP1)
+        assert secure.transport is None and secure._http is not None  # httpx's own (TLS, proxies)
     finally:
         await plain.aclose()
         await secure.aclose()
+
+
+async def test_a_transport_asked_directly_gets_what_the_httpx_client_sent() -> None:
+    """A transport of memoryd's choosing is asked without httpx's client on top (its URL merging,
+    cookies and auth flow cost twice the transport's CPU): the request it gets must be the one
+    the client made, header for header (auth, JSON body, query, deadline)."""
+    seen: list[httpx.Request] = []
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        seen.append(request)
+        return httpx.Response(201, json={"ok": True})
+
+    def head(r: httpx.Request) -> tuple[object, ...]:
+        return (r.method, str(r.url), sorted(r.headers.multi_items()), r.content, r.extensions)
+
+    for base in ("http://127.0.0.1:4096", "http://opencode.example:80/prefix/"):
+        direct = HostTransport(base, password="pw", transport=httpx.MockTransport(answer))
+        resp = await direct._send("POST", "/session/x", params={"directory": "/a b"}, body=[1])
+        assert resp.status_code == 201 and resp.json() == {"ok": True}
+        await direct.aclose()
+        headers = {"accept": "application/json"}
+        if base.startswith("http://127."):
+            headers["accept-encoding"] = "identity"
+        async with httpx.AsyncClient(
+            base_url=base,
+            auth=httpx.BasicAuth("opencode", "pw"),
+            headers=headers,
+            transport=httpx.MockTransport(answer),
+            timeout=direct._timeout_for(60.0),
+        ) as client:
+            await client.request("POST", "/session/x", params={"directory": "/a b"}, json=[1])
+        assert head(seen[0]) == head(seen[1])
+        seen.clear()
 
 
 async def test_basic_auth_and_closing_the_pool() -> None:
@@ -263,7 +297,7 @@ async def test_basic_auth_and_closing_the_pool() -> None:
         ] == [
             b"Basic b3BlbmNvZGU6cHc="  # opencode:pw
         ]
-        pool: Any = t._http._transport
+        pool: Any = t.transport
         idle = [conn for conns in pool._idle.values() for conn in conns]
         assert len(idle) == 1
         await t.aclose()
@@ -395,7 +429,7 @@ async def test_a_loopback_host_is_asked_for_answers_as_they_are() -> None:
     assert b"\r\naccept-encoding: identity\r\n" in head
     remote = HostTransport("http://opencode.example:4096")
     try:
-        assert remote._http.headers["accept-encoding"] != "identity"
+        assert remote.headers["accept-encoding"] != "identity"
     finally:
         await remote.aclose()
 
