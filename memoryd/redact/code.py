@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from memoryd.redact.lazy import lazy
+from memoryd.redact.prefilter import finditer_in
 from memoryd.redact.spans import QUOTED, VAL, apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, password_like, plain, secret_key_kind, weak_ok
@@ -89,7 +90,7 @@ _WRAPPED_RE = lazy(
 
 def _wrapped(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
-    for m in (m for a, b in windows(text, _WRAPPERS) for m in _WRAPPED_RE.finditer(text, a, b)):
+    for m in finditer_in(_WRAPPED_RE, text, windows(text, _WRAPPERS)):
         key, group = (m.group("k"), "s") if m.group("k") else (m.group("k2"), "s3")
         kind = secret_key_kind(key)
         value = m.group(group)

@@ -16,7 +16,7 @@ from memoryd.redact.prefilter import compile_prefiltered
 _DIRECT = ("match", "fullmatch", "split", "groups", "groupindex")
 # the calls that scan a text: these go through the pattern's prefilters, which are worked out
 # on the first such call (a pattern only ever matched at a position never pays for them)
-_SCANNING = ("search", "finditer", "findall", "sub", "subn")
+_SCANNING = ("search", "finditer", "finditer_in", "findall", "sub", "subn")
 
 
 class _Lazy:

@@ -446,6 +446,22 @@ class Prefiltered:
             return iter(())
         return self._anchored(string, pos, endpos, self.starts)
 
+    def finditer_in(self, text: str, windows: Iterable[tuple[int, int]]) -> Iterator[re.Match[str]]:
+        """``finditer(text, a, b)`` for each of ``windows`` in turn (a rule's lines of one text):
+        the starts' places are looked up once, and a short window is matched only at them too
+        (for one short text the index would cost more than the engine's scan; here it is made)."""
+        if self.starts is None or len(text) > _INDEXED:
+            for a, b in windows:
+                yield from self.finditer(text, a, b)
+            return
+        at = text_index(text).places(self.starts)
+        match = self._re.match
+        for a, b in windows:
+            lo = bisect_left(at, a)
+            hi = bisect_left(at, b)
+            if lo < hi:
+                yield from _matches_at(match, text, at[lo:hi], a, b)
+
     def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         pos, endpos = _bounds(string, pos, endpos)
         if endpos - pos < _SHORT:
@@ -514,6 +530,17 @@ def _matches_at(
         if m is not None:
             end = m.end()
             yield m
+
+
+def finditer_in(
+    regex: re.Pattern[str], text: str, windows: Iterable[tuple[int, int]]
+) -> Iterator[re.Match[str]]:
+    """``regex.finditer(text, a, b)`` for each of ``windows``, through
+    :meth:`Prefiltered.finditer_in` where ``regex`` is one."""
+    scan = getattr(regex, "finditer_in", None)
+    if scan is not None:
+        return scan(text, windows)  # type: ignore[no-any-return]
+    return (m for a, b in windows for m in regex.finditer(text, a, b))
 
 
 def _bounds(text: str, pos: int, endpos: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from memoryd.redact.lazy import lazy
+from memoryd.redact.prefilter import finditer_in
 from memoryd.redact.spans import apply_spans, near, sub_where, windows
 from memoryd.redact.tokens import looks_random
 from memoryd.redact.values import WEAK_KINDS, named_with_hash, password_like, plain
@@ -218,7 +219,7 @@ _PROSE_RE = lazy(
 
 def _prose(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
-    for m in (m for a, b in windows(text, _PROSE_WORDS) for m in _PROSE_RE.finditer(text, a, b)):
+    for m in finditer_in(_PROSE_RE, text, windows(text, _PROSE_WORDS)):
         value = m.group("s").rstrip(".,;:?)")
         if plain(value, bare=True) or "://" in value or named_with_hash(value):
             continue
@@ -264,10 +265,8 @@ def _adjacent(m: re.Match[str], text: str) -> bool:
 
 def _quoted_word(text: str) -> tuple[str, int]:
     spans: list[tuple[int, int]] = []
-    found = (
-        m
-        for a, b in windows(text, (" pw", "pwd", "passw", "passph", "contrase", "senha"))
-        for m in _QUOTED_WORD_RE.finditer(text, a, b)
+    found = finditer_in(
+        _QUOTED_WORD_RE, text, windows(text, (" pw", "pwd", "passw", "passph", "contrase", "senha"))
     )
     for m in found:
         around = text[max(0, m.start() - 50) : m.end() + 50]

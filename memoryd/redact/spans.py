@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from memoryd.redact.lazy import lazy
-from memoryd.redact.prefilter import fold, text_index
+from memoryd.redact.prefilter import finditer_in, fold, text_index
 from memoryd.redact.tokens import REDACTED
 
 # A quoted literal (at any JSON escaping depth) or a bare word, as one group ``s`` (Python's re
@@ -222,8 +222,7 @@ def near(
             return text, 0
         spans = [
             (m.start("s"), m.end("s"))
-            for a, b in windows(text, words, lines)
-            for m in regex.finditer(text, a, b)
+            for m in finditer_in(regex, text, windows(text, words, lines))
             if judge(m, text)
         ]
         return apply_spans(text, spans)
