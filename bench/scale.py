@@ -17,9 +17,9 @@ Then, per size:
   consolidator is scripted): memoryd's own CPU is the pass's CPU minus the fake host's route
   handling, timed inside the handler; it is the first to extract, so it also compiles what a
   fresh process compiles on first use;
-- memoryd's CPU per new session, warm (as in the daemon): whole passes with 20 and with 50 new
+- memoryd's CPU per new session, warm (as in the daemon): whole passes with 20 and with 80 new
   sessions (extraction, consolidation, the tokenizer helper's CPU included), run back to back
-  five times: the median of the five differences over 30, and the lowest and highest (a
+  five times: the median of the five differences over 60, and the lowest and highest (a
   difference over 20 swung by ±10 ms with this machine's speed); and phase 1 alone in this
   process, less its CPU with nothing new (the listing), per session;
 - ``memoryd run --once`` in its own process against the fake host over HTTP on 127.0.0.1 (nothing
@@ -106,10 +106,10 @@ T0 = (int(time.time()) // 3600 - 14 * 24) * 3600 * 1000
 FAKE_URL = "http://opencode.test"
 N_PROJECTS = 50
 NEW_SESSIONS = 20
-# The larger warm pass: 30 sessions more than a 20-new one. (Its sessions are dated before the
+# The larger warm pass: 60 sessions more than a 20-new one. (Its sessions are dated before the
 # one-shot runs' new ones, which the consolidation selects first.)
-MANY_NEW = 50
-WARM_TRIES = 5  # pairs of warm passes (20 and 50 new) for the per-session figure
+MANY_NEW = 80  # (a difference over 30 swung by ±5 ms with what a pass does besides: GC, phase 2)
+WARM_TRIES = 5  # pairs of warm passes (20 and 80 new) for the per-session figure
 SEARCH_RUNS = 20
 QUERIES = ["deploy", "flaky test", "migration schema", "retry timeout", "cache index"]
 GOALS = {
@@ -399,8 +399,8 @@ def one_shot_runs(home: Home) -> dict[str, Any]:
         )
         env = {**os.environ, "MEMORYD_HOME": str(home.base)}
         for label, new in (("once_idle", 0), ("once_new", NEW_SESSIONS)):
-            if new:  # the new sessions idle for 7 h by the wall clock, which this process reads
-                home.clock.set(int(time.time() * 1000) - DAY)
+            if new:  # the new sessions idle for a day by the wall clock, which this process reads
+                home.clock.set(int(time.time() * 1000) - 2 * DAY)  # (and a day left for the next)
                 add_new_sessions(home, new, seed=4)
             # the new ones consolidated, whatever the bench's own passes left of the cooldown
             force = ["--force-consolidation"] if new else []
@@ -479,8 +479,8 @@ def _run_size(n: int, base: Path, profile: bool, one_shots: bool) -> dict[str, A
         r["profile_new"] = profile_text(lambda: one_pass(home), f"20-new-session pass at {n}")
 
     # Per new session, warm (as in the daemon: patterns compiled, caches filled): whole passes
-    # that extract 20 and 50 new sessions and consolidate them, CPU with the tokenizer helper's;
-    # the difference over 30 is what one more session costs. Each try runs the two passes back to
+    # that extract 20 and 80 new sessions and consolidate them, CPU with the tokenizer helper's;
+    # the difference over 60 is what one more session costs. Each try runs the two passes back to
     # back and the median of the five tries' differences is reported, with their range: CPU time
     # on a shared machine swings by a third from minute to minute, and a difference of two best
     # figures taken minutes apart swung with it. Phase 1 alone (this process only) less its cost
@@ -611,7 +611,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]
         ms,
     ),
     ("20-new pass, warm, memoryd CPU", lambda r: r["warm_cpu"], ms),
-    ("50-new pass, warm, memoryd CPU", lambda r: r["warm2_cpu"], ms),
+    (f"{MANY_NEW}-new pass, warm, memoryd CPU", lambda r: r["warm2_cpu"], ms),
     ("memoryd CPU per new session", lambda r: r["per_session"], ms),
     ("  lowest of the five tries", lambda r: r["per_session_range"][0], ms),
     ("  highest of the five tries", lambda r: r["per_session_range"][1], ms),
