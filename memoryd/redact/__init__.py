@@ -120,7 +120,8 @@ POSITION_RULES: tuple[Rule, ...] = tuple(
     Rule(name, apply, hints) for name, hints, apply in (*code.EDITS, *shell.EDITS, *printed.EDITS)
 )
 _Step = tuple[str, tuple[str, ...], Callable[[str], tuple[str, int]], str]
-_TOKEN_RUN_RE = lazy(r"[A-Za-z0-9_\-.+/=~:]{16}")
+_TOKEN_RUN_RE = lazy(rf"{tokens.TOKEN_CHARS}{{16}}")
+_TOKEN_RUNS_RE = lazy(rf"{tokens.TOKEN_CHARS}{{16,}}")  # each whole run (a scan takes it whole)
 
 
 class _Steps(NamedTuple):
@@ -134,14 +135,13 @@ class _Steps(NamedTuple):
     needles: tuple[str, ...]  # each step's needle ("" for none: every text holds it)
     fixed_order: tuple[int, ...]  # the fixed steps, in order
     chosen: dict[frozenset[str], tuple[int, ...]]  # which steps a set of hint words picks
+    in_run: tuple[bool, ...] | None  # whose needle stands in a token run (None: no step's does)
 
 
 def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
-    steps = tuple(
-        (r.needle, r.hints, r.apply, r.name)
-        for r in rules
-        if RULE_FAMILIES.get(r.name) not in without
-    )
+    kept = [r for r in rules if RULE_FAMILIES.get(r.name) not in without]
+    steps = tuple((r.needle, r.hints, r.apply, r.name) for r in kept)
+    in_run = tuple(r.in_run for r in kept)
     by_hint: dict[str, list[int]] = {}
     for i, (needle, hints, _, _) in enumerate(steps):
         for hint in () if needle else hints:
@@ -149,7 +149,8 @@ def _steps(rules: tuple[Rule, ...], without: frozenset[str]) -> _Steps:
     fixed = frozenset(i for i, (needle, hints, _, _) in enumerate(steps) if needle or not hints)
     needles = tuple(needle for needle, _, _, _ in steps)
     index = {h: tuple(ix) for h, ix in by_hint.items()}
-    return _Steps(steps, fixed, index, needles, tuple(sorted(fixed)), {})
+    runs = in_run if any(in_run) else None
+    return _Steps(steps, fixed, index, needles, tuple(sorted(fixed)), {}, runs)
 
 
 class _Pipeline(NamedTuple):
@@ -184,9 +185,9 @@ hintwords.know(_DEFAULT.hints)  # every text's index learns them at once (rules'
 def _run(group: _Steps, text: str, present: frozenset[str], families: dict[str, None]) -> str:
     """The steps of ``group`` that ``text`` can need, in their order: those with a hint word the
     text held before any step ran (a marker adds none), and those whose needle it holds now."""
-    steps, needles = group.steps, group.needles
+    steps = group.steps
     chosen = _chosen(group, present)
-    live = [i for i in chosen if needles[i] in text]  # the needles, all at once: ~90 of them
+    live = _live(group, chosen, text)
     k = 0
     while k < len(live):
         i = live[k]
@@ -197,8 +198,18 @@ def _run(group: _Steps, text: str, present: frozenset[str], families: dict[str, 
             families[name] = None
         if out != text:  # a needle may stand in the new text: the steps after are checked again
             text = out
-            live = live[:k] + [j for j in chosen if j > i and needles[j] in text]
+            live = live[:k] + [j for j in _live(group, chosen, text) if j > i]
     return text
+
+
+def _live(group: _Steps, chosen: tuple[int, ...], text: str) -> list[int]:
+    """The steps of ``chosen`` whose needle ``text`` holds, all at once (the provider tokens' ~90
+    needles are looked for in the text's token runs, where every one of their matches stands)."""
+    needles, in_run = group.needles, group.in_run
+    if in_run is None:
+        return [i for i in chosen if needles[i] in text]
+    runs = "\n".join(_TOKEN_RUNS_RE.findall(text))
+    return [i for i in chosen if needles[i] in (runs if in_run[i] else text)]
 
 
 def _chosen(group: _Steps, present: frozenset[str]) -> tuple[int, ...]:

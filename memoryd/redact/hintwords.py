@@ -23,6 +23,13 @@ class HintWords:
         }
         self.all = tuple(ordered)
         self.roots = tuple(w for w in ordered if not parent[w])
+        # each root behind its least common character: one memchr rules a group out
+        gates: dict[str, list[str]] = {}
+        for w in self.roots:
+            gates.setdefault(max(w, key=_rarity), []).append(w)
+        self.gates = tuple(
+            (c, tuple(ws)) for c, ws in sorted(gates.items(), key=lambda g: -_rarity(g[0]))
+        )
         children: dict[str, list[str]] = {}
         for w in ordered:
             if parent[w]:
@@ -33,7 +40,7 @@ class HintWords:
         self._guards: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
 
     def present(self, folded: str) -> frozenset[str]:
-        found = {w for w in self.roots if w in folded}
+        found = {w for c, ws in self.gates if c in folded for w in ws if w in folded}
         todo = [c for p in found if p in self.children for c in self.children[p]]
         while todo:
             w = todo.pop()
@@ -55,6 +62,16 @@ class HintWords:
         if got is None:
             got = self._guards[literals] = tuple((lit, self.guard(lit)) for lit in literals)
         return got
+
+
+# Characters from most to least common in transcripts (English prose and code); one not listed
+# (another letter, a digit, a symbol) is rarer than all of them.
+_COMMON = " etaoinsrlhdcu.mp_f(gy),=\n:bw\"v-/'k"
+
+
+def _rarity(c: str) -> int:
+    i = _COMMON.find(c)
+    return len(_COMMON) if i < 0 else i
 
 
 KNOWN = HintWords(())

@@ -31,6 +31,7 @@ class Rule(NamedTuple):
     apply: Callable[[str], tuple[str, int]]
     hints: tuple[str, ...]  # lower-case substrings, one of which must occur; () means always run
     needle: str = ""  # a case-sensitive substring every match contains ("" means none known)
+    in_run: bool = False  # every match is 16 or more TOKEN_CHARS: its needle stands in such a run
 
 
 def literal_prefix(pattern: str) -> str:
@@ -261,8 +262,17 @@ _BEFORE = {
 }
 
 
+# The characters of a provider token and what stands around it in a URL or a header. Every
+# token rule's match but those of SHORT_TOKENS is a run of 16 or more of them (a test proves it
+# from each pattern), so a rule's needle is looked for in a text's runs of them alone (a fifth of
+# a file's text), not in all of it.
+TOKEN_CHARS = r"[A-Za-z0-9_\-.+/=~:]"
+SHORT_TOKENS = frozenset({"slack-token"})  # xoxb-/xapp- and ten characters: fifteen at least
+
+
 def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
     regex = lazy(pattern, re.ASCII)
+    in_run = name not in SHORT_TOKENS
     mark = marker(name)
     partial_group = "(?P<s>" in pattern  # (asking the pattern would compile it now)
     before = _BEFORE.get(name)
@@ -272,6 +282,7 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
             partial(_apply_extended, regex, lazy(rf"(?:{before})\Z"), mark),
             hints,
             literal_prefix(pattern),
+            in_run,
         )
 
     def apply(text: str) -> tuple[str, int]:
@@ -292,7 +303,7 @@ def _token_rule(name: str, hints: tuple[str, ...], pattern: str) -> Rule:
 
         return regex.sub(repl, text), count
 
-    return Rule(name, apply, hints, literal_prefix(pattern))
+    return Rule(name, apply, hints, literal_prefix(pattern), in_run)
 
 
 def _apply_extended(

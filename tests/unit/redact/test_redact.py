@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 import textwrap
 import time
@@ -561,3 +562,90 @@ def test_keywords_spelled_with_letters_re_folds_are_found(text: str) -> None:
     out = redact(text)
     assert out != text and REDACTED in out
     assert find_secrets(text)
+
+
+# --- provider tokens: needles looked for in the token runs alone ------------------------------------
+
+
+def _consumed(items: object, flags: int) -> set[str] | None:
+    """The characters a parsed pattern's matches can hold (lookarounds hold none), or None when
+    that is not a small known set (any character, a negated set, a backreference)."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    out: set[str] = set()
+
+    def chars(code: int) -> set[str]:
+        ch = chr(code)
+        return {ch, ch.lower(), ch.upper()} if flags & re.IGNORECASE else {ch}
+
+    for op, av in items:  # type: ignore[attr-defined]
+        if op is c.LITERAL:
+            out |= chars(av)
+        elif op is c.IN:
+            for o, a in av:
+                if o is c.LITERAL:
+                    out |= chars(a)
+                elif o is c.RANGE:
+                    out |= {x for code in range(a[0], a[1] + 1) for x in chars(code)}
+                elif o is c.CATEGORY and a is c.CATEGORY_DIGIT:
+                    out |= set(string.digits)
+                elif o is c.CATEGORY and a is c.CATEGORY_WORD:
+                    out |= set(string.ascii_letters + string.digits + "_")  # re.ASCII
+                else:
+                    return None
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            sub = _consumed(av[2], flags)
+            if sub is None:
+                return None
+            out |= sub
+        elif op is c.SUBPATTERN:
+            sub = _consumed(av[3], flags | (av[1] or 0))
+            if sub is None:
+                return None
+            out |= sub
+        elif op is c.ATOMIC_GROUP or op is c.BRANCH:
+            for alt in [av] if op is c.ATOMIC_GROUP else av[1]:
+                sub = _consumed(alt, flags)
+                if sub is None:
+                    return None
+                out |= sub
+        elif op not in (c.AT, c.ASSERT, c.ASSERT_NOT):
+            return None
+    return out
+
+
+def test_every_token_rule_said_to_stand_in_a_run_does() -> None:
+    """A token rule's needle is looked for in the text's runs of 16 or more token characters
+    alone. That holds only if every match of the rule is such a run: proved here from each
+    pattern's parse tree (the characters it can consume, and at least 16 of them)."""
+    from re import _parser as parser  # type: ignore[attr-defined]
+
+    from memoryd.redact import tokens
+
+    run_chars = set(string.ascii_letters + string.digits + "_-.+/=~:")
+    assert len(tokens.TOKEN_RULES) == len(tokens._TOKENS)
+    claimed = 0
+    for rule, (name, _hints, pattern) in zip(tokens.TOKEN_RULES, tokens._TOKENS, strict=True):
+        assert rule.name == name and rule.needle, name
+        parsed = parser.parse(pattern, re.ASCII)
+        held = _consumed(list(parsed), parsed.state.flags)
+        proved = held is not None and held <= run_chars and parsed.getwidth()[0] >= 16
+        assert not rule.in_run or proved, (name, pattern, held and held - run_chars)
+        claimed += rule.in_run
+    assert claimed >= 85  # all but the short Slack tokens
+
+
+def test_a_needle_outside_every_token_run_wakes_no_token_rule() -> None:
+    """``ghp_`` in a sentence, a long identifier elsewhere: the GitHub rule is not even tried
+    (its needle was looked for in the whole text before); in a run it still is, and redacts."""
+    from memoryd import redact as redaction
+
+    group = redaction._DEFAULT.tokens
+    text = "tokens start with ghp_ or gho_; see dependency_injection_container_registry"
+    live = {group.steps[i][3] for i in redaction._live(group, group.fixed_order, text)}
+    assert "github-token" not in live
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    assert "github-token" in {
+        group.steps[i][3] for i in redaction._live(group, group.fixed_order, f"{text} {token}")
+    }
+    assert redact(f"{text} {token}") == f"{text} [REDACTED:github-token]"
