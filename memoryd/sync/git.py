@@ -464,9 +464,11 @@ class SyncRepo:
         """Fetch the sync branch; records and returns the remote head (``None``: no branch yet)."""
         client, path = _client(remote)
         store = self.repo.object_store
+        asked: list[ObjectID | None] = []
 
         def wants(refs: dict[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
             head = refs.get(BRANCH)
+            asked.append(head)
             return [head] if head and head != ZERO_SHA and head not in store else []
 
         try:
@@ -475,7 +477,10 @@ class SyncRepo:
             raise
         except Exception as exc:
             raise _errors(remote)(exc) from exc
-        head = result.refs.get(BRANCH)
+        # The head whose objects were asked for, not the refs the answer ends with: a remote on
+        # this disk reads its refs again after making the pack, and another machine's push in
+        # between named a head whose objects never came (the next read of it failed).
+        head = asked[-1] if asked else result.refs.get(BRANCH)
         head = head if head and head != ZERO_SHA else None
         self.set_tracking(head)
         return head

@@ -646,6 +646,40 @@ def test_a_tombstone_removed_from_the_remote_resurrects_nothing(
     assert {"ses_a", "ses_b"} <= set(b.store.tombstones.tombstones())
 
 
+def test_a_push_landing_while_a_fetch_packs_leaves_a_head_whose_objects_came(
+    machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote on this disk reads its refs again after making the pack: B's push landing in
+    between made A record B's new head, whose objects A never received, and A's next read of it
+    failed (seen once in the sync e2e, both machines syncing at once)."""
+    a, b = machines
+    a.remember("ses_a", "fact from A")
+    b.remember("ses_b", "fact from B")
+    assert a.sync().status == "pushed"
+    pub_b = build_publication(b.store, b.paths.memories, 30)
+    real_find = Repo.find_missing_objects
+    landed: list[bool] = []
+
+    def find_then_b_pushes(self: Repo, *args, **kwargs):  # type: ignore[no-untyped-def]
+        missing = real_find(self, *args, **kwargs)
+        if not landed:
+            landed.append(True)  # A's wants are fixed; B's push lands before A's refs are read
+            assert exchange(b.paths.sync_git, str(remote), pub_b).pushed
+        return missing
+
+    monkeypatch.setattr(Repo, "find_missing_objects", find_then_b_pushes)
+    repo = transport.SyncRepo(a.paths.sync_git)
+    try:
+        head = repo.fetch(str(remote))
+        assert landed and head is not None
+        assert repo.machines(head)  # its objects are here: this read failed before
+    finally:
+        repo.close()
+    monkeypatch.undo()
+    assert a.sync().ok  # and the next sync takes B's head as usual
+    assert any(f"{b.id}/" in k for k in a.inputs())
+
+
 def test_an_oversized_fetch_is_refused_and_nothing_kept(
     machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
