@@ -251,6 +251,20 @@ def object_size(store: BaseObjectStore, sha: ObjectID) -> int | None:
     return int(length)
 
 
+def _wanter(store: BaseObjectStore, asked: list[ObjectID | None]) -> Callable[..., list[ObjectID]]:
+    """dulwich's ``determine_wants`` for the sync branch, noting the head it asked for: that
+    head, not the refs the answer ends with, is the fetched one. A remote on this disk reads its
+    refs again after packing, and another machine's push landing in between named a head whose
+    objects never came (the next read of it failed)."""
+
+    def wants(refs: dict[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+        head = refs.get(BRANCH)
+        asked.append(head)
+        return [head] if head and head != ZERO_SHA and head not in store else []
+
+    return wants
+
+
 class SyncRepo:
     """The local cache repository; safe to delete at any time (the next sync refetches)."""
 
@@ -463,24 +477,14 @@ class SyncRepo:
     def fetch(self, remote: str) -> ObjectID | None:
         """Fetch the sync branch; records and returns the remote head (``None``: no branch yet)."""
         client, path = _client(remote)
-        store = self.repo.object_store
         asked: list[ObjectID | None] = []
-
-        def wants(refs: dict[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
-            head = refs.get(BRANCH)
-            asked.append(head)
-            return [head] if head and head != ZERO_SHA and head not in store else []
-
         try:
-            result = self._fetch_capped(client, path, wants)
+            result = self._fetch_capped(client, path, _wanter(self.repo.object_store, asked))
         except SyncError:
             raise
         except Exception as exc:
             raise _errors(remote)(exc) from exc
-        # The head whose objects were asked for, not the refs the answer ends with: a remote on
-        # this disk reads its refs again after making the pack, and another machine's push in
-        # between named a head whose objects never came (the next read of it failed).
-        head = asked[-1] if asked else result.refs.get(BRANCH)
+        head = asked[-1] if asked else result.refs.get(BRANCH)  # the one its objects came for
         head = head if head and head != ZERO_SHA else None
         self.set_tracking(head)
         return head
