@@ -19,8 +19,8 @@ Then, per size:
   fresh process compiles on first use;
 - memoryd's CPU per new session, warm (as in the daemon): whole passes with 20 and with 80 new
   sessions (extraction, consolidation, the tokenizer helper's CPU included), run back to back
-  five times: the median of the five differences over 60, and the lowest and highest (a
-  difference over 20 swung by ±10 ms with this machine's speed); and phase 1 alone in this
+  five times: the median of the five differences over 60, and the lowest and highest (three
+  differences over 30 swung by ±10 ms with this machine's speed); and phase 1 alone in this
   process, less its CPU with nothing new (the listing), per session;
 - ``memoryd run --once`` in its own process against the fake host over HTTP on 127.0.0.1 (nothing
   new, then 20 new): its CPU with its children's (``wait4``) and its own and its tokenizer

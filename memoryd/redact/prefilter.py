@@ -447,20 +447,16 @@ class Prefiltered:
         return self._anchored(string, pos, endpos, self.starts)
 
     def finditer_in(self, text: str, windows: Iterable[tuple[int, int]]) -> Iterator[re.Match[str]]:
-        """``finditer(text, a, b)`` for each of ``windows`` in turn (a rule's lines of one text):
-        the starts' places are looked up once, and a short window is matched only at them too
-        (for one short text the index would cost more than the engine's scan; here it is made)."""
-        if self.starts is None or len(text) > _INDEXED:
-            for a, b in windows:
-                yield from self.finditer(text, a, b)
-            return
-        at = text_index(text).places(self.starts)
-        match = self._re.match
+        """``finditer(text, a, b)`` for each of ``windows`` in turn (a rule's lines of one text),
+        each through the text's index, a short window too: :meth:`finditer` leaves one under
+        :data:`_SHORT` characters to the engine, since for one short text the index would cost
+        more than the scan, but here the index is made already."""
+        starts = self.starts if len(text) <= _INDEXED else None
         for a, b in windows:
-            lo = bisect_left(at, a)
-            hi = bisect_left(at, b)
-            if lo < hi:
-                yield from _matches_at(match, text, at[lo:hi], a, b)
+            if starts is not None:
+                yield from self._indexed(text, a, b, starts, False)
+            else:
+                yield from self.finditer(text, a, b)
 
     def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
         pos, endpos = _bounds(string, pos, endpos)

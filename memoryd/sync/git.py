@@ -486,6 +486,8 @@ class SyncRepo:
             raise _errors(remote)(exc) from exc
         head = asked[-1] if asked else result.refs.get(BRANCH)  # the one its objects came for
         head = head if head and head != ZERO_SHA else None
+        if head is not None and head not in self.repo.object_store:  # named, never sent
+            raise SyncError(display_remote(remote), "the remote named a head it did not send")
         self.set_tracking(head)
         return head
 

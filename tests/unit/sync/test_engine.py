@@ -680,6 +680,29 @@ def test_a_push_landing_while_a_fetch_packs_leaves_a_head_whose_objects_came(
     assert any(f"{b.id}/" in k for k in a.inputs())
 
 
+def test_a_remote_naming_a_head_it_never_sends_is_a_clear_failure(
+    machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote that advertises a head and sends no objects for it (hostile, or broken) fails
+    the sync with a message, and records nothing; it used to record the head, and the next read
+    of it raised a bare ``KeyError``."""
+    a, b = machines
+    a.remember("ses_a", "fact from A")
+    assert a.sync().status == "pushed"
+    real = transport.SyncRepo._fetch_capped
+
+    def sends_nothing(self, client, path, wants):  # type: ignore[no-untyped-def]
+        return real(self, client, path, lambda refs, depth=None: wants(refs, depth) and [])
+
+    monkeypatch.setattr(transport.SyncRepo, "_fetch_capped", sends_nothing)
+    out = b.sync()
+    assert out.status == "failed" and "did not send" in out.detail, out
+    assert b.inputs() == {}
+    monkeypatch.undo()
+    b.clock.advance(2 * 60 * 60 * 1000)
+    assert b.sync().ok and b.inputs()
+
+
 def test_an_oversized_fetch_is_refused_and_nothing_kept(
     machines: tuple[Machine, Machine], remote: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
